@@ -1,0 +1,24 @@
+// The `loom` subcommands. Each returns the process exit code (0 ok, 1 failure); errors are
+// printed as "loom <command>: error: <message>".
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace loom {
+
+// Registers `loom train` on the app; the callback runs the command.
+void AddTrainCommand(CLI::App& app, int* exit_code);
+// Registers `loom data prepare`.
+void AddDataCommand(CLI::App& app, int* exit_code);
+
+// Prints an error for the user: the message without the source-location trail (kept with
+// LOOM_LOG_LEVEL=DEBUG).
+int ReportError(const std::string& command, const Status& status);
+
+}  // namespace loom

@@ -1,0 +1,23 @@
+// loom: one binary, one subcommand per capability.
+//   loom train --config job.yaml        single-process training (see docs/JOB.md)
+//   loom data prepare --input corpus.txt --output-dir dir
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/logging.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Loom: distributed training orchestrator for GPT-style transformers", "loom"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "loom 0.1.0");
+  int exit_code = 0;
+  loom::AddTrainCommand(app, &exit_code);
+  loom::AddDataCommand(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return exit_code;
+}

@@ -1,0 +1,123 @@
+// YAML field reader. yaml-cpp reports problems with exceptions; they stop here.
+#include "core/config_reader.h"
+
+#include <cmath>
+
+namespace loom {
+
+ConfigSection::ConfigSection(std::string file, YAML::Node node, std::string path)
+    : file_(std::move(file)), node_(std::move(node)), path_(std::move(path)) {}
+
+Result<ConfigSection> ConfigSection::LoadFile(const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    return NotFound(file + ": cannot open the file");
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) +
+                           ": YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) return InvalidArgument(file + ": expected a YAML mapping at the top level");
+  return ConfigSection(file, root, "");
+}
+
+std::string ConfigSection::Where(const std::string& key) const {
+  std::string where = file_;
+  YAML::Node n = node_[key];
+  int line = n.IsDefined() ? n.Mark().line : node_.Mark().line;
+  if (line >= 0) where += ":" + std::to_string(line + 1);
+  return where + ": field '" + (path_.empty() ? key : path_ + "." + key) + "'";
+}
+
+Status ConfigSection::Bad(const std::string& key, const YAML::Node& node,
+                          const std::string& expected) const {
+  std::string got = node.IsScalar() ? "'" + node.Scalar() + "'"
+                    : node.IsMap()  ? "a mapping"
+                    : node.IsSequence() ? "a list" : "nothing";
+  return InvalidArgument(Where(key) + ": expected " + expected + ", got " + got);
+}
+
+bool ConfigSection::Has(const std::string& key) const { return node_[key].IsDefined(); }
+
+Result<std::optional<YAML::Node>> ConfigSection::Get(const std::string& key, bool required,
+                                                     const char* expected) {
+  read_.insert(key);
+  YAML::Node n = node_[key];
+  if (!n.IsDefined() || n.IsNull()) {
+    if (required) return InvalidArgument(Where(key) + ": missing; expected " + expected);
+    return std::optional<YAML::Node>();
+  }
+  return std::optional<YAML::Node>(n);
+}
+
+Status ConfigSection::Int(const std::string& key, int64_t* out, bool required, int64_t min,
+                          int64_t max) {
+  std::string expected = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, expected.c_str()));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  int64_t v = 0;
+  if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v) || v < min || v > max) {
+    return Bad(key, n, expected);
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ConfigSection::Double(const std::string& key, double* out, bool required, double min,
+                             double max) {
+  std::string expected = "a number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, expected.c_str()));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v) || v < min ||
+      v > max) {
+    return Bad(key, n, expected);
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ConfigSection::String(const std::string& key, std::string* out, bool required) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, "a string"));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  if (!n.IsScalar()) return Bad(key, n, "a string");
+  *out = n.Scalar();
+  return Status::Ok();
+}
+
+Status ConfigSection::Bool(const std::string& key, bool* out, bool required) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, "true or false"));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) return Bad(key, n, "true or false");
+  *out = v;
+  return Status::Ok();
+}
+
+Result<ConfigSection> ConfigSection::Section(const std::string& key, bool required) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, "a mapping"));
+  std::string path = path_.empty() ? key : path_ + "." + key;
+  if (!opt) return ConfigSection(file_, YAML::Node(YAML::NodeType::Map), path);
+  const YAML::Node& n = *opt;
+  if (!n.IsMap()) return Bad(key, n, "a mapping");
+  return ConfigSection(file_, n, path);
+}
+
+Status ConfigSection::Finish() const {
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    std::string key = it->first.Scalar();
+    if (read_.count(key) == 0) {
+      std::string known;
+      for (const std::string& k : read_) known += (known.empty() ? "" : ", ") + k;
+      return InvalidArgument(Where(key) + ": unknown field (expected one of: " + known + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,97 @@
+// POSIX file I/O with EINTR retries and errors that name the file.
+#include "core/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <system_error>
+
+namespace loom {
+namespace {
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t w = ::write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("write '" + path + "'", errno);
+    }
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+std::string ParentDir(const std::string& path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open '" + path + "'", errno);
+  std::string out;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof(buf));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return ErrnoError("read '" + path + "'", err);
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+Status WriteFileAtomic(const std::string& path, std::string_view data) {
+  return WriteFileAtomicParts(path, &data, 1);
+}
+
+Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("create '" + tmp + "'", errno);
+  Status st;
+  for (size_t i = 0; i < count && st.ok(); ++i) st = WriteAll(fd, parts[i], tmp);
+  if (st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + tmp + "'", errno);
+  if (::close(fd) != 0 && st.ok()) st = ErrnoError("close '" + tmp + "'", errno);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = ErrnoError("rename '" + tmp + "' to '" + path + "'", errno);
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return FsyncDir(ParentDir(path));
+}
+
+Status FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open directory '" + dir + "'", errno);
+  Status st;
+  if (::fsync(fd) != 0) st = ErrnoError("fsync directory '" + dir + "'", errno);
+  ::close(fd);
+  return st;
+}
+
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IoError("create directory '" + dir + "': " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace loom

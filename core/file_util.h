@@ -1,0 +1,20 @@
+// File helpers with Status errors that name the path. Writes are atomic: data goes to
+// "<path>.tmp.<pid>", is fsynced, renamed over <path>, and the directory is fsynced, so a crash
+// never leaves a half-written file under the final name.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace loom {
+
+Result<std::string> ReadFile(const std::string& path);
+Status WriteFileAtomic(const std::string& path, std::string_view data);
+// Writes `parts` one after another into one file, atomically (no concatenation copy).
+Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count);
+Status FsyncDir(const std::string& dir);
+Status MakeDirs(const std::string& dir);
+
+}  // namespace loom

@@ -1,0 +1,42 @@
+// Fused output projection + softmax + cross-entropy against tied embeddings, processed one vocabulary
+// chunk at a time: at most [N, chunk] logits exist at once, and the backward recomputes them.
+//
+// Works on a vocabulary shard (rows [vocab_begin, vocab_begin + rows) of the embedding), so the
+// same code serves vocab-parallel cross-entropy: each shard produces partial statistics (row max,
+// sum of exp relative to that max, target logit if the target is in the shard) that the caller
+// combines across shards (max all-reduce, rescaled sum all-reduce). Rows of the embedding at or
+// beyond `vocab_valid` (vocabulary padding) are excluded from the softmax.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+
+struct VocabShard {
+  int64_t n = 0;            // tokens
+  int64_t channels = 0;     // C
+  int64_t vocab_begin = 0;  // global id of the first row of `wte`
+  int64_t rows = 0;         // rows of `wte` in this shard
+  int64_t vocab_valid = 0;  // ids >= this are padding (usually the true vocab size)
+  int64_t chunk = 4096;     // vocabulary rows per chunk (LOOM_VOCAB_CHUNK)
+};
+
+// Per-token partial statistics of this shard: max[i] (-inf if the shard has no valid row),
+// sumexp[i] = sum_v exp(z_iv - max[i]), target_logit[i] (0 when the target is not in the shard).
+template <typename T>
+void CrossEntropyStats(T* max, T* sumexp, T* target_logit, const T* x, const T* wte,
+                       const int32_t* targets, const VocabShard& s, T* chunk_buf);
+
+// Combines one shard's statistics into per-token lse and loss (single shard: the whole vocab).
+template <typename T>
+void CrossEntropyFinish(T* lse, T* loss, const T* max, const T* sumexp, const T* target_logit,
+                        int64_t n);
+
+// With dloss[i] = d(objective)/d(loss_i) (1/total_tokens for a mean): dx += dlogits * wte and
+// dwte += dlogits^T * x for this shard, dlogits = dloss_i * (softmax - onehot(target)).
+// dx or dwte may be null. chunk_buf holds n * chunk elements.
+template <typename T>
+void CrossEntropyBackward(T* dx, T* dwte, const T* x, const T* wte, const int32_t* targets,
+                          const T* lse, const T* dloss, const VocabShard& s, T* chunk_buf);
+
+}  // namespace loom

@@ -1,0 +1,65 @@
+// GELU and residual kernels; simple loops the compiler vectorises (FastExp keeps tanh vectorised).
+#include "core/kernels/elementwise.h"
+
+#include "core/kernels/fast_math.h"
+
+namespace loom {
+namespace {
+template <typename T>
+constexpr T kGeluScale = T(0.7978845608028654);  // sqrt(2/pi)
+template <typename T>
+constexpr T kGeluCube = T(0.044715);
+}  // namespace
+
+template <typename T>
+void GeluForward(T* out, const T* inp, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    T x = inp[i];
+    T u = kGeluScale<T> * (x + kGeluCube<T> * x * x * x);
+    out[i] = T(0.5) * x * (T(1) + FastTanh(u));
+  }
+}
+
+template <typename T>
+void GeluBackward(T* dinp, const T* inp, const T* dout, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    T x = inp[i];
+    T u = kGeluScale<T> * (x + kGeluCube<T> * x * x * x);
+    T th = FastTanh(u);
+    T sech2 = T(1) - th * th;
+    T du = kGeluScale<T> * (T(1) + T(3) * kGeluCube<T> * x * x);
+    T grad = T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * du;
+    dinp[i] = grad * dout[i];
+  }
+}
+
+template <typename T>
+void ResidualForward(T* out, const T* a, const T* b, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void ResidualBackward(T* da, T* db, const T* dout, int64_t n) {
+  if (da) Axpy(da, dout, T(1), n);
+  if (db) Axpy(db, dout, T(1), n);
+}
+
+template <typename T>
+void Axpy(T* y, const T* x, T alpha, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+#define LOOM_INSTANTIATE_ELEMENTWISE(T)                              \
+  template void GeluForward<T>(T*, const T*, int64_t);               \
+  template void GeluBackward<T>(T*, const T*, const T*, int64_t);    \
+  template void ResidualForward<T>(T*, const T*, const T*, int64_t); \
+  template void ResidualBackward<T>(T*, T*, const T*, int64_t);      \
+  template void Axpy<T>(T*, const T*, T, int64_t);
+LOOM_INSTANTIATE_ELEMENTWISE(float)
+LOOM_INSTANTIATE_ELEMENTWISE(double)
+
+}  // namespace loom

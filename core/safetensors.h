@@ -1,0 +1,34 @@
+// Reading and writing the safetensors format (the layout Hugging Face tools open):
+//   u64 little-endian header length N | N bytes of JSON header | raw little-endian tensor data
+// The header maps each name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets relative
+// to the first data byte) plus an optional "__metadata__" map of strings.
+// Writing is atomic (see core/file_util.h). Reading validates every field and names the file and
+// tensor in its errors.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace loom {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;  // CPU tensor; only its bytes are written
+};
+
+Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                        const std::map<std::string, std::string>& metadata = {});
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;  // owned copies
+  std::map<std::string, std::string> metadata;
+};
+
+Result<SafetensorsFile> ReadSafetensors(const std::string& path);
+
+}  // namespace loom

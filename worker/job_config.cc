@@ -1,0 +1,142 @@
+// Job file parsing and cross-field validation.
+#include "worker/job_config.h"
+
+#include <filesystem>
+#include <limits>
+
+#include "core/config_reader.h"
+
+namespace loom {
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+
+std::string Resolve(const std::string& job_path, const std::string& p) {
+  if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
+  return (std::filesystem::path(job_path).parent_path() / p).lexically_normal().string();
+}
+
+Status ReadModel(ConfigSection& s, ModelConfig* m) {
+  LOOM_RETURN_IF_ERROR(s.Int("vocab", &m->vocab, true, 1, kMaxInt));
+  LOOM_RETURN_IF_ERROR(s.Int("max_seq", &m->max_seq, true, 1, 1 << 20));
+  LOOM_RETURN_IF_ERROR(s.Int("layers", &m->layers, true, 1, 4096));
+  LOOM_RETURN_IF_ERROR(s.Int("heads", &m->heads, true, 1, 4096));
+  LOOM_RETURN_IF_ERROR(s.Int("hidden", &m->hidden, true, 1, 1 << 20));
+  if (m->hidden % m->heads != 0) {
+    return InvalidArgument(s.Where("hidden") + ": expected a multiple of model.heads (" +
+                           std::to_string(m->heads) + "), got " + std::to_string(m->hidden));
+  }
+  return s.Finish();
+}
+
+Status ReadData(ConfigSection& s, DataConfig* d) {
+  LOOM_RETURN_IF_ERROR(s.String("text", &d->text, false));
+  LOOM_RETURN_IF_ERROR(s.String("train", &d->train, false));
+  LOOM_RETURN_IF_ERROR(s.String("val", &d->val, false));
+  LOOM_RETURN_IF_ERROR(s.Double("val_fraction", &d->val_fraction, false, 0.0, 0.5));
+  LOOM_RETURN_IF_ERROR(s.Int("seq", &d->seq, true, 1, 1 << 20));
+  LOOM_RETURN_IF_ERROR(s.Int("global_batch", &d->global_batch, true, 1, kMaxInt));
+  LOOM_RETURN_IF_ERROR(s.Int("micro_batch", &d->micro_batch, false, 1, kMaxInt));
+  if (d->text.empty() == d->train.empty()) {
+    return InvalidArgument(s.Where("text") +
+                           ": expected exactly one of 'text' (a corpus) or 'train' (a token file)");
+  }
+  if (d->micro_batch == 0) d->micro_batch = d->global_batch;
+  if (d->global_batch % d->micro_batch != 0) {
+    return InvalidArgument(s.Where("micro_batch") + ": expected a divisor of data.global_batch (" +
+                           std::to_string(d->global_batch) + "), got " +
+                           std::to_string(d->micro_batch));
+  }
+  return s.Finish();
+}
+
+Status ReadOptim(ConfigSection& s, OptimConfig* o) {
+  LOOM_RETURN_IF_ERROR(s.Double("lr", &o->lr, true, 0.0, 10.0));
+  LOOM_RETURN_IF_ERROR(s.Double("min_lr", &o->min_lr, false, 0.0, 10.0));
+  LOOM_RETURN_IF_ERROR(s.Double("beta1", &o->beta1, false, 0.0, 0.999999));
+  LOOM_RETURN_IF_ERROR(s.Double("beta2", &o->beta2, false, 0.0, 0.999999));
+  LOOM_RETURN_IF_ERROR(s.Double("eps", &o->eps, false, 0.0, 1.0));
+  LOOM_RETURN_IF_ERROR(s.Double("weight_decay", &o->weight_decay, false, 0.0, 10.0));
+  LOOM_RETURN_IF_ERROR(s.Double("grad_clip", &o->grad_clip, false, 0.0, 1e9));
+  if (o->min_lr > o->lr) {
+    return InvalidArgument(s.Where("min_lr") + ": expected at most optimizer.lr");
+  }
+  return s.Finish();
+}
+
+Status ReadRuntime(ConfigSection& s, RuntimeConfig* r) {
+  LOOM_RETURN_IF_ERROR(s.Int("threads", &r->threads, false, 0, 1024));
+  std::string recompute = "none";
+  LOOM_RETURN_IF_ERROR(s.String("recompute", &recompute, false));
+  if (recompute == "none") {
+    r->recompute = Recompute::kNone;
+  } else if (recompute == "full") {
+    r->recompute = Recompute::kFull;
+  } else {
+    return InvalidArgument(s.Where("recompute") + ": expected 'none' or 'full', got '" +
+                           recompute + "'");
+  }
+  LOOM_RETURN_IF_ERROR(s.Int("attn_block", &r->attn_block, false, 1, 1 << 16));
+  LOOM_RETURN_IF_ERROR(s.Int("vocab_chunk", &r->vocab_chunk, false, 1, kMaxInt));
+  LOOM_RETURN_IF_ERROR(s.Int("log_every", &r->log_every, false, 1, kMaxInt));
+  return s.Finish();
+}
+
+Status ReadJob(ConfigSection& root, JobConfig* job) {
+  LOOM_ASSIGN_OR_RETURN(ConfigSection model, root.Section("model", true));
+  LOOM_RETURN_IF_ERROR(ReadModel(model, &job->model));
+  LOOM_ASSIGN_OR_RETURN(ConfigSection data, root.Section("data", true));
+  LOOM_RETURN_IF_ERROR(ReadData(data, &job->data));
+  if (job->data.seq > job->model.max_seq) {
+    return InvalidArgument(data.Where("seq") + ": expected at most model.max_seq (" +
+                           std::to_string(job->model.max_seq) + "), got " +
+                           std::to_string(job->data.seq));
+  }
+  LOOM_ASSIGN_OR_RETURN(ConfigSection optim, root.Section("optimizer", true));
+  LOOM_RETURN_IF_ERROR(ReadOptim(optim, &job->optim));
+  LOOM_RETURN_IF_ERROR(root.Int("steps", &job->steps, true, 1, kMaxInt));
+  int64_t seed = static_cast<int64_t>(job->seed);
+  LOOM_RETURN_IF_ERROR(root.Int("seed", &seed, false, 0, std::numeric_limits<int64_t>::max()));
+  job->seed = static_cast<uint64_t>(seed);
+
+  LOOM_ASSIGN_OR_RETURN(ConfigSection sched, root.Section("schedule", false));
+  LOOM_RETURN_IF_ERROR(sched.Int("warmup_steps", &job->schedule.warmup_steps, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(sched.Int("decay_steps", &job->schedule.decay_steps, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(sched.Finish());
+  if (job->schedule.decay_steps == 0) job->schedule.decay_steps = job->steps;
+
+  LOOM_ASSIGN_OR_RETURN(ConfigSection eval, root.Section("eval", false));
+  LOOM_RETURN_IF_ERROR(eval.Int("every", &job->eval.every, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(eval.Int("batches", &job->eval.batches, false, 1, kMaxInt));
+  LOOM_RETURN_IF_ERROR(eval.Finish());
+
+  LOOM_ASSIGN_OR_RETURN(ConfigSection sample, root.Section("sample", false));
+  LOOM_RETURN_IF_ERROR(sample.Int("tokens", &job->sample.tokens, false, 0, 1 << 20));
+  LOOM_RETURN_IF_ERROR(sample.Double("temperature", &job->sample.temperature, false, 0.0, 100.0));
+  LOOM_RETURN_IF_ERROR(sample.Int("top_k", &job->sample.top_k, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(sample.String("prompt", &job->sample.prompt, false));
+  LOOM_RETURN_IF_ERROR(sample.Finish());
+
+  LOOM_ASSIGN_OR_RETURN(ConfigSection runtime, root.Section("runtime", false));
+  LOOM_RETURN_IF_ERROR(ReadRuntime(runtime, &job->runtime));
+  return root.Finish();
+}
+
+}  // namespace
+
+Result<JobConfig> LoadJobConfig(const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(ConfigSection root, ConfigSection::LoadFile(path));
+  JobConfig job;
+  job.path = path;
+  try {
+    LOOM_RETURN_IF_ERROR(ReadJob(root, &job));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ": " + e.what());
+  }
+  job.data.text = Resolve(path, job.data.text);
+  job.data.train = Resolve(path, job.data.train);
+  job.data.val = Resolve(path, job.data.val);
+  return job;
+}
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// The job file (YAML) of `loom train`: model, data, optimizer, schedule, steps, seed, evaluation,
+// sampling and runtime settings. Every field is validated; an error names the file, the line, the
+// field and what was expected. Relative paths are resolved against the job file's directory.
+// docs/JOB.md lists every field with its default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "worker/gpt.h"
+#include "worker/model_config.h"
+
+namespace loom {
+
+struct DataConfig {
+  std::string text;         // a UTF-8 corpus tokenised on the fly (byte level), or:
+  std::string train, val;   // token files from `loom data prepare`
+  double val_fraction = 0.1;  // with `text`: the tail kept for evaluation
+  int64_t seq = 128;
+  int64_t global_batch = 8;  // sequences per optimizer step
+  int64_t micro_batch = 0;   // sequences per forward/backward (0: = global_batch)
+};
+
+struct OptimConfig {
+  double lr = 1e-3, min_lr = 1e-4;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0 disables clipping
+};
+
+struct ScheduleConfig {
+  int64_t warmup_steps = 0;
+  int64_t decay_steps = 0;  // cosine decay ends here (0: = steps)
+};
+
+struct EvalConfig {
+  int64_t every = 0;    // 0: only at the end
+  int64_t batches = 4;  // micro-batches per evaluation
+};
+
+struct SampleConfig {
+  int64_t tokens = 0;  // 0: no sample at the end
+  double temperature = 0.8;
+  int64_t top_k = 0;
+  std::string prompt = "\n";
+};
+
+struct RuntimeConfig {
+  int64_t threads = 0;  // 0: hardware threads / local ranks (LOOM_THREADS overrides)
+  Recompute recompute = Recompute::kNone;
+  int64_t attn_block = 64;
+  int64_t vocab_chunk = 4096;
+  int64_t log_every = 10;
+};
+
+struct JobConfig {
+  std::string path;  // the job file
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  EvalConfig eval;
+  SampleConfig sample;
+  RuntimeConfig runtime;
+  int64_t steps = 100;
+  uint64_t seed = 1337;
+};
+
+Result<JobConfig> LoadJobConfig(const std::string& path);
+
+}  // namespace loom

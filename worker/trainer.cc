@@ -1,0 +1,246 @@
+// Training loop, evaluation and sampling.
+#include "worker/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/file_util.h"
+#include "core/logging.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "worker/data/token_file.h"
+#include "worker/lr_schedule.h"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string FormatDuration(double seconds) {
+  char buf[32];
+  int s = static_cast<int>(seconds + 0.5);
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", s / 3600, (s / 60) % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
+  }
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job) {
+  std::unique_ptr<Trainer> t(new Trainer(job));
+  LOOM_RETURN_IF_ERROR(t->Init());
+  return t;
+}
+
+Status Trainer::Init() {
+  const DataConfig& d = job_.data;
+  if (!d.text.empty()) {
+    LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(d.text));
+    if (job_.model.vocab < 256) {
+      return InvalidArgument(job_.path + ": field 'model.vocab': byte-level text needs at least "
+                             "256, got " + std::to_string(job_.model.vocab));
+    }
+    std::vector<uint32_t> all = EncodeBytes(text);
+    size_t val_n = static_cast<size_t>(static_cast<double>(all.size()) * d.val_fraction);
+    train_tokens_.assign(all.begin(), all.end() - static_cast<std::ptrdiff_t>(val_n));
+    val_tokens_.assign(all.end() - static_cast<std::ptrdiff_t>(val_n), all.end());
+  } else {
+    LOOM_ASSIGN_OR_RETURN(TokenData train, ReadTokenFile(d.train, job_.model.vocab));
+    train_tokens_ = std::move(train.tokens);
+    if (!d.val.empty()) {
+      LOOM_ASSIGN_OR_RETURN(TokenData val, ReadTokenFile(d.val, job_.model.vocab));
+      val_tokens_ = std::move(val.tokens);
+    }
+  }
+  if (static_cast<int64_t>(train_tokens_.size()) <= d.seq + 1) {
+    return InvalidArgument(job_.path + ": field 'data.seq': the training data has " +
+                           std::to_string(train_tokens_.size()) + " tokens, expected more than " +
+                           std::to_string(d.seq + 1));
+  }
+  if (!val_tokens_.empty() && static_cast<int64_t>(val_tokens_.size()) <= d.seq + 1) {
+    val_tokens_.clear();  // too small to evaluate on; reported by Evaluate()
+  }
+  train_sampler_ = std::make_unique<WindowSampler>(&train_tokens_, d.seq, d.global_batch,
+                                                   job_.seed, kTrainStream);
+  if (!val_tokens_.empty()) {
+    eval_sampler_ = std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed,
+                                                    kEvalStream);
+  }
+  ModelRuntime rt{d.micro_batch, d.seq, job_.runtime.recompute, job_.runtime.attn_block,
+                  job_.runtime.vocab_chunk};
+  LOOM_ASSIGN_OR_RETURN(model_, Gpt::Create(job_.model, rt));
+  model_->InitWeights(job_.seed);
+  AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,
+                 job_.optim.grad_clip};
+  LOOM_ASSIGN_OR_RETURN(optimizer_, AdamWOptimizer::Create(model_->layout(), oc));
+  batch_in_.resize(static_cast<size_t>(d.global_batch * d.seq));
+  batch_tgt_.resize(batch_in_.size());
+  return Status::Ok();
+}
+
+StepStats Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
+  const DataConfig& d = job_.data;
+  const int64_t micro_tokens = d.micro_batch * d.seq;
+  const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
+  model_->ZeroGrads();
+  double loss_sum = 0;
+  for (int64_t mb = 0; mb < d.global_batch / d.micro_batch; ++mb) {
+    loss_sum += model_->ForwardLoss(inputs + mb * micro_tokens, targets + mb * micro_tokens,
+                                    d.micro_batch, d.seq);
+    model_->Backward(dloss);
+  }
+  StepStats st;
+  st.loss = loss_sum / static_cast<double>(d.global_batch * d.seq);
+  st.grad_norm = optimizer_->Step(model_->params(), model_->grads(), lr);
+  st.lr = lr;
+  return st;
+}
+
+StepStats Trainer::Step(int64_t step) {
+  const DataConfig& d = job_.data;
+  train_sampler_->Fill(step, 0, d.global_batch, batch_in_.data(), batch_tgt_.data());
+  double lr = ScheduledLr(job_.optim.lr, job_.optim.min_lr, job_.schedule.warmup_steps,
+                          job_.schedule.decay_steps, step);
+  return StepOnBatch(batch_in_.data(), batch_tgt_.data(), lr);
+}
+
+double Trainer::Evaluate() {
+  if (!eval_sampler_) return std::nan("");
+  const DataConfig& d = job_.data;
+  std::vector<int32_t> in(static_cast<size_t>(d.micro_batch * d.seq)), tgt(in.size());
+  double sum = 0;
+  for (int64_t b = 0; b < job_.eval.batches; ++b) {
+    eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
+    sum += model_->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq);
+  }
+  return sum / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
+}
+
+std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,
+                            int64_t top_k, uint64_t seed) {
+  std::vector<int32_t> ctx;
+  for (uint32_t t : EncodeBytes(prompt.empty() ? "\n" : prompt)) {
+    ctx.push_back(static_cast<int32_t>(std::min<uint32_t>(t, static_cast<uint32_t>(job_.model.vocab - 1))));
+  }
+  const int64_t v = job_.model.vocab, window = job_.data.seq;
+  std::vector<float> logits(static_cast<size_t>(v));
+  std::vector<double> probs(static_cast<size_t>(v));
+  std::vector<int32_t> generated;
+  for (int64_t i = 0; i < tokens; ++i) {
+    const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), window);
+    model_->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data());
+    int32_t next = 0;
+    if (temperature <= 0) {
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    } else {
+      double cutoff = -INFINITY;
+      if (top_k > 0 && top_k < v) {
+        std::vector<float> sorted(logits);
+        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                         std::greater<float>());
+        cutoff = sorted[static_cast<size_t>(top_k - 1)];
+      }
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double total = 0;
+      for (int64_t j = 0; j < v; ++j) {
+        probs[j] = logits[j] < cutoff ? 0.0 : std::exp((logits[j] - mx) / temperature);
+        total += probs[j];
+      }
+      double r = UniformAt(seed, 0x73616D70 /* "samp" */, static_cast<uint64_t>(i)) * total;
+      for (int64_t j = 0; j < v; ++j) {
+        r -= probs[j];
+        if (r <= 0 || j == v - 1) {
+          next = static_cast<int32_t>(j);
+          break;
+        }
+      }
+    }
+    ctx.push_back(next);
+    generated.push_back(next);
+  }
+  return DecodeBytes(generated);
+}
+
+Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepStats&)>& on_step) {
+  TrainSummary summary;
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
+  std::printf("loom train: %s | %.2fM parameters | %d threads | %lld steps of %lld tokens\n",
+              job_.path.c_str(), model_->num_params() / 1e6, NumThreads(),
+              static_cast<long long>(steps), static_cast<long long>(tokens_per_step));
+  std::printf("activations kept per layer: %.1f MiB (recompute %s)\n",
+              model_->ActivationBytesPerLayer() / 1048576.0,
+              job_.runtime.recompute == Recompute::kFull ? "full" : "none");
+  std::fflush(stdout);
+  const auto start = Clock::now();
+  auto last = start;
+  double window_seconds = 0;
+  int64_t window_steps = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    StepStats st = Step(step);
+    if (!std::isfinite(st.loss)) {
+      if (tty) std::printf("\n");
+      return Internal("loss is " + std::to_string(st.loss) + " at step " + std::to_string(step + 1) +
+                      " (diverged; lower optimizer.lr or check the data)");
+    }
+    summary.losses.push_back(st.loss);
+    if (on_step) on_step(step, st);
+    const auto now = Clock::now();
+    window_seconds += std::chrono::duration<double>(now - last).count();
+    ++window_steps;
+    last = now;
+    const double step_s = window_seconds / static_cast<double>(window_steps);
+    const bool log_line = (step + 1) % job_.runtime.log_every == 0 || step + 1 == steps;
+    if (tty || log_line) {
+      std::printf("%sstep %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.0f tok/s | %6.1f ms/step"
+                  " | ETA %s%s",
+                  tty ? "\r" : "", static_cast<long long>(step + 1), static_cast<long long>(steps),
+                  st.loss, st.lr, st.grad_norm, tokens_per_step / step_s, step_s * 1e3,
+                  FormatDuration(step_s * static_cast<double>(steps - step - 1)).c_str(),
+                  log_line ? "\n" : "");
+      std::fflush(stdout);
+    }
+    if (log_line) {
+      window_seconds = 0;
+      window_steps = 0;
+    }
+    if (job_.eval.every > 0 && (step + 1) % job_.eval.every == 0 && step + 1 != steps) {
+      double vl = Evaluate();
+      summary.evals.emplace_back(step + 1, vl);
+      std::printf("%seval  step %lld | val loss %.4f\n", tty && !log_line ? "\n" : "",
+                  static_cast<long long>(step + 1), vl);
+    }
+  }
+  const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.tokens_per_second = static_cast<double>(steps * tokens_per_step) / total_s;
+  double vl = Evaluate();
+  summary.evals.emplace_back(steps, vl);
+  const size_t tail = std::min<size_t>(10, summary.losses.size());
+  double tail_mean = 0;
+  for (size_t i = summary.losses.size() - tail; i < summary.losses.size(); ++i) {
+    tail_mean += summary.losses[i] / static_cast<double>(tail);
+  }
+  std::printf("done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
+              "%.4f | %.0f tok/s\n",
+              FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
+              summary.tokens_per_second);
+  LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
+  if (job_.sample.tokens > 0) {
+    summary.sample = Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
+                            job_.sample.top_k, job_.seed);
+    std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s%s\n---\n",
+                static_cast<long long>(job_.sample.tokens), job_.sample.temperature,
+                job_.sample.prompt.c_str(), summary.sample.c_str());
+  }
+  std::fflush(stdout);
+  return summary;
+}
+
+}  // namespace loom
