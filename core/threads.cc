@@ -2,6 +2,7 @@
 #include "core/threads.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +21,13 @@ void ConfigureThreads(int n) {
   omp_set_dynamic(0);
   omp_set_num_threads(n);
   openblas_set_num_threads(1);
+  // Flush denormals to zero on every pool thread: tiny softmax tails and Adam moments otherwise
+  // fall into the denormal range late in training and slow every kernel that touches them.
+#pragma omp parallel num_threads(n)
+  {
+    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  }
 }
 
 int NumThreads() { return g_threads.load(); }

@@ -7,7 +7,8 @@
 
 namespace loom {
 
-// Applies the budget: omp_set_num_threads(n), openblas_set_num_threads(1). n >= 1.
+// Applies the budget: omp_set_num_threads(n), openblas_set_num_threads(1), and sets
+// flush-to-zero/denormals-are-zero on the pool threads (x86). n >= 1.
 void ConfigureThreads(int n);
 // The budget last configured (1 before ConfigureThreads).
 int NumThreads();

@@ -85,7 +85,7 @@ Status Trainer::Init() {
   return Status::Ok();
 }
 
-StepStats Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
+double Trainer::ComputeGradients(const int32_t* inputs, const int32_t* targets) {
   const DataConfig& d = job_.data;
   const int64_t micro_tokens = d.micro_batch * d.seq;
   const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
@@ -96,9 +96,13 @@ StepStats Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, do
                                     d.micro_batch, d.seq);
     model_->Backward(dloss);
   }
+  return loss_sum / static_cast<double>(d.global_batch * d.seq);
+}
+
+StepStats Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
   StepStats st;
-  st.loss = loss_sum / static_cast<double>(d.global_batch * d.seq);
-  st.grad_norm = optimizer_->Step(model_->params(), model_->grads(), lr);
+  st.loss = ComputeGradients(inputs, targets);
+  st.grad_norm = ApplyUpdate(lr);
   st.lr = lr;
   return st;
 }

@@ -40,8 +40,14 @@ class Trainer {
   // Runs job.steps steps with progress on stdout. `on_step` (optional) sees every step.
   Result<TrainSummary> Run(const std::function<void(int64_t, const StepStats&)>& on_step = {});
 
-  // One optimizer step on an explicit global batch [global_batch, seq] with learning rate lr.
+  // One optimizer step on an explicit global batch [global_batch, seq] with learning rate lr:
+  // ComputeGradients then ApplyUpdate.
   StepStats StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr);
+  // Zeroes the gradients, runs forward+backward over every micro-batch of the global batch and
+  // returns the mean loss; grads() then hold d(mean loss)/d(params).
+  double ComputeGradients(const int32_t* inputs, const int32_t* targets);
+  // Clips and applies AdamW; returns the gradient norm before clipping.
+  double ApplyUpdate(double lr) { return optimizer_->Step(model_->params(), model_->grads(), lr); }
   // One optimizer step on the samples of global step `step` with the scheduled learning rate.
   StepStats Step(int64_t step);
   // Mean loss over eval.batches fixed micro-batches of the validation split.

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Bad input to the CLI: a clear error naming the file and field, a non-zero exit, nothing written.
+set -uo pipefail
+loom=$1 dir=$2
+rm -rf "$dir" && mkdir -p "$dir"
+fail=0
+expect() {  # expect EXIT_CODE NEEDLE -- command...
+  local code=$1 needle=$2
+  shift 3
+  local out
+  out=$("$@" 2>&1)
+  local got=$?
+  if [[ $got -ne $code ]]; then echo "FAIL: '$*' exited $got, expected $code: $out"; fail=1; return; fi
+  if [[ "$out" != *"$needle"* ]]; then echo "FAIL: '$*' output lacks '$needle': $out"; fail=1; return; fi
+  echo "ok: $* -> $needle"
+}
+printf 'hello world, this is a tiny corpus for the test. %.0s' {1..40} > "$dir/corpus.txt"
+cat > "$dir/bad_field.yaml" <<'YAML'
+model: {vocab: 256, max_seq: 32, layers: 2, heads: 2, hidden: 16}
+data: {text: corpus.txt, seq: 16, global_batch: 4}
+optimizer: {lr: fast}
+steps: 3
+YAML
+expect 1 "bad_field.yaml:3: field 'optimizer.lr': expected a number" -- "$loom" train --config "$dir/bad_field.yaml"
+sed 's/layers: 2/layerz: 2/' "$dir/bad_field.yaml" > "$dir/typo.yaml"
+expect 1 "field 'model.layers': missing" -- "$loom" train --config "$dir/typo.yaml"
+sed 's/lr: fast/lr: 0.001/; s/heads: 2/heads: 2, dropout: 0.1/' "$dir/bad_field.yaml" > "$dir/unknown.yaml"
+expect 1 "field 'model.dropout': unknown field" -- "$loom" train --config "$dir/unknown.yaml"
+sed 's/lr: fast/lr: 0.001/; s/corpus.txt/missing.txt/' "$dir/bad_field.yaml" > "$dir/nodata.yaml"
+expect 1 "missing.txt" -- "$loom" train --config "$dir/nodata.yaml"
+expect 1 "cannot open" -- "$loom" train --config "$dir/does_not_exist.yaml"
+expect 2 "config is required" -- "$loom" train
+expect 2 "" -- "$loom" frobnicate
+expect 1 "nope.txt" -- "$loom" data prepare --input "$dir/nope.txt" --output-dir "$dir/out"
+[[ -e "$dir/out" ]] && { echo "FAIL: output directory created for a failed prepare"; fail=1; }
+printf 'LOOMTOK\0\1\0\0\0\2\0\0\0\xff\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' > "$dir/short.bin"
+sed 's/lr: fast/lr: 0.001/; s/text: corpus.txt/train: short.bin/' "$dir/bad_field.yaml" > "$dir/short.yaml"
+expect 1 "short.bin': count" -- "$loom" train --config "$dir/short.yaml"
+exit $fail

@@ -1,0 +1,107 @@
+// Writes what the PyTorch reference test compares against (tests/reference/check_reference.py):
+//   config.json, init.safetensors (initial weights), batch.safetensors (inputs, targets),
+//   loom.safetensors (loss per step, step-1 gradients before clipping, parameters after the steps)
+// The batch is global step 0 of the shipped corpus; every step trains on that same batch through
+// the real Trainer (micro-batch accumulation, clipping, AdamW) at a constant learning rate.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "core/safetensors.h"
+#include "core/threads.h"
+#include "worker/data/sampler.h"
+#include "worker/trainer.h"
+
+namespace loom {
+namespace {
+
+std::vector<NamedTensor> Params(const Gpt& g, const float* data, const std::string& prefix) {
+  std::vector<NamedTensor> out;
+  for (const ParamInfo& p : g.layout().params) {
+    out.push_back({prefix + p.name, Tensor::Borrow(const_cast<float*>(data) + p.offset, p.shape,
+                                                   DType::kF32)});
+  }
+  return out;
+}
+
+Status Dump(JobConfig job, const std::string& dir) {
+  LOOM_RETURN_IF_ERROR(MakeDirs(dir));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job));
+  Gpt& g = trainer->model();
+  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/init.safetensors", Params(g, g.params(), "")));
+
+  const int64_t n = job.data.global_batch * job.data.seq;
+  auto inputs = *Tensor::Zeros({job.data.global_batch, job.data.seq}, DType::kI32, MemTag::kOther);
+  auto targets = *Tensor::Zeros({job.data.global_batch, job.data.seq}, DType::kI32, MemTag::kOther);
+  LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(job.data.text));
+  std::vector<int32_t> corpus(text.begin(), text.end());
+  for (int32_t& t : corpus) t &= 0xFF;
+  WindowSampler sampler(&corpus, job.data.seq, job.data.global_batch, job.seed, kTrainStream);
+  sampler.Fill(0, 0, job.data.global_batch, inputs.data<int32_t>(), targets.data<int32_t>());
+  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/batch.safetensors",
+                                        {{"inputs", inputs}, {"targets", targets}}));
+
+  auto losses = *Tensor::Zeros({job.steps}, DType::kF32, MemTag::kOther);
+  auto grads1 = *Tensor::Zeros({g.num_params()}, DType::kF32, MemTag::kOther);
+  for (int64_t s = 0; s < job.steps; ++s) {
+    losses.data<float>()[s] = static_cast<float>(
+        trainer->ComputeGradients(inputs.data<int32_t>(), targets.data<int32_t>()));
+    if (s == 0) std::copy(g.grads(), g.grads() + g.num_params(), grads1.data<float>());
+    double norm = trainer->ApplyUpdate(job.optim.lr);
+    std::printf("loom step %lld loss %.7f grad_norm %.6f\n", (long long)s + 1,
+                losses.data<float>()[s], norm);
+  }
+  (void)n;
+  std::vector<NamedTensor> out{{"loss", losses}};
+  for (auto& t : Params(g, grads1.data<float>(), "grad.")) out.push_back(t);
+  for (auto& t : Params(g, g.params(), "final.")) out.push_back(t);
+  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/loom.safetensors", out));
+
+  nlohmann::json cfg = {{"vocab", job.model.vocab},       {"max_seq", job.model.max_seq},
+                        {"layers", job.model.layers},     {"heads", job.model.heads},
+                        {"hidden", job.model.hidden},     {"batch", job.data.global_batch},
+                        {"seq", job.data.seq},            {"steps", job.steps},
+                        {"lr", job.optim.lr},             {"beta1", job.optim.beta1},
+                        {"beta2", job.optim.beta2},       {"eps", job.optim.eps},
+                        {"weight_decay", job.optim.weight_decay},
+                        {"grad_clip", job.optim.grad_clip}};
+  return WriteFileAtomic(dir + "/config.json", cfg.dump(2));
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  CLI::App app{"Dump a Loom training run for the PyTorch reference test"};
+  loom::JobConfig job;
+  std::string out;
+  job.data.text = LOOM_SOURCE_DIR "/data/tinyshakespeare.txt";
+  job.data.val_fraction = 0.0;
+  job.steps = 5;
+  job.optim = {3e-4, 3e-4, 0.9, 0.95, 1e-8, 0.1, 1.0};
+  app.add_option("--out", out)->required();
+  app.add_option("--vocab", job.model.vocab);
+  app.add_option("--max-seq", job.model.max_seq);
+  app.add_option("--layers", job.model.layers);
+  app.add_option("--heads", job.model.heads);
+  app.add_option("--hidden", job.model.hidden);
+  app.add_option("--batch", job.data.global_batch);
+  app.add_option("--micro-batch", job.data.micro_batch);
+  app.add_option("--seq", job.data.seq);
+  app.add_option("--steps", job.steps);
+  app.add_option("--lr", job.optim.lr);
+  app.add_option("--grad-clip", job.optim.grad_clip);
+  app.add_option("--attn-block", job.runtime.attn_block);
+  app.add_option("--vocab-chunk", job.runtime.vocab_chunk);
+  app.add_option("--seed", job.seed);
+  CLI11_PARSE(app, argc, argv);
+  if (job.data.micro_batch == 0) job.data.micro_batch = job.data.global_batch;
+  loom::ConfigureThreads(2);
+  loom::Status st = loom::Dump(job, out);
+  if (!st.ok()) {
+    std::fprintf(stderr, "reference_dump: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

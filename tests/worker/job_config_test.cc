@@ -1,0 +1,69 @@
+// Job files: the shipped demo parses; each kind of mistake names file, line, field, expectation.
+#include "worker/job_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/file_util.h"
+
+namespace loom {
+namespace {
+
+const char* kGood = R"(model: {vocab: 256, max_seq: 64, layers: 2, heads: 4, hidden: 32}
+data: {text: corpus.txt, seq: 32, global_batch: 8, micro_batch: 4}
+optimizer: {lr: 0.001}
+steps: 10
+)";
+
+std::string WriteJob(const std::string& text) {
+  std::string path = (std::filesystem::temp_directory_path() / "loom_job_test.yaml").string();
+  EXPECT_TRUE(WriteFileAtomic(path, text).ok());
+  return path;
+}
+
+TEST(JobConfig, ShippedDemoParses) {
+  auto job = LoadJobConfig(LOOM_SOURCE_DIR "/examples/demo.yaml");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->model.vocab, 256);
+  EXPECT_TRUE(std::filesystem::exists(job->data.text)) << job->data.text;
+}
+
+TEST(JobConfig, DefaultsAndRelativePaths) {
+  auto path = WriteJob(kGood);
+  auto job = LoadJobConfig(path);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->data.text, (std::filesystem::path(path).parent_path() / "corpus.txt").string());
+  EXPECT_EQ(job->schedule.decay_steps, 10);
+  EXPECT_EQ(job->optim.beta2, 0.95);
+}
+
+void ExpectError(const std::string& text, const std::string& needle) {
+  auto path = WriteJob(text);
+  auto job = LoadJobConfig(path);
+  ASSERT_FALSE(job.ok()) << "accepted: " << text;
+  EXPECT_NE(job.status().message().find(needle), std::string::npos) << job.status().message();
+  EXPECT_NE(job.status().message().find(path), std::string::npos) << job.status().message();
+}
+
+TEST(JobConfig, ErrorsNameTheField) {
+  std::string s(kGood);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = s;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  ExpectError(replace("layers: 2", "layers: two"), ":1: field 'model.layers': expected an integer");
+  ExpectError(replace("hidden: 32", "hidden: 30"), "field 'model.hidden': expected a multiple of model.heads");
+  ExpectError(replace("seq: 32", "seq: 128"), "field 'data.seq': expected at most model.max_seq");
+  ExpectError(replace("micro_batch: 4", "micro_batch: 3"), "field 'data.micro_batch': expected a divisor");
+  ExpectError(replace("lr: 0.001", "lr: -1"), "field 'optimizer.lr': expected a number");
+  ExpectError(replace("steps: 10", "stepz: 10"), "field 'steps': missing");
+  ExpectError(s + "runtime: {recompute: some}\n", "field 'runtime.recompute': expected 'none' or 'full'");
+  ExpectError(s + "optimiser: {}\n", "field 'optimiser': unknown field");
+  ExpectError(replace("text: corpus.txt, ", ""), "expected exactly one of 'text'");
+  ExpectError(replace("optimizer: {lr: 0.001}\n", ""), "field 'optimizer': missing");
+}
+
+}  // namespace
+}  // namespace loom
