@@ -11,6 +11,7 @@ if(NOT LOOM_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
       set(CMAKE_CUDA_ARCHITECTURES 80 90)  # 'native' fails on machines without a GPU
     endif()
+    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 dialect flags for nvcc
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(LOOM_HAVE_CUDA ON)

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# README command 1: install what is missing, build, and run the demo training job
+# (examples/demo.yaml: a 3.3M-parameter GPT learning the bundled Shakespeare corpus).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/deploy/install-deps.sh"
+"$root/deploy/build.sh"
+exec "$root/build/loom" train --config "$root/examples/demo.yaml"
