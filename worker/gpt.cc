@@ -34,8 +34,8 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
   LOOM_RETURN_IF_ERROR(config.Validate());
   ModelRuntime r = rt;
   if (r.seq == 0) r.seq = config.max_seq;
-  if (r.seq > config.max_seq || r.micro_batch <= 0 || r.attn_block <= 0 || r.vocab_chunk <= 0) {
-    return InvalidArgument("runtime: need 0 < seq <= max_seq, micro_batch > 0, attn_block > 0, "
+  if (r.seq > config.max_seq || r.micro_batch <= 0 || r.attn_block_q <= 0 || r.attn_block_k <= 0 || r.vocab_chunk <= 0) {
+    return InvalidArgument("runtime: need 0 < seq <= max_seq, micro_batch > 0, attention blocks > 0, "
                            "vocab_chunk > 0");
   }
   std::unique_ptr<Gpt> g(new Gpt(config, r));
@@ -105,7 +105,8 @@ void Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
   LayerNormForward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), x,
                    w(kLn1W), w(kLn1B), n, c);
   LinearForward(a.qkv.data<float>(), a.ln1.data<float>(), w(kQkvW), w(kQkvB), n, c, 3 * c);
-  AttentionShape as{cur_b_, cur_t_, config_.heads, config_.head_dim(), rt_.attn_block};
+  AttentionShape as{cur_b_, cur_t_, config_.heads, config_.head_dim(), rt_.attn_block_q,
+                    rt_.attn_block_k};
   AttentionForward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), as);
   LinearForward(a.res2.data<float>(), a.att.data<float>(), w(kProjW), w(kProjB), n, c, c);
   ResidualForward(a.res2.data<float>(), a.res2.data<float>(), x, n * c);
@@ -134,7 +135,8 @@ void Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid) 
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x))))
   float* datt = datt_.data<float>();
   LinearBackward(datt, g(kProjW), g(kProjB), dresid, a.att.data<float>(), w(kProjW), n, c, c);
-  AttentionShape as{cur_b_, cur_t_, config_.heads, config_.head_dim(), rt_.attn_block};
+  AttentionShape as{cur_b_, cur_t_, config_.heads, config_.head_dim(), rt_.attn_block_q,
+                    rt_.attn_block_k};
   AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
                     a.lse.data<float>(), as);
   LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n, c,

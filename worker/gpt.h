@@ -28,8 +28,9 @@ struct ModelRuntime {
   int64_t micro_batch = 1;  // sequences per forward/backward
   int64_t seq = 0;          // tokens per sequence (<= max_seq); 0 means max_seq
   Recompute recompute = Recompute::kNone;
-  int64_t attn_block = 64;     // LOOM_ATTN_BLOCK: query/key rows per attention block
-  int64_t vocab_chunk = 4096;  // LOOM_VOCAB_CHUNK: vocabulary rows per cross-entropy chunk
+  int64_t vocab_chunk = 4096;  // vocabulary rows per cross-entropy chunk
+  int64_t attn_block_q = 64;   // query rows per attention block
+  int64_t attn_block_k = 256;  // key/value rows per attention block
 };
 
 class Gpt {

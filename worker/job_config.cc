@@ -76,7 +76,8 @@ Status ReadRuntime(ConfigSection& s, RuntimeConfig* r) {
     return InvalidArgument(s.Where("recompute") + ": expected 'none' or 'full', got '" +
                            recompute + "'");
   }
-  LOOM_RETURN_IF_ERROR(s.Int("attn_block", &r->attn_block, false, 1, 1 << 16));
+  LOOM_RETURN_IF_ERROR(s.Int("attn_block_q", &r->attn_block_q, false, 1, 1 << 16));
+  LOOM_RETURN_IF_ERROR(s.Int("attn_block_k", &r->attn_block_k, false, 1, 1 << 16));
   LOOM_RETURN_IF_ERROR(s.Int("vocab_chunk", &r->vocab_chunk, false, 1, kMaxInt));
   LOOM_RETURN_IF_ERROR(s.Int("log_every", &r->log_every, false, 1, kMaxInt));
   return s.Finish();

@@ -49,7 +49,8 @@ struct SampleConfig {
 struct RuntimeConfig {
   int64_t threads = 0;  // 0: hardware threads / local ranks (LOOM_THREADS overrides)
   Recompute recompute = Recompute::kNone;
-  int64_t attn_block = 64;
+  int64_t attn_block_q = 64;
+  int64_t attn_block_k = 256;
   int64_t vocab_chunk = 4096;
   int64_t log_every = 10;
 };

@@ -73,8 +73,8 @@ Status Trainer::Init() {
     eval_sampler_ = std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed,
                                                     kEvalStream);
   }
-  ModelRuntime rt{d.micro_batch, d.seq, job_.runtime.recompute, job_.runtime.attn_block,
-                  job_.runtime.vocab_chunk};
+  ModelRuntime rt{d.micro_batch, d.seq, job_.runtime.recompute, job_.runtime.vocab_chunk,
+                  job_.runtime.attn_block_q, job_.runtime.attn_block_k};
   LOOM_ASSIGN_OR_RETURN(model_, Gpt::Create(job_.model, rt));
   model_->InitWeights(job_.seed);
   AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,

@@ -110,13 +110,13 @@ void AttentionBlockBackward(HeadRows<const T> q, HeadRows<const T> k, HeadRows<c
 
 template <typename T>
 void AttentionForward(T* out, T* lse, const T* qkv, const AttentionShape& s) {
-  const int64_t c = s.heads * s.head_dim, hd = s.head_dim, bs = s.block, t = s.seq;
-  const int64_t nblocks = (t + bs - 1) / bs;
+  const int64_t c = s.heads * s.head_dim, hd = s.head_dim, bq = s.block_q, bk = s.block_k;
+  const int64_t t = s.seq, nblocks = (t + bq - 1) / bq;
   const T scale = T(1) / std::sqrt(T(hd));
   const int64_t tasks = s.batch * s.heads * nblocks;
 #pragma omp parallel
   {
-    std::vector<T> m(bs), l(bs), acc(bs * hd), scratch(bs * bs);
+    std::vector<T> m(bq), l(bq), acc(bq * hd), scratch(bq * bk);
     // Later query blocks see more keys: hand them out first so the tail is short.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
@@ -124,11 +124,11 @@ void AttentionForward(T* out, T* lse, const T* qkv, const AttentionShape& s) {
       const int64_t h = (task / nblocks) % s.heads;
       const int64_t b = task / (nblocks * s.heads);
       const T* base = qkv + b * t * 3 * c + h * hd;
-      const int64_t q0 = qb * bs, tq = std::min(bs, t - q0);
+      const int64_t q0 = qb * bq, tq = std::min(bq, t - q0);
       HeadRows<const T> q{base + q0 * 3 * c, 3 * c, tq, q0};
       AttentionStateInit(m.data(), l.data(), acc.data(), tq, hd, hd);
-      for (int64_t kb = 0; kb <= qb; ++kb) {
-        const int64_t k0 = kb * bs, tk = std::min(bs, t - k0);
+      for (int64_t k0 = 0; k0 < q0 + tq; k0 += bk) {  // key blocks at or before the diagonal
+        const int64_t tk = std::min(bk, q0 + tq - k0);
         HeadRows<const T> k{base + c + k0 * 3 * c, 3 * c, tk, k0};
         HeadRows<const T> v{base + 2 * c + k0 * 3 * c, 3 * c, tk, k0};
         AttentionBlockForward(q, k, v, hd, scale, true, m.data(), l.data(), acc.data(), hd,
@@ -143,12 +143,12 @@ void AttentionForward(T* out, T* lse, const T* qkv, const AttentionShape& s) {
 template <typename T>
 void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                        const AttentionShape& s) {
-  const int64_t c = s.heads * s.head_dim, hd = s.head_dim, bs = s.block, t = s.seq;
-  const int64_t nblocks = (t + bs - 1) / bs;
+  const int64_t c = s.heads * s.head_dim, hd = s.head_dim, bq = s.block_q, bk = s.block_k;
+  const int64_t t = s.seq, nblocks = (t + bq - 1) / bq;
   const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel
   {
-    std::vector<T> delta(t), scratch(2 * bs * bs);
+    std::vector<T> delta(t), scratch(2 * bq * bk);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < s.batch * s.heads; ++task) {
       const int64_t h = task % s.heads, b = task / s.heads;
@@ -166,12 +166,12 @@ void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* out, const
         }
       }
       for (int64_t qb = 0; qb < nblocks; ++qb) {
-        const int64_t q0 = qb * bs, tq = std::min(bs, t - q0);
+        const int64_t q0 = qb * bq, tq = std::min(bq, t - q0);
         HeadRows<const T> q{base + q0 * 3 * c, 3 * c, tq, q0};
         HeadRows<const T> g{gb + q0 * c, c, tq, q0};
         HeadRows<T> dq{dbase + q0 * 3 * c, 3 * c, tq, q0};
-        for (int64_t kb = 0; kb <= qb; ++kb) {
-          const int64_t k0 = kb * bs, tk = std::min(bs, t - k0);
+        for (int64_t k0 = 0; k0 < q0 + tq; k0 += bk) {
+          const int64_t tk = std::min(bk, q0 + tq - k0);
           HeadRows<const T> k{base + c + k0 * 3 * c, 3 * c, tk, k0};
           HeadRows<const T> v{base + 2 * c + k0 * 3 * c, 3 * c, tk, k0};
           HeadRows<T> dk{dbase + c + k0 * 3 * c, 3 * c, tk, k0};

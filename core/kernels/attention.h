@@ -58,7 +58,8 @@ struct AttentionShape {
   int64_t seq = 0;
   int64_t heads = 0;
   int64_t head_dim = 0;
-  int64_t block = 64;  // rows per query block and per key block (LOOM_ATTN_BLOCK)
+  int64_t block_q = 64;   // query rows per block
+  int64_t block_k = 256;  // key/value rows per block (larger blocks mean larger, faster GEMMs)
 };
 
 template <typename T>

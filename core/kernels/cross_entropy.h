@@ -18,7 +18,7 @@ struct VocabShard {
   int64_t vocab_begin = 0;  // global id of the first row of `wte`
   int64_t rows = 0;         // rows of `wte` in this shard
   int64_t vocab_valid = 0;  // ids >= this are padding (usually the true vocab size)
-  int64_t chunk = 4096;     // vocabulary rows per chunk (LOOM_VOCAB_CHUNK)
+  int64_t chunk = 4096;     // vocabulary rows per chunk (runtime.vocab_chunk)
 };
 
 // Per-token partial statistics of this shard: max[i] (-inf if the shard has no valid row),

@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", job.steps);
   app.add_option("--lr", job.optim.lr);
   app.add_option("--grad-clip", job.optim.grad_clip);
-  app.add_option("--attn-block", job.runtime.attn_block);
+  app.add_option("--attn-block-q", job.runtime.attn_block_q);
+  app.add_option("--attn-block-k", job.runtime.attn_block_k);
   app.add_option("--vocab-chunk", job.runtime.vocab_chunk);
   app.add_option("--seed", job.seed);
   CLI11_PARSE(app, argc, argv);

@@ -15,7 +15,8 @@ namespace {
 const ModelConfig kModel{/*vocab=*/67, /*max_seq=*/24, /*layers=*/2, /*heads=*/2, /*hidden=*/16};
 
 std::unique_ptr<Gpt> Make(int64_t micro_batch, Recompute recompute) {
-  auto g = Gpt::Create(kModel, {micro_batch, 24, recompute, /*attn_block=*/8, /*vocab_chunk=*/10});
+  auto g = Gpt::Create(kModel, {micro_batch, 24, recompute, /*vocab_chunk=*/10, /*attn_block_q=*/8,
+                                  /*attn_block_k=*/16});
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   (*g)->InitWeights(99);
   return std::move(*g);

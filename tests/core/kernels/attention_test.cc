@@ -45,7 +45,7 @@ void NaiveAttention(const std::vector<double>& qkv, int64_t b, int64_t t, int64_
 }
 
 struct Case {
-  int64_t b, t, h, hd, block;
+  int64_t b, t, h, hd, block_q, block_k;
 };
 
 class AttentionTest : public ::testing::TestWithParam<Case> {};
@@ -58,7 +58,7 @@ TEST_P(AttentionTest, ForwardMatchesNaive) {
   std::vector<double> out(k.b * k.t * c), lse(k.b * k.h * k.t), ref_out(out.size()),
       ref_lse(lse.size());
   NaiveAttention(qkv, k.b, k.t, k.h, k.hd, ref_out, ref_lse);
-  AttentionShape s{k.b, k.t, k.h, k.hd, k.block};
+  AttentionShape s{k.b, k.t, k.h, k.hd, k.block_q, k.block_k};
   AttentionForward(out.data(), lse.data(), qkv.data(), s);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref_out[i], 1e-12) << i;
   for (size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], ref_lse[i], 1e-12) << i;
@@ -74,7 +74,7 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   auto qkv = RandomVector<double>(k.b * k.t * 3 * c, 2);
   auto r = RandomVector<double>(k.b * k.t * c, 3);
   std::vector<double> out(k.b * k.t * c), lse(k.b * k.h * k.t), dqkv(qkv.size());
-  AttentionShape s{k.b, k.t, k.h, k.hd, k.block};
+  AttentionShape s{k.b, k.t, k.h, k.hd, k.block_q, k.block_k};
   auto loss = [&] {
     AttentionForward(out.data(), lse.data(), qkv.data(), s);
     return Dot(out, r);
@@ -85,10 +85,12 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
-                         ::testing::Values(Case{2, 16, 2, 4, 4},     // seq a multiple of block
-                                           Case{1, 37, 3, 5, 8},     // partial last block
-                                           Case{2, 20, 1, 8, 64},    // one block bigger than seq
-                                           Case{1, 9, 2, 3, 1}));    // single-row blocks
+                         ::testing::Values(Case{2, 16, 2, 4, 4, 4},     // seq a multiple of blocks
+                                           Case{1, 37, 3, 5, 8, 8},     // partial last block
+                                           Case{1, 37, 2, 4, 4, 16},    // key blocks span query blocks
+                                           Case{2, 41, 2, 3, 16, 5},    // key blocks inside query blocks
+                                           Case{2, 20, 1, 8, 64, 64},   // one block bigger than seq
+                                           Case{1, 9, 2, 3, 1, 1}));    // single-row blocks
 
 // Ring order: each query block folds key blocks starting from its own and wrapping around,
 // the way ring attention receives them; fully masked blocks are skipped by the routine itself.

@@ -1,0 +1,325 @@
+// MPI backend: a communication thread that runs queued non-blocking MPI operations, handles
+// with deadlines, and communicators over MPI_Comm_create_group.
+#include "comm/mpi/mpi_runtime.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace loom {
+namespace {
+
+Status MpiError(int rc, const std::string& what) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, buf, &len);
+  return Internal(what + ": " + std::string(buf, static_cast<size_t>(len)));
+}
+
+class MpiHandle : public CommHandle {
+ public:
+  MpiHandle(TraceRecord rec, std::vector<int> members, int world_rank, TraceRing* trace)
+      : rec_(std::move(rec)), members_(std::move(members)), world_rank_(world_rank), trace_(trace) {}
+
+  Status Wait(Deadline deadline) override {
+    const int64_t t0 = NowNs();
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool finished = cv_.wait_until(lock, deadline, [&] { return done_; });
+    if (!recorded_) {
+      recorded_ = true;
+      TraceRecord r = rec_;
+      r.wait_ns = NowNs() - t0;
+      if (!finished) r.end_ns = 0;  // never finished: what the hang detector looks for
+      trace_->Add(r);
+    }
+    if (!finished) {
+      const int64_t waited_ms = (NowNs() - rec_.enqueue_ns) / 1000000;
+      return DeadlineExceeded(std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
+                              " on group '" + rec_.group + "' " + FormatMembers(members_) + " (" +
+                              std::to_string(rec_.bytes) + " bytes" +
+                              (rec_.peer >= 0 ? ", peer " + std::to_string(members_[rec_.peer]) : "") +
+                              ") did not complete within " + std::to_string(waited_ms) +
+                              " ms (world rank " + std::to_string(world_rank_) +
+                              " waiting; a member is hung or dead)");
+    }
+    return status_;
+  }
+
+  bool Done() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+  void MarkStarted() { rec_.start_ns = NowNs(); }
+  void Complete(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    rec_.end_ns = NowNs();
+    status_ = std::move(st);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  TraceRecord rec_;  // start/end written by the engine thread before done_ is published
+  std::vector<int> members_;
+  int world_rank_;
+  TraceRing* trace_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;      // GUARDED_BY(mu_)
+  bool recorded_ = false;  // GUARDED_BY(mu_)
+  Status status_;          // GUARDED_BY(mu_)
+};
+
+}  // namespace
+
+// The communication thread: starts queued operations in issue order, polls those in flight.
+class MpiEngine {
+ public:
+  struct Op {
+    std::function<int(MPI_Request*)> start;  // issues the non-blocking MPI call
+    std::shared_ptr<MpiHandle> handle;
+    std::string what;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
+  MpiEngine() : thread_([this] { Run(); }) {}
+  ~MpiEngine() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  void Submit(Op op) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(op));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Run() {
+    std::vector<Op> inflight;
+    int idle_polls = 0;
+    for (;;) {
+      std::deque<Op> fresh;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (inflight.empty()) {
+          cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        } else if (idle_polls > 64) {
+          // Nothing progressed lately: poll less often, but wake at once for new work.
+          cv_.wait_for(lock, std::chrono::microseconds(50), [&] { return stop_ || !queue_.empty(); });
+        }
+        if (stop_) return;  // owners wait for their handles before destroying the runtime
+        fresh.swap(queue_);
+      }
+      for (Op& op : fresh) {
+        op.handle->MarkStarted();
+        int rc = op.start(&op.request);
+        if (rc != MPI_SUCCESS) {
+          op.handle->Complete(MpiError(rc, op.what));
+        } else {
+          inflight.push_back(std::move(op));
+        }
+      }
+      bool progressed = !fresh.empty();
+      for (size_t i = 0; i < inflight.size();) {
+        int flag = 0;
+        int rc = MPI_Test(&inflight[i].request, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag) {
+          inflight[i].handle->Complete(rc == MPI_SUCCESS ? Status::Ok()
+                                                         : MpiError(rc, inflight[i].what));
+          inflight[i] = std::move(inflight.back());
+          inflight.pop_back();
+          progressed = true;
+        } else {
+          ++i;
+        }
+      }
+      idle_polls = progressed ? 0 : idle_polls + 1;
+      if (!progressed && idle_polls <= 64) std::this_thread::yield();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;  // GUARDED_BY(mu_)
+  bool stop_ = false;     // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+namespace {
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, std::vector<int> members, int world_rank,
+                  std::shared_ptr<MpiEngine> engine, TraceRing* trace,
+                  std::chrono::milliseconds timeout)
+      : comm_(comm), name_(std::move(name)), members_(std::move(members)),
+        world_rank_(world_rank), engine_(std::move(engine)), trace_(trace) {
+    MPI_Comm_rank(comm_, &rank_);
+    timeout_ = timeout;
+  }
+  ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  const std::string& name() const override { return name_; }
+  const std::vector<int>& members() const override { return members_; }
+
+  HandlePtr AllReduceAsync(float* data, int64_t n, ReduceOp op) override {
+    MPI_Comm c = comm_;
+    MPI_Op mop = op == ReduceOp::kSum ? MPI_SUM : MPI_MAX;
+    return Issue(CommOp::kAllReduce, n, -1, [=](MPI_Request* r) {
+      return MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, mop, c, r);
+    });
+  }
+  HandlePtr ReduceScatterAsync(const float* in, float* out, int64_t n) override {
+    MPI_Comm c = comm_;
+    return Issue(CommOp::kReduceScatter, n * size(), -1, [=](MPI_Request* r) {
+      return MPI_Ireduce_scatter_block(in, out, static_cast<int>(n), MPI_FLOAT, MPI_SUM, c, r);
+    });
+  }
+  HandlePtr AllGatherAsync(const float* in, float* out, int64_t n) override {
+    MPI_Comm c = comm_;
+    return Issue(CommOp::kAllGather, n * size(), -1, [=](MPI_Request* r) {
+      return MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n),
+                            MPI_FLOAT, c, r);
+    });
+  }
+  HandlePtr BroadcastAsync(float* data, int64_t n, int root) override {
+    MPI_Comm c = comm_;
+    return Issue(CommOp::kBroadcast, n, root, [=](MPI_Request* r) {
+      return MPI_Ibcast(data, static_cast<int>(n), MPI_FLOAT, root, c, r);
+    });
+  }
+  HandlePtr SendAsync(const float* data, int64_t n, int peer, int tag) override {
+    MPI_Comm c = comm_;
+    return Issue(CommOp::kSend, n, peer, [=](MPI_Request* r) {
+      return MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, peer, tag, c, r);
+    });
+  }
+  HandlePtr RecvAsync(float* data, int64_t n, int peer, int tag) override {
+    MPI_Comm c = comm_;
+    return Issue(CommOp::kRecv, n, peer, [=](MPI_Request* r) {
+      return MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, c, r);
+    });
+  }
+  HandlePtr BarrierAsync() override {
+    MPI_Comm c = comm_;
+    return Issue(CommOp::kBarrier, 0, -1, [=](MPI_Request* r) { return MPI_Ibarrier(c, r); });
+  }
+
+ private:
+  HandlePtr Issue(CommOp op, int64_t floats, int peer, std::function<int(MPI_Request*)> start) {
+    TraceRecord rec;
+    rec.op = op;
+    rec.group = name_;
+    rec.seq = next_seq_++;
+    rec.bytes = floats * static_cast<int64_t>(sizeof(float));
+    rec.peer = peer;
+    rec.enqueue_ns = NowNs();
+    auto h = std::make_shared<MpiHandle>(rec, members_, world_rank_, trace_);
+    const std::string what = std::string(CommOpName(op)) + " #" + std::to_string(rec.seq) +
+                             " on group '" + name_ + "' " + FormatMembers(members_);
+    if (floats > INT_MAX) {
+      h->Complete(InvalidArgument(what + ": " + std::to_string(floats) +
+                                  " elements exceed the MPI count limit; split the buffer"));
+      return h;
+    }
+    if (peer >= size() && op != CommOp::kAllReduce) {
+      h->Complete(InvalidArgument(what + ": peer/root " + std::to_string(peer) +
+                                  " is not a rank of the group"));
+      return h;
+    }
+    engine_->Submit({std::move(start), h, what});
+    return h;
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  std::vector<int> members_;
+  int rank_ = 0, world_rank_;
+  std::shared_ptr<MpiEngine> engine_;
+  TraceRing* trace_;
+  std::atomic<uint64_t> next_seq_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
+  int provided = 0;
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Init_thread");
+  if (provided < MPI_THREAD_MULTIPLE) {
+    return FailedPrecondition("MPI does not provide MPI_THREAD_MULTIPLE (got level " +
+                              std::to_string(provided) + ")");
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::unique_ptr<MpiRuntime> rt(new MpiRuntime());
+  MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size_);
+  if (const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) rt->local_size_ = std::max(1, std::atoi(ls));
+  if (const char* t = std::getenv("LOOM_COMM_TIMEOUT_MS")) {
+    long ms = std::atol(t);
+    if (ms <= 0) return InvalidArgument("LOOM_COMM_TIMEOUT_MS must be a positive number of ms");
+    rt->timeout_ = std::chrono::milliseconds(ms);
+  }
+  rt->engine_ = std::make_shared<MpiEngine>();
+  return rt;
+}
+
+MpiRuntime::~MpiRuntime() {
+  engine_.reset();  // joins the communication thread
+  MPI_Finalize();
+}
+
+Result<std::unique_ptr<Communicator>> MpiRuntime::World() {
+  MPI_Comm dup;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_dup");
+  std::vector<int> members(static_cast<size_t>(world_size_));
+  for (int i = 0; i < world_size_; ++i) members[static_cast<size_t>(i)] = i;
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(dup, "world", members, world_rank_, engine_, &trace_, timeout_));
+}
+
+Result<std::unique_ptr<Communicator>> MpiRuntime::CreateGroup(const std::string& name,
+                                                              const std::vector<int>& members) {
+  if (std::find(members.begin(), members.end(), world_rank_) == members.end()) {
+    return InvalidArgument("group '" + name + "' " + FormatMembers(members) +
+                           " does not contain this rank (" + std::to_string(world_rank_) + ")");
+  }
+  MPI_Group world_group, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  int rc = MPI_Group_incl(world_group, static_cast<int>(members.size()), members.data(), &group);
+  MPI_Group_free(&world_group);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Group_incl for group '" + name + "'");
+  // The tag only has to separate concurrent creations among the same members.
+  int tag = static_cast<int>(std::hash<std::string>{}(name) % 30000);
+  MPI_Comm comm;
+  rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &comm);
+  MPI_Group_free(&group);
+  if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_create_group for '" + name + "'");
+  return std::unique_ptr<Communicator>(
+      new MpiCommunicator(comm, name, members, world_rank_, engine_, &trace_, timeout_));
+}
+
+void MpiRuntime::Abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace loom

@@ -1,0 +1,58 @@
+// MPI backend for CPU ranks. One MpiRuntime per process initialises MPI (MPI_THREAD_MULTIPLE),
+// owns the communication thread that runs every queued operation with non-blocking MPI calls,
+// and creates communicators for groups of world ranks.
+//
+// Overlap: compute threads only enqueue; the communication thread starts operations in issue order
+// and polls them (MPI progresses only inside MPI calls, so the thread keeps calling MPI_Test while
+// anything is in flight), completing each handle as its request finishes.
+//
+// Tunables: LOOM_COMM_TIMEOUT_MS (default 30000) is every communicator's default deadline.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "comm/trace.h"
+#include "core/status.h"
+
+namespace loom {
+
+class MpiEngine;  // the communication thread and its queue (mpi_runtime.cc)
+
+class MpiRuntime {
+ public:
+  // Initialises MPI; call once per process before any other MPI use.
+  static Result<std::unique_ptr<MpiRuntime>> Init(int* argc, char*** argv);
+  // Stops the communication thread and finalises MPI. Outstanding operations must be complete.
+  ~MpiRuntime();
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  // Ranks on this host (from OMPI_COMM_WORLD_LOCAL_SIZE; 1 if unknown), for the thread budget.
+  int local_size() const { return local_size_; }
+
+  // The world as a communicator named "world".
+  Result<std::unique_ptr<Communicator>> World();
+  // A communicator over `members` (world ranks, increasing group rank order). Only the members
+  // call it, all with the same list and name, in the same order relative to their other group
+  // creations. This rank must be a member.
+  Result<std::unique_ptr<Communicator>> CreateGroup(const std::string& name,
+                                                    const std::vector<int>& members);
+
+  TraceRing& trace() { return trace_; }
+
+  // Ends the job at once on every rank (MPI_Abort): used after a deadline expired, when
+  // outstanding MPI operations can no longer be completed or cancelled.
+  [[noreturn]] void Abort(int code);
+
+ private:
+  MpiRuntime() = default;
+  int world_rank_ = 0, world_size_ = 1, local_size_ = 1;
+  std::chrono::milliseconds timeout_{30000};
+  TraceRing trace_;
+  std::shared_ptr<MpiEngine> engine_;
+};
+
+}  // namespace loom

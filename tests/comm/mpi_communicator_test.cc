@@ -1,0 +1,141 @@
+// Communicator semantics over real MPI processes (run under mpirun with 4 ranks): every
+// collective against its definition, sub-groups from the layout, asynchronous operations waited
+// out of order, point-to-point rings, and the trace.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "comm/mpi/mpi_runtime.h"
+#include "parallel/layout.h"
+
+namespace loom {
+namespace {
+
+MpiRuntime* g_rt = nullptr;
+
+std::unique_ptr<Communicator> World() {
+  auto w = g_rt->World();
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  return std::move(*w);
+}
+
+TEST(MpiCommunicator, AllReduceSumAndMax) {
+  auto w = World();
+  const int n = w->size(), r = w->rank();
+  std::vector<float> v(1000);
+  for (int i = 0; i < 1000; ++i) v[i] = static_cast<float>(r * 1000 + i);
+  ASSERT_TRUE(w->AllReduce(v.data(), 1000).ok());
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(v[i], 1000.f * n * (n - 1) / 2 + float(n) * i);
+  float m = static_cast<float>(r);
+  ASSERT_TRUE(w->AllReduce(&m, 1, ReduceOp::kMax).ok());
+  EXPECT_EQ(m, n - 1);
+}
+
+TEST(MpiCommunicator, ReduceScatterAllGatherBroadcast) {
+  auto w = World();
+  const int n = w->size(), r = w->rank(), chunk = 5;
+  std::vector<float> in(n * chunk), out(chunk);
+  for (int i = 0; i < n * chunk; ++i) in[i] = static_cast<float>(i + 100 * r);
+  ASSERT_TRUE(w->ReduceScatter(in.data(), out.data(), chunk).ok());
+  for (int i = 0; i < chunk; ++i) EXPECT_EQ(out[i], float(n * (r * chunk + i)) + 100.f * n * (n - 1) / 2);
+  std::vector<float> mine(chunk, float(r)), all(n * chunk);
+  ASSERT_TRUE(w->AllGather(mine.data(), all.data(), chunk).ok());
+  for (int i = 0; i < n * chunk; ++i) EXPECT_EQ(all[i], float(i / chunk));
+  std::vector<float> b(3, r == 2 ? 7.f : 0.f);
+  ASSERT_TRUE(w->Broadcast(b.data(), 3, 2).ok());
+  EXPECT_EQ(b, std::vector<float>(3, 7.f));
+  EXPECT_TRUE(w->Barrier().ok());
+}
+
+TEST(MpiCommunicator, AsyncOperationsOverlapAndCompleteOutOfOrder) {
+  auto w = World();
+  std::vector<std::vector<float>> bufs(6, std::vector<float>(1 << 16, 1.f));
+  std::vector<HandlePtr> hs;
+  for (auto& b : bufs) hs.push_back(w->AllReduceAsync(b.data(), static_cast<int64_t>(b.size()), ReduceOp::kSum));
+  for (size_t i = hs.size(); i-- > 0;) ASSERT_TRUE(hs[i]->Wait(w->DefaultDeadline()).ok());
+  for (auto& b : bufs) ASSERT_EQ(b[12345], float(w->size()));
+}
+
+TEST(MpiCommunicator, SendRecvRing) {
+  auto w = World();
+  const int n = w->size(), r = w->rank();
+  std::vector<float> out(10, float(r)), in(10, -1.f);
+  auto recv = w->RecvAsync(in.data(), 10, (r + n - 1) % n, 3);
+  auto send = w->SendAsync(out.data(), 10, (r + 1) % n, 3);
+  ASSERT_TRUE(send->Wait(w->DefaultDeadline()).ok());
+  ASSERT_TRUE(recv->Wait(w->DefaultDeadline()).ok());
+  EXPECT_EQ(in, std::vector<float>(10, float((r + n - 1) % n)));
+}
+
+TEST(MpiCommunicator, LayoutGroups) {
+  ASSERT_EQ(g_rt->world_size(), 4);
+  Layout l{.tp = 2, .dp = 2};
+  const int r = g_rt->world_rank();
+  auto tp = g_rt->CreateGroup("tp", l.GroupOf(GroupKind::kTensor, r));
+  auto dp = g_rt->CreateGroup("dp", l.GroupOf(GroupKind::kData, r));
+  ASSERT_TRUE(tp.ok() && dp.ok());
+  EXPECT_EQ((*tp)->rank(), l.CoordOf(r).tp);
+  EXPECT_EQ((*dp)->rank(), l.CoordOf(r).dp);
+  float v = static_cast<float>(r);
+  ASSERT_TRUE((*tp)->AllReduce(&v, 1).ok());
+  EXPECT_EQ(v, r < 2 ? 1.f : 5.f);  // {0,1} and {2,3}
+  v = static_cast<float>(r);
+  ASSERT_TRUE((*dp)->AllReduce(&v, 1).ok());
+  EXPECT_EQ(v, r % 2 == 0 ? 2.f : 4.f);  // {0,2} and {1,3}
+  EXPECT_FALSE(g_rt->CreateGroup("bad", {(r + 1) % 4}).ok());  // not a member
+}
+
+TEST(MpiCommunicator, TraceRecordsEveryCall) {
+  g_rt->trace().Clear();
+  auto w = World();
+  std::vector<float> v(256, 1.f);
+  ASSERT_TRUE(w->AllReduce(v.data(), 256).ok());
+  ASSERT_TRUE(w->Barrier().ok());
+  auto recs = g_rt->trace().Snapshot();
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].op, CommOp::kAllReduce);
+  EXPECT_EQ(recs[0].group, "world");
+  EXPECT_EQ(recs[0].seq, 0u);
+  EXPECT_EQ(recs[0].bytes, 1024);
+  EXPECT_LE(recs[0].enqueue_ns, recs[0].start_ns);
+  EXPECT_LE(recs[0].start_ns, recs[0].end_ns);
+  EXPECT_EQ(recs[1].op, CommOp::kBarrier);
+  EXPECT_EQ(recs[1].seq, 1u);
+}
+
+TEST(TraceRing, KeepsTheNewestRecords) {
+  TraceRing ring(3);
+  for (uint64_t i = 0; i < 5; ++i) ring.Add({CommOp::kSend, "pp", i});
+  auto recs = ring.Snapshot();
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[0].seq, 2u);
+  EXPECT_EQ(recs[2].seq, 4u);
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "%s\n", rt.status().ToString().c_str());
+    return 1;
+  }
+  loom::g_rt = rt->get();
+  // Only rank 0 prints gtest's report; every rank's failures still fail its exit code.
+  if ((*rt)->world_rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int result = RUN_ALL_TESTS();
+  int any = result;
+  auto world = (*rt)->World();
+  if (!world.ok()) return 1;
+  std::unique_ptr<loom::Communicator> w = std::move(*world);
+  float f = static_cast<float>(result != 0);
+  if (!w->AllReduce(&f, 1, loom::ReduceOp::kMax).ok() || f != 0) any = 1;
+  w.reset();
+  rt->reset();
+  return any;
+}
