@@ -19,7 +19,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "worker/gpt.h"
-#include "worker/optimizer.h"
+#include "worker/param_store.h"
 
 namespace {
 
@@ -104,15 +104,18 @@ int main(int argc, char** argv) {
   loom::ModelConfig mc{vocab, seq, layers, heads, hidden};
   loom::ModelRuntime rt{batch, seq,
                         recompute == "full" ? loom::Recompute::kFull : loom::Recompute::kNone};
-  auto model = loom::Gpt::Create(mc, rt);
+  const loom::ParamLayout layout = loom::ParamLayout::ForModel(mc, 1);
+  auto store = loom::MakeParamStore(layout, loom::AdamWConfig{}, loom::ParamStoreOptions{});
+  if (!store.ok()) return 1;
+  auto model = loom::Gpt::Create(mc, rt, layout, store->get());
   if (!model.ok()) {
     std::fprintf(stderr, "bench: %s\n", model.status().ToString().c_str());
     return 1;
   }
   loom::Gpt& gpt = **model;
-  gpt.InitWeights(1234);
-  auto opt = loom::AdamWOptimizer::Create(gpt.layout(), loom::AdamWConfig{});
-  if (!opt.ok()) return 1;
+  std::vector<float> init(static_cast<size_t>(layout.total));
+  loom::InitParams(layout, 1234, init.data());
+  if (!(*store)->LoadParams(init.data()).ok()) return 1;
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>(loom::Mix64(i) % vocab);
@@ -121,10 +124,11 @@ int main(int argc, char** argv) {
   std::vector<double> times;
   for (int s = 0; s < warmup + steps; ++s) {
     auto t0 = Clock::now();
-    gpt.ZeroGrads();
-    gpt.ForwardLoss(tokens.data(), targets.data(), batch, seq);
-    gpt.Backward(1.0f / static_cast<float>(batch * seq));
-    (*opt)->Step(gpt.params(), gpt.grads(), 3e-4);
+    bool ok = (*store)->BeginStep().ok() &&
+              gpt.ForwardLoss(tokens.data(), targets.data(), batch, seq).ok() &&
+              gpt.Backward(1.0f / static_cast<float>(batch * seq), true).ok() &&
+              (*store)->Step(3e-4).ok();
+    if (!ok) return 1;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (s >= warmup) times.push_back(ms);
   }

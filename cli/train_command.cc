@@ -1,9 +1,16 @@
-// `loom train --config job.yaml`: single-process training with a live progress line.
+// `loom train --config job.yaml`: training on one process, or on every rank of an mpirun launch
+// with the job's `parallel:` layout (validated on every rank before any work).
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 #include "cli/commands.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "core/logging.h"
+#include "core/safetensors.h"
 #include "core/threads.h"
+#include "parallel/layout.h"
 #include "worker/job_config.h"
 #include "worker/trainer.h"
 
@@ -14,18 +21,93 @@ struct TrainOptions {
   std::string config;
   int threads = 0;
   int64_t steps = 0;
+  std::string dump_losses;  // per-step losses, one "step loss" line each (world rank 0)
+  std::string dump_params;  // final parameters in single-process layout (safetensors)
 };
 
-Status RunTrain(const TrainOptions& opt) {
+bool LaunchedByMpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK"); }
+
+Result<Layout> ResolveLayout(const JobConfig& job, int world) {
+  const ParallelConfig& p = job.parallel;
+  Layout l;
+  l.tp = static_cast<int>(p.tp);
+  l.cp = static_cast<int>(p.cp);
+  l.pp = static_cast<int>(p.pp);
+  l.vpp = static_cast<int>(p.vpp);
+  l.zero = static_cast<int>(p.zero);
+  l.sp = p.sp;
+  const int model_parallel = l.tp * l.cp * l.pp;
+  l.dp = p.dp > 0 ? static_cast<int>(p.dp) : std::max(1, world / model_parallel);
+  LayoutConstraints c{job.model.heads, job.model.layers, job.model.vocab, job.data.seq,
+                      job.model.hidden, job.data.global_batch, job.data.micro_batch};
+  Status st = l.Validate(world, c);
+  if (!st.ok()) return st.WithContext(job.path + ": section 'parallel' (" + l.ToString() + ")");
+  return l;
+}
+
+Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummary& summary) {
+  if (!opt.dump_params.empty()) {
+    std::vector<float> full;
+    LOOM_RETURN_IF_ERROR(trainer.GatherFullParams(&full));  // collective
+    if (trainer.is_root()) {
+      const ParamLayout canonical = ParamLayout::ForModel(trainer.job().model, 1);
+      std::vector<NamedTensor> tensors;
+      for (const ParamInfo& p : canonical.params) {
+        tensors.push_back({p.name, Tensor::Borrow(full.data() + p.offset, p.shape, DType::kF32)});
+      }
+      LOOM_RETURN_IF_ERROR(WriteSafetensors(opt.dump_params, tensors));
+    }
+  }
+  if (!opt.dump_losses.empty() && trainer.is_root()) {
+    std::ofstream f(opt.dump_losses);
+    for (size_t i = 0; i < summary.losses.size(); ++i) {
+      char line[64];
+      std::snprintf(line, sizeof(line), "%zu %.9g\n", i + 1, summary.losses[i]);
+      f << line;
+    }
+    if (!f) return IoError("write '" + opt.dump_losses + "'");
+  }
+  return Status::Ok();
+}
+
+Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(opt.config));
   if (opt.steps > 0) job.steps = opt.steps;
+  int world = 1, local = 1;
+  if (LaunchedByMpi() || job.parallel.present) {
+    int argc = 0;
+    char** argv = nullptr;
+    LOOM_ASSIGN_OR_RETURN(*mpi, MpiRuntime::Init(&argc, &argv));
+    world = (*mpi)->world_size();
+    local = (*mpi)->local_size();
+    SetLogRank((*mpi)->world_rank());
+  }
+  LOOM_ASSIGN_OR_RETURN(Layout layout, ResolveLayout(job, world));
   int threads = opt.threads > 0 ? opt.threads
                 : job.runtime.threads > 0 ? static_cast<int>(job.runtime.threads)
-                                          : DefaultThreads(1);
+                                          : DefaultThreads(local);
   ConfigureThreads(threads);
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job));
+  Placement place;
+  place.layout = layout;
+  std::unique_ptr<Communicator> world_comm, tp_comm, dp_comm;
+  if (*mpi) {
+    const int r = (*mpi)->world_rank();
+    place.world_rank = r;
+    LOOM_ASSIGN_OR_RETURN(world_comm, (*mpi)->World());
+    place.world = world_comm.get();
+    if (layout.tp > 1) {
+      LOOM_ASSIGN_OR_RETURN(tp_comm, (*mpi)->CreateGroup("tp", layout.GroupOf(GroupKind::kTensor, r)));
+      place.tp = tp_comm.get();
+    }
+    if (layout.dp > 1) {
+      LOOM_ASSIGN_OR_RETURN(dp_comm, (*mpi)->CreateGroup("dp", layout.GroupOf(GroupKind::kData, r)));
+      place.dp = dp_comm.get();
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, place));
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary, trainer->Run());
-  (void)summary;
+  LOOM_RETURN_IF_ERROR(WriteOutputs(opt, *trainer, summary));
+  if (world_comm) LOOM_RETURN_IF_ERROR(world_comm->Barrier());
   return Status::Ok();
 }
 
@@ -35,13 +117,24 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a GPT model described by a job file");
   cmd->add_option("-c,--config", opt->config, "Job file (YAML)")->required();
-  cmd->add_option("--threads", opt->threads, "Threads (default: runtime.threads or all cores)")
+  cmd->add_option("--threads", opt->threads, "Threads per rank (default: runtime.threads or "
+                                             "cores / ranks on this host)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", opt->steps, "Override the job's number of steps")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--dump-losses", opt->dump_losses, "Write per-step losses to this file");
+  cmd->add_option("--dump-params", opt->dump_params,
+                  "Write the final parameters (single-process layout) to this safetensors file");
   cmd->callback([opt, exit_code] {
-    Status st = RunTrain(*opt);
-    *exit_code = st.ok() ? 0 : ReportError("train", st);
+    std::unique_ptr<MpiRuntime> mpi;
+    Status st = RunTrain(*opt, &mpi);
+    if (!st.ok()) {
+      *exit_code = ReportError("train", st);
+      // Outstanding MPI operations cannot be completed: end every rank now instead of hanging.
+      if (mpi && mpi->world_size() > 1) mpi->Abort(*exit_code);
+      return;
+    }
+    *exit_code = 0;
   });
 }
 

@@ -55,6 +55,7 @@ class Communicator {
   // in: size() * n_per_rank floats; out: n_per_rank floats, the sum of every member's chunk rank().
   virtual HandlePtr ReduceScatterAsync(const float* in, float* out, int64_t n_per_rank) = 0;
   // in: n_per_rank floats; out: size() * n_per_rank floats, member r's chunk at r * n_per_rank.
+  // In place when in == out + rank() * n_per_rank.
   virtual HandlePtr AllGatherAsync(const float* in, float* out, int64_t n_per_rank) = 0;
   virtual HandlePtr BroadcastAsync(float* data, int64_t n, int root) = 0;
   // Point-to-point to / from a group rank. Matching is by (peer, tag) in issue order.

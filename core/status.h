@@ -81,6 +81,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &*value_; }
   T& operator*() & { return *value_; }
   const T& operator*() const& { return *value_; }
+  T&& operator*() && { return std::move(*value_); }
 
  private:
   Status status_;

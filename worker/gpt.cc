@@ -1,8 +1,10 @@
-// GPT forward/backward over the core kernels.
+// GPT forward/backward over the core kernels, with Megatron tensor and sequence parallelism.
 #include "worker/gpt.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/kernels/attention.h"
 #include "core/kernels/cross_entropy.h"
@@ -17,7 +19,19 @@ namespace {
 // Indices into a layer's 12 parameters (ParamLayout order).
 enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW,
                   kFcProjB, kNumLayerParams };
-constexpr int kFirstLayerParam = 2;  // after wte, wpe
+constexpr int kWte = 0, kWpe = 1, kFirstLayerParam = 2;
+
+int LayerIndex(int layer, int k) { return kFirstLayerParam + layer * kNumLayerParams + k; }
+
+// out[i, :] += bias + resid[i, :]
+void AddBiasResidual(float* out, const float* bias, const float* resid, int64_t rows, int64_t c) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    float* o = out + i * c;
+    const float* r = resid + i * c;
+    for (int64_t j = 0; j < c; ++j) o[j] += bias[j] + r[j];
+  }
+}
 
 }  // namespace
 
@@ -25,195 +39,326 @@ struct Gpt::LayerActs {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, att, lse, res2, ln2, ln2_mean, ln2_rstd, fc, gelu;
 };
 
-Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt)
-    : config_(config), rt_(rt), layout_(ParamLayout::ForModel(config)) {}
+Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
+         ParamStore* store, TensorParallel tp)
+    : config_(config), rt_(rt), layout_(layout), store_(store), tp_(tp) {
+  const int t = tp_.size();
+  cl_ = config_.hidden / t;
+  fl_ = config_.ffn() / t;
+  hl_ = config_.heads / t;
+  vl_ = layout_.padded_vocab / t;
+}
 
 Gpt::~Gpt() = default;
 
-Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelRuntime& rt) {
+Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelRuntime& rt,
+                                         const ParamLayout& layout, ParamStore* store,
+                                         TensorParallel tp) {
   LOOM_RETURN_IF_ERROR(config.Validate());
   ModelRuntime r = rt;
   if (r.seq == 0) r.seq = config.max_seq;
-  if (r.seq > config.max_seq || r.micro_batch <= 0 || r.attn_block_q <= 0 || r.attn_block_k <= 0 || r.vocab_chunk <= 0) {
-    return InvalidArgument("runtime: need 0 < seq <= max_seq, micro_batch > 0, attention blocks > 0, "
-                           "vocab_chunk > 0");
+  if (r.seq > config.max_seq || r.micro_batch <= 0 || r.attn_block_q <= 0 || r.attn_block_k <= 0 ||
+      r.vocab_chunk <= 0) {
+    return InvalidArgument("runtime: need 0 < seq <= max_seq, micro_batch > 0, attention blocks "
+                           "> 0, vocab_chunk > 0");
   }
-  std::unique_ptr<Gpt> g(new Gpt(config, r));
+  if (layout.tp != tp.size()) return InvalidArgument("parameter layout built for another tp size");
+  if (config.heads % tp.size() != 0) {
+    return InvalidArgument("model.heads (" + std::to_string(config.heads) +
+                           ") must be divisible by tp (" + std::to_string(tp.size()) + ")");
+  }
+  if (tp.sp && (r.micro_batch * r.seq) % tp.size() != 0) {
+    return InvalidArgument("sequence parallelism needs micro_batch*seq divisible by tp");
+  }
+  std::unique_ptr<Gpt> g(new Gpt(config, r, layout, store, tp));
   LOOM_RETURN_IF_ERROR(g->Allocate());
   return g;
 }
 
 Status Gpt::Allocate() {
-  const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, f = config_.ffn();
-  const int64_t lse_n = rt_.micro_batch * config_.heads * rt_.seq;
-  LOOM_ASSIGN_OR_RETURN(params_, Tensor::Zeros({layout_.total}, DType::kF32, MemTag::kParams));
-  LOOM_ASSIGN_OR_RETURN(grads_, Tensor::Zeros({layout_.total}, DType::kF32, MemTag::kGrads));
+  const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, t = tp_.size();
+  const int64_t nl = tp_.sp ? n / t : n;
+  const int64_t lse_n = rt_.micro_batch * hl_ * rt_.seq;
   auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
   for (int l = 0; l <= config_.layers; ++l) {
-    LOOM_ASSIGN_OR_RETURN(Tensor t, act({n, c}));
-    resid_.push_back(std::move(t));
+    LOOM_ASSIGN_OR_RETURN(Tensor r, act({nl, c}));
+    resid_.push_back(std::move(r));
   }
   const int sets = rt_.recompute == Recompute::kFull ? 1 : static_cast<int>(config_.layers);
   for (int i = 0; i < sets; ++i) {
     auto a = std::make_unique<LayerActs>();
     LOOM_ASSIGN_OR_RETURN(a->ln1, act({n, c}));
-    LOOM_ASSIGN_OR_RETURN(a->ln1_mean, act({n}));
-    LOOM_ASSIGN_OR_RETURN(a->ln1_rstd, act({n}));
-    LOOM_ASSIGN_OR_RETURN(a->qkv, act({n, 3 * c}));
-    LOOM_ASSIGN_OR_RETURN(a->att, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->qkv, act({n, 3 * cl_}));
+    LOOM_ASSIGN_OR_RETURN(a->att, act({n, cl_}));
     LOOM_ASSIGN_OR_RETURN(a->lse, act({lse_n}));
-    LOOM_ASSIGN_OR_RETURN(a->res2, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->res2, act({nl, c}));
     LOOM_ASSIGN_OR_RETURN(a->ln2, act({n, c}));
-    LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({n}));
-    LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({n}));
-    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, f}));
-    LOOM_ASSIGN_OR_RETURN(a->gelu, act({n, f}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, fl_}));
+    LOOM_ASSIGN_OR_RETURN(a->gelu, act({n, fl_}));
     acts_.push_back(std::move(a));
   }
-  const int64_t chunk = std::min(rt_.vocab_chunk, config_.vocab);
   LOOM_ASSIGN_OR_RETURN(lnf_, act({n, c}));
-  LOOM_ASSIGN_OR_RETURN(lnf_mean_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(lnf_rstd_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(ce_max_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(ce_sum_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(ce_target_, act({n}));
+  LOOM_ASSIGN_OR_RETURN(lnf_mean_, act({nl}));
+  LOOM_ASSIGN_OR_RETURN(lnf_rstd_, act({nl}));
+  LOOM_ASSIGN_OR_RETURN(ce_stats_, act({3 * n}));
   LOOM_ASSIGN_OR_RETURN(ce_lse_, act({n}));
   LOOM_ASSIGN_OR_RETURN(ce_dloss_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(ce_chunk_, act({n, chunk}));
-  LOOM_ASSIGN_OR_RETURN(dresid_, act({n, c}));
+  LOOM_ASSIGN_OR_RETURN(ce_chunk_, act({n, std::min(rt_.vocab_chunk, vl_)}));
+  LOOM_ASSIGN_OR_RETURN(dresid_, act({nl, c}));
   LOOM_ASSIGN_OR_RETURN(dln_, act({n, c}));
-  LOOM_ASSIGN_OR_RETURN(datt_, act({n, c}));
-  LOOM_ASSIGN_OR_RETURN(dqkv_, act({n, 3 * c}));
-  LOOM_ASSIGN_OR_RETURN(dfc_, act({n, f}));
+  LOOM_ASSIGN_OR_RETURN(datt_, act({n, cl_}));
+  LOOM_ASSIGN_OR_RETURN(dqkv_, act({n, 3 * cl_}));
+  LOOM_ASSIGN_OR_RETURN(dfc_, act({n, fl_}));
+  LOOM_ASSIGN_OR_RETURN(emb_full_, act({n, c}));
+  if (t > 1) {
+    LOOM_ASSIGN_OR_RETURN(rowpar_, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(dln_local_, act({nl, c}));
+  }
+  if (tp_.sp && t > 1) {
+    LOOM_ASSIGN_OR_RETURN(ln_local_, act({nl, c}));
+    LOOM_ASSIGN_OR_RETURN(dfull_, act({n, c}));
+  }
   tokens_.resize(static_cast<size_t>(n));
   targets_.resize(static_cast<size_t>(n));
   return Status::Ok();
 }
 
-void Gpt::ZeroGrads() { std::memset(grads(), 0, static_cast<size_t>(layout_.total) * 4); }
-
 int64_t Gpt::ActivationBytesPerLayer() const {
   const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden;
-  if (rt_.recompute == Recompute::kFull) return n * c * 4;
-  return (n * c * (1 + 1 + 3 + 1 + 1 + 1 + 4 + 4) + 4 * n + rt_.micro_batch * config_.heads * rt_.seq) * 4;
+  const int64_t nl = tp_.sp ? n / tp_.size() : n;
+  if (rt_.recompute == Recompute::kFull) return nl * c * 4;
+  const int64_t floats = n * c * 2 + 4 * nl + 3 * n * cl_ + n * cl_ + rt_.micro_batch * hl_ * rt_.seq +
+                         nl * c + 2 * n * fl_ + nl * c;  // + the layer input
+  return floats * 4;
 }
 
-void Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
-  const int64_t n = cur_b_ * cur_t_, c = config_.hidden, f = config_.ffn();
-  const ParamInfo* p = &layout_.params[kFirstLayerParam + layer * kNumLayerParams];
-  auto w = [&](int i) { return params() + p[i].offset; };
-  LayerNormForward(a.ln1.data<float>(), a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), x,
-                   w(kLn1W), w(kLn1B), n, c);
-  LinearForward(a.qkv.data<float>(), a.ln1.data<float>(), w(kQkvW), w(kQkvB), n, c, 3 * c);
-  AttentionShape as{cur_b_, cur_t_, config_.heads, config_.head_dim(), rt_.attn_block_q,
-                    rt_.attn_block_k};
+const float* Gpt::P(int bucket, int index) const {
+  return store_->Params(bucket) + layout_.params[static_cast<size_t>(index)].bucket_offset;
+}
+float* Gpt::G(int bucket, int index) {
+  return store_->Grads(bucket) + layout_.params[static_cast<size_t>(index)].bucket_offset;
+}
+
+Status Gpt::GatherTokens(const float* local, float* full, int64_t width) {
+  if (tp_.size() == 1 || !tp_.sp) {
+    if (local != full) std::memcpy(full, local, static_cast<size_t>(n_ * width) * 4);
+    return Status::Ok();
+  }
+  return tp_.comm->AllGather(local, full, nl_ * width);
+}
+
+Status Gpt::ReduceTokens(float* partial, float* local, int64_t width) {
+  if (tp_.size() > 1) {
+    if (tp_.sp) return tp_.comm->ReduceScatter(partial, local, nl_ * width);
+    LOOM_RETURN_IF_ERROR(tp_.comm->AllReduce(partial, n_ * width));
+  }
+  if (partial != local) std::memcpy(local, partial, static_cast<size_t>(nl_ * width) * 4);
+  return Status::Ok();
+}
+
+Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
+  const int64_t c = config_.hidden, b = 1 + layer;
+  auto w = [&](int k) { return P(static_cast<int>(b), LayerIndex(layer, k)); };
+  const bool sp = tp_.sp && tp_.size() > 1;
+  float* ln_out = sp ? ln_local_.data<float>() : a.ln1.data<float>();
+  LayerNormForward(ln_out, a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), x, w(kLn1W),
+                   w(kLn1B), nl_, c);
+  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, a.ln1.data<float>(), c));
+  LinearForward(a.qkv.data<float>(), a.ln1.data<float>(), w(kQkvW), w(kQkvB), n_, c, 3 * cl_);
+  AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionForward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), as);
-  LinearForward(a.res2.data<float>(), a.att.data<float>(), w(kProjW), w(kProjB), n, c, c);
-  ResidualForward(a.res2.data<float>(), a.res2.data<float>(), x, n * c);
-  LayerNormForward(a.ln2.data<float>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                   a.res2.data<float>(), w(kLn2W), w(kLn2B), n, c);
-  LinearForward(a.fc.data<float>(), a.ln2.data<float>(), w(kFcW), w(kFcB), n, c, f);
-  GeluForward(a.gelu.data<float>(), a.fc.data<float>(), n * f);
-  LinearForward(out, a.gelu.data<float>(), w(kFcProjW), w(kFcProjB), n, f, c);
-  ResidualForward(out, out, a.res2.data<float>(), n * c);
+  // Row-parallel projection: partial sums reduced across tp, then bias and residual once.
+  float* proj = tp_.size() > 1 ? rowpar_.data<float>() : a.res2.data<float>();
+  LinearForward<float>(proj, a.att.data<float>(), w(kProjW), nullptr, n_, cl_, c);
+  LOOM_RETURN_IF_ERROR(ReduceTokens(proj, a.res2.data<float>(), c));
+  AddBiasResidual(a.res2.data<float>(), w(kProjB), x, nl_, c);
+
+  ln_out = sp ? ln_local_.data<float>() : a.ln2.data<float>();
+  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
+                   a.res2.data<float>(), w(kLn2W), w(kLn2B), nl_, c);
+  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, a.ln2.data<float>(), c));
+  LinearForward(a.fc.data<float>(), a.ln2.data<float>(), w(kFcW), w(kFcB), n_, c, fl_);
+  GeluForward(a.gelu.data<float>(), a.fc.data<float>(), n_ * fl_);
+  proj = tp_.size() > 1 ? rowpar_.data<float>() : out;
+  LinearForward<float>(proj, a.gelu.data<float>(), w(kFcProjW), nullptr, n_, fl_, c);
+  LOOM_RETURN_IF_ERROR(ReduceTokens(proj, out, c));
+  AddBiasResidual(out, w(kFcProjB), a.res2.data<float>(), nl_, c);
+  return Status::Ok();
 }
 
-// dresid holds d(out) on entry and d(x) on return.
-void Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid) {
-  const int64_t n = cur_b_ * cur_t_, c = config_.hidden, f = config_.ffn();
-  const ParamInfo* p = &layout_.params[kFirstLayerParam + layer * kNumLayerParams];
-  auto w = [&](int i) { return params() + p[i].offset; };
-  auto g = [&](int i) { return grads() + p[i].offset; };
+// dresid holds d(out) on entry and d(x) on return (Nl rows).
+Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid) {
+  const int64_t c = config_.hidden;
+  const int b = 1 + layer;
+  auto w = [&](int k) { return P(b, LayerIndex(layer, k)); };
+  auto g = [&](int k) { return G(b, LayerIndex(layer, k)); };
+  const bool sp = tp_.sp && tp_.size() > 1;
+  float* dfull = sp ? dfull_.data<float>() : dresid;
   float* dfc = dfc_.data<float>();
   float* dln = dln_.data<float>();
-  // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2))))
-  LinearBackward(dfc, g(kFcProjW), g(kFcProjB), dresid, a.gelu.data<float>(), w(kFcProjW), n, f, c);
-  GeluBackward(dfc, a.fc.data<float>(), dfc, n * f);
-  LinearBackward(dln, g(kFcW), g(kFcB), dfc, a.ln2.data<float>(), w(kFcW), n, c, f);
-  LayerNormBackward(dresid, g(kLn2W), g(kLn2B), dln, a.res2.data<float>(), w(kLn2W),
-                    a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), n, c);
-  // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x))))
+  float* dln_local = tp_.size() > 1 ? dln_local_.data<float>() : dln;
+  // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))) + bias
+  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(dresid, dfull, c));
+  LinearBackward<float>(dfc, g(kFcProjW), nullptr, dfull, a.gelu.data<float>(), w(kFcProjW), n_,
+                        fl_, c);
+  LinearBackward<float>(nullptr, nullptr, g(kFcProjB), dresid, nullptr, nullptr, nl_, 0, c);
+  GeluBackward(dfc, a.fc.data<float>(), dfc, n_ * fl_);
+  LinearBackward(dln, g(kFcW), g(kFcB), dfc, a.ln2.data<float>(), w(kFcW), n_, c, fl_);
+  LOOM_RETURN_IF_ERROR(ReduceTokens(dln, dln_local, c));
+  LayerNormBackward(dresid, g(kLn2W), g(kLn2B), dln_local, a.res2.data<float>(), w(kLn2W),
+                    a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), nl_, c);
+  // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))) + bias
+  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(dresid, dfull, c));
   float* datt = datt_.data<float>();
-  LinearBackward(datt, g(kProjW), g(kProjB), dresid, a.att.data<float>(), w(kProjW), n, c, c);
-  AttentionShape as{cur_b_, cur_t_, config_.heads, config_.head_dim(), rt_.attn_block_q,
-                    rt_.attn_block_k};
+  LinearBackward<float>(datt, g(kProjW), nullptr, dfull, a.att.data<float>(), w(kProjW), n_, cl_, c);
+  LinearBackward<float>(nullptr, nullptr, g(kProjB), dresid, nullptr, nullptr, nl_, 0, c);
+  AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
                     a.lse.data<float>(), as);
-  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n, c,
-                 3 * c);
-  LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln, x, w(kLn1W), a.ln1_mean.data<float>(),
-                    a.ln1_rstd.data<float>(), n, c);
+  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_,
+                 c, 3 * cl_);
+  LOOM_RETURN_IF_ERROR(ReduceTokens(dln, dln_local, c));
+  LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
+                    a.ln1_rstd.data<float>(), nl_, c);
+  return Status::Ok();
 }
 
-void Gpt::Forward(const int32_t* tokens, int64_t b, int64_t t) {
+Status Gpt::Forward(const int32_t* tokens, int64_t b, int64_t t) {
   cur_b_ = b;
   cur_t_ = t;
-  const int64_t n = b * t, c = config_.hidden;
-  std::copy(tokens, tokens + n, tokens_.begin());
-  EmbeddingShape es{n, t, c, 0, config_.vocab};
-  EmbeddingForward(resid_[0].data<float>(), tokens_.data(), nullptr, params() + layout_.params[0].offset,
-                   params() + layout_.params[1].offset, es);
-  for (int l = 0; l < config_.layers; ++l) {
-    LayerActs& a = *acts_[rt_.recompute == Recompute::kFull ? 0 : l];
-    LayerForward(l, resid_[l].data<float>(), resid_[l + 1].data<float>(), a);
+  n_ = b * t;
+  nl_ = tp_.sp ? n_ / tp_.size() : n_;
+  if (tp_.sp && n_ % tp_.size() != 0) {
+    return InvalidArgument("sequence parallelism needs batch*seq divisible by tp");
   }
-  const ParamInfo* lnf = &layout_.params[layout_.params.size() - 2];
-  LayerNormForward(lnf_.data<float>(), lnf_mean_.data<float>(), lnf_rstd_.data<float>(),
-                   resid_[config_.layers].data<float>(), params() + lnf[0].offset,
-                   params() + lnf[1].offset, n, c);
+  const int64_t c = config_.hidden, last = layout_.num_buckets() - 1;
+  std::copy(tokens, tokens + n_, tokens_.begin());
+  LOOM_RETURN_IF_ERROR(store_->AcquireParams(0, 1));
+  if (tp_.size() == 1) {
+    EmbeddingShape es{n_, t, c, 0, vl_};
+    EmbeddingForward(resid_[0].data<float>(), tokens_.data(), nullptr, P(0, kWte), P(0, kWpe), es);
+  } else {
+    // Vocab-parallel lookup: each rank contributes the rows it holds; the sum is the embedding.
+    EmbeddingShape es{n_, t, c, tp_.rank() * vl_, vl_};
+    EmbeddingForward<float>(emb_full_.data<float>(), tokens_.data(), nullptr, P(0, kWte), nullptr, es);
+    LOOM_RETURN_IF_ERROR(ReduceTokens(emb_full_.data<float>(), resid_[0].data<float>(), c));
+    const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
+    const float* wpe = P(0, kWpe);
+    float* r = resid_[0].data<float>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < nl_; ++i) {
+      const float* p = wpe + ((first + i) % t) * c;
+      for (int64_t j = 0; j < c; ++j) r[i * c + j] += p[j];
+    }
+  }
+  for (int l = 0; l < config_.layers; ++l) {
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(1 + l, l + 1 < config_.layers ? 2 + l : -1));
+    LayerActs& a = *acts_[rt_.recompute == Recompute::kFull ? 0 : l];
+    LOOM_RETURN_IF_ERROR(LayerForward(l, resid_[l].data<float>(), resid_[l + 1].data<float>(), a));
+    LOOM_RETURN_IF_ERROR(store_->ReleaseParams(1 + l));
+  }
+  LOOM_RETURN_IF_ERROR(store_->AcquireParams(static_cast<int>(last), -1));
+  const size_t lnf = layout_.params.size() - 2;
+  const bool sp = tp_.sp && tp_.size() > 1;
+  float* ln_out = sp ? ln_local_.data<float>() : lnf_.data<float>();
+  LayerNormForward(ln_out, lnf_mean_.data<float>(), lnf_rstd_.data<float>(),
+                   resid_[config_.layers].data<float>(), P(last, lnf), P(last, lnf + 1), nl_, c);
+  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, lnf_.data<float>(), c));
+  return Status::Ok();
 }
 
-double Gpt::ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t) {
-  Forward(tokens, b, t);
-  const int64_t n = b * t;
-  std::copy(targets, targets + n, targets_.begin());
-  VocabShard vs{n, config_.hidden, 0, config_.vocab, config_.vocab, rt_.vocab_chunk};
-  CrossEntropyStats(ce_max_.data<float>(), ce_sum_.data<float>(), ce_target_.data<float>(),
-                    lnf_.data<float>(), params(), targets_.data(), vs, ce_chunk_.data<float>());
+Result<double> Gpt::ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b,
+                                int64_t t) {
+  LOOM_RETURN_IF_ERROR(Forward(tokens, b, t));
+  std::copy(targets, targets + n_, targets_.begin());
+  VocabShard vs{n_, config_.hidden, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
+  float* mx = ce_stats_.data<float>();
+  float* sum = mx + n_;
+  float* zt = sum + n_;
+  CrossEntropyStats(mx, sum, zt, lnf_.data<float>(), P(0, kWte), targets_.data(), vs,
+                    ce_chunk_.data<float>());
+  if (tp_.size() > 1) {
+    // Logits are never gathered: combine each shard's max and rescaled sum-exp across tp.
+    std::vector<float> local_max(mx, mx + n_);
+    LOOM_RETURN_IF_ERROR(tp_.comm->AllReduce(mx, n_, ReduceOp::kMax));
+    for (int64_t i = 0; i < n_; ++i) {
+      sum[i] = local_max[i] == -std::numeric_limits<float>::infinity()
+                   ? 0.0f
+                   : sum[i] * std::exp(local_max[i] - mx[i]);
+    }
+    LOOM_RETURN_IF_ERROR(tp_.comm->AllReduce(sum, 2 * n_));  // sum-exp and target logit
+  }
   float* loss = ce_dloss_.data<float>();  // reused as per-token loss here
-  CrossEntropyFinish(ce_lse_.data<float>(), loss, ce_max_.data<float>(), ce_sum_.data<float>(),
-                     ce_target_.data<float>(), n);
+  CrossEntropyFinish(ce_lse_.data<float>(), loss, mx, sum, zt, n_);
   double total = 0;
-  for (int64_t i = 0; i < n; ++i) total += loss[i];
+  for (int64_t i = 0; i < n_; ++i) total += loss[i];
   return total;
 }
 
-void Gpt::Backward(float dloss) {
-  const int64_t n = cur_b_ * cur_t_, c = config_.hidden;
+Status Gpt::Backward(float dloss, bool last_micro_batch) {
+  const int64_t c = config_.hidden, last = layout_.num_buckets() - 1;
   float* dl = ce_dloss_.data<float>();
-  std::fill(dl, dl + n, dloss);
+  std::fill(dl, dl + n_, dloss);
   float* dlnf = dln_.data<float>();
-  std::fill(dlnf, dlnf + n * c, 0.0f);
-  VocabShard vs{n, c, 0, config_.vocab, config_.vocab, rt_.vocab_chunk};
-  CrossEntropyBackward(dlnf, grads(), lnf_.data<float>(), params(), targets_.data(),
+  std::fill(dlnf, dlnf + n_ * c, 0.0f);
+  VocabShard vs{n_, c, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
+  CrossEntropyBackward(dlnf, G(0, kWte), lnf_.data<float>(), P(0, kWte), targets_.data(),
                        ce_lse_.data<float>(), dl, vs, ce_chunk_.data<float>());
+  float* dlnf_local = tp_.size() > 1 ? dln_local_.data<float>() : dlnf;
+  LOOM_RETURN_IF_ERROR(ReduceTokens(dlnf, dlnf_local, c));
   float* dresid = dresid_.data<float>();
-  std::fill(dresid, dresid + n * c, 0.0f);
-  const ParamInfo* lnf = &layout_.params[layout_.params.size() - 2];
-  LayerNormBackward(dresid, grads() + lnf[0].offset, grads() + lnf[1].offset, dlnf,
-                    resid_[config_.layers].data<float>(), params() + lnf[0].offset,
-                    lnf_mean_.data<float>(), lnf_rstd_.data<float>(), n, c);
+  std::fill(dresid, dresid + nl_ * c, 0.0f);
+  const int lnf = static_cast<int>(layout_.params.size()) - 2;
+  LayerNormBackward(dresid, G(last, lnf), G(last, lnf + 1), dlnf_local,
+                    resid_[config_.layers].data<float>(), P(last, lnf), lnf_mean_.data<float>(),
+                    lnf_rstd_.data<float>(), nl_, c);
+  LOOM_RETURN_IF_ERROR(store_->GradsReady(static_cast<int>(last), last_micro_batch));
   for (int l = static_cast<int>(config_.layers) - 1; l >= 0; --l) {
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(1 + l, l));  // prefetch the layer below
     LayerActs* a = acts_[0].get();
     if (rt_.recompute == Recompute::kFull) {
-      // Recompute this layer's activations from its stored input; the output lands in a scratch
-      // (dqkv_ is free at this point and large enough: 3NC >= NC).
-      LayerForward(l, resid_[l].data<float>(), dqkv_.data<float>(), *a);
+      // Recompute this layer's activations from its stored input; emb_full_ is free until the
+      // embedding backward and holds the (discarded) output.
+      LOOM_RETURN_IF_ERROR(LayerForward(l, resid_[l].data<float>(), emb_full_.data<float>(), *a));
     } else {
       a = acts_[l].get();
     }
-    LayerBackward(l, resid_[l].data<float>(), *a, dresid);
+    LOOM_RETURN_IF_ERROR(LayerBackward(l, resid_[l].data<float>(), *a, dresid));
+    LOOM_RETURN_IF_ERROR(store_->GradsReady(1 + l, last_micro_batch));
+    LOOM_RETURN_IF_ERROR(store_->ReleaseParams(1 + l));
   }
-  EmbeddingShape es{n, cur_t_, c, 0, config_.vocab};
-  EmbeddingBackward(grads() + layout_.params[0].offset, grads() + layout_.params[1].offset, dresid,
-                    tokens_.data(), nullptr, es);
+  if (tp_.size() == 1) {
+    EmbeddingShape es{n_, cur_t_, c, 0, vl_};
+    EmbeddingBackward(G(0, kWte), G(0, kWpe), dresid, tokens_.data(), nullptr, es);
+  } else {
+    // Positions: this rank's rows (all rows without SP); token rows: the whole micro-batch.
+    const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
+    std::vector<int32_t> pos(static_cast<size_t>(nl_));
+    for (int64_t i = 0; i < nl_; ++i) pos[i] = static_cast<int32_t>((first + i) % cur_t_);
+    EmbeddingShape local{nl_, cur_t_, c, 0, 0};
+    EmbeddingBackward<float>(nullptr, G(0, kWpe), dresid, tokens_.data() + first, pos.data(), local);
+    float* dfull = dresid;
+    if (tp_.sp) {
+      dfull = dfull_.data<float>();
+      LOOM_RETURN_IF_ERROR(GatherTokens(dresid, dfull, c));
+    }
+    EmbeddingShape es{n_, cur_t_, c, tp_.rank() * vl_, vl_};
+    EmbeddingBackward<float>(G(0, kWte), nullptr, dfull, tokens_.data(), nullptr, es);
+  }
+  return store_->GradsReady(0, last_micro_batch);
 }
 
-void Gpt::ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits) {
-  Forward(tokens, 1, t);
+Status Gpt::ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits) {
+  if (tp_.size() != 1) return Unimplemented("sampling needs tp = 1");
+  LOOM_RETURN_IF_ERROR(Forward(tokens, 1, t));
   const int64_t c = config_.hidden;
   const float* h = lnf_.data<float>() + (t - 1) * c;
-  LinearForward<float>(logits, h, params() + layout_.params[0].offset, nullptr, 1, c, config_.vocab);
+  LinearForward<float>(logits, h, P(0, kWte), nullptr, 1, c, config_.vocab);
+  return Status::Ok();
 }
 
 }  // namespace loom

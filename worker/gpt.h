@@ -1,24 +1,31 @@
-// The GPT model of one process: flat parameter and gradient buffers, explicit forward and backward
-// per layer (no autograd, as in llm.c), and an activation plan that says what each layer keeps
-// for its backward.
+// The GPT model of one rank: explicit forward and backward per layer (no autograd, as in
+// llm.c), Megatron tensor parallelism (column-parallel QKV and FC, row-parallel projections,
+// heads split, vocab-parallel embedding and cross-entropy whose logits are never gathered) and
+// sequence parallelism (LayerNorm/residual regions hold 1/tp of the tokens; all-gather before the
+// column-parallel linears, reduce-scatter after the row-parallel ones). With tp = 1 it is the
+// single-process model. Parameters and gradients live in a ParamStore (ZeRO 0-3).
 //
-// Activation plan, per layer and micro-batch of N = B*T tokens (floats):
-//   kept (recompute = none): ln_1 out N*C, LN stats 2N (x2 norms), qkv 3NC, attention out NC,
-//     attention lse B*H*T, residual after attention NC, ln_2 out NC, fc 4NC, gelu 4NC   (~16NC)
-//   kept (recompute = full): only the layer input (NC); the rest is recomputed in the backward.
-// The layer inputs (residual stream) are kept in both cases.
+// Activation plan, per layer and micro-batch of N = B*T tokens, Nl = N/tp with SP else N,
+// C = hidden, Cl = C/tp, Fl = 4C/tp (floats):
+//   kept (recompute = none): ln_1 out N*C, LN stats 2Nl (x2 norms), qkv 3N*Cl, attention out
+//     N*Cl, attention lse B*(H/tp)*T, residual after attention Nl*C, ln_2 out N*C, fc N*Fl,
+//     gelu N*Fl
+//   kept (recompute = full): only the layer input (Nl*C); the rest is recomputed in the backward.
+// The layer inputs (residual stream, Nl*C each) are kept in both cases.
 //
-// Usage: ForwardLoss on a micro-batch, then Backward(dloss) accumulates into grads(); repeat for
-// every micro-batch, then the optimizer consumes grads(). Not thread-safe (one caller).
+// Usage per optimizer step: store.BeginStep(); per micro-batch ForwardLoss then Backward (the
+// last with last_micro_batch = true); store.Step(lr). Not thread-safe (one caller).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "worker/model_config.h"
+#include "worker/param_store.h"
 
 namespace loom {
 
@@ -33,51 +40,63 @@ struct ModelRuntime {
   int64_t attn_block_k = 256;  // key/value rows per attention block
 };
 
+struct TensorParallel {
+  Communicator* comm = nullptr;  // null: tp = 1
+  bool sp = false;               // sequence parallelism
+  int size() const { return comm ? comm->size() : 1; }
+  int rank() const { return comm ? comm->rank() : 0; }
+};
+
 class Gpt {
  public:
-  static Result<std::unique_ptr<Gpt>> Create(const ModelConfig& config, const ModelRuntime& rt);
+  // The layout must be ParamLayout::ForModel(config, tp.size()); `store` owns its buffers.
+  static Result<std::unique_ptr<Gpt>> Create(const ModelConfig& config, const ModelRuntime& rt,
+                                             const ParamLayout& layout, ParamStore* store,
+                                             TensorParallel tp = {});
   ~Gpt();
 
   const ModelConfig& config() const { return config_; }
   const ModelRuntime& runtime() const { return rt_; }
   const ParamLayout& layout() const { return layout_; }
-  float* params() { return params_.data<float>(); }
-  float* grads() { return grads_.data<float>(); }
-  int64_t num_params() const { return layout_.total; }
 
-  void InitWeights(uint64_t seed) { InitParams(layout_, seed, params()); }
-  void ZeroGrads();
-
-  // Forward over tokens/targets [b, t] (b <= micro_batch, t <= seq), keeping activations for
-  // Backward. Returns the sum of the per-token losses (not the mean).
-  double ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t);
+  // Forward over tokens/targets [b, t] (b <= micro_batch, t <= seq; the same on every TP rank),
+  // keeping activations for Backward. Returns the sum of the per-token losses (not the mean).
+  Result<double> ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t);
   // Backward of the last ForwardLoss; every token's loss has weight `dloss` (1/total tokens of the
-  // global batch for a mean). Accumulates into grads().
-  void Backward(float dloss);
-  // Logits [vocab] of the last position of a single sequence of length t (for sampling).
-  void ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits);
+  // global batch for a mean). Accumulates into the store's gradients and reports each bucket.
+  Status Backward(float dloss, bool last_micro_batch);
+  // Logits [vocab] of the last position of a single sequence of length t (for sampling; tp = 1).
+  Status ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits);
 
   // Bytes of activations kept per layer for one micro-batch under the current plan.
   int64_t ActivationBytesPerLayer() const;
 
  private:
   struct LayerActs;
-  Gpt(const ModelConfig& config, const ModelRuntime& rt);
+  Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
+      ParamStore* store, TensorParallel tp);
   Status Allocate();
-  void Forward(const int32_t* tokens, int64_t b, int64_t t);
-  void LayerForward(int layer, const float* x, float* out, LayerActs& a);
-  void LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
+  Status Forward(const int32_t* tokens, int64_t b, int64_t t);
+  Status LayerForward(int layer, const float* x, float* out, LayerActs& a);
+  Status LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
+  // Tensor-parallel plumbing: the identity when tp = 1.
+  Status GatherTokens(const float* local, float* full, int64_t width);        // Nl -> N rows
+  Status ReduceTokens(float* partial_full, float* local_out, int64_t width);  // N -> Nl rows
+  const float* P(int bucket, int index) const;  // parameter `index` of the layout
+  float* G(int bucket, int index);
 
   ModelConfig config_;
   ModelRuntime rt_;
-  ParamLayout layout_;
-  Tensor params_, grads_;
-  std::vector<Tensor> resid_;  // layers + 1 residual-stream tensors [N, C]
+  const ParamLayout& layout_;
+  ParamStore* store_;
+  TensorParallel tp_;
+  int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab
+  std::vector<Tensor> resid_;                   // layers + 1 residual-stream tensors [Nl, C]
   std::vector<std::unique_ptr<LayerActs>> acts_;  // per layer, or one shared when recomputing
-  Tensor lnf_, lnf_mean_, lnf_rstd_, ce_max_, ce_sum_, ce_target_, ce_lse_, ce_chunk_, ce_dloss_;
-  Tensor dresid_, dln_, datt_, dqkv_, dfc_;
+  Tensor ln_local_, rowpar_, lnf_, lnf_mean_, lnf_rstd_, ce_stats_, ce_lse_, ce_chunk_, ce_dloss_;
+  Tensor dresid_, dfull_, dln_, dln_local_, datt_, dqkv_, dfc_, emb_full_;
   std::vector<int32_t> tokens_, targets_;
-  int64_t cur_b_ = 0, cur_t_ = 0;
+  int64_t cur_b_ = 0, cur_t_ = 0, n_ = 0, nl_ = 0;
 };
 
 }  // namespace loom

@@ -120,6 +120,24 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
 
   LOOM_ASSIGN_OR_RETURN(ConfigSection runtime, root.Section("runtime", false));
   LOOM_RETURN_IF_ERROR(ReadRuntime(runtime, &job->runtime));
+
+  job->parallel.present = root.Has("parallel");
+  LOOM_ASSIGN_OR_RETURN(ConfigSection par, root.Section("parallel", false));
+  ParallelConfig& p = job->parallel;
+  LOOM_RETURN_IF_ERROR(par.Int("tp", &p.tp, false, 1, 1 << 16));
+  LOOM_RETURN_IF_ERROR(par.Int("cp", &p.cp, false, 1, 1 << 16));
+  LOOM_RETURN_IF_ERROR(par.Int("pp", &p.pp, false, 1, 1 << 16));
+  LOOM_RETURN_IF_ERROR(par.Int("vpp", &p.vpp, false, 1, 1 << 10));
+  LOOM_RETURN_IF_ERROR(par.Int("dp", &p.dp, false, 1, 1 << 20));
+  LOOM_RETURN_IF_ERROR(par.Int("zero", &p.zero, false, 0, 3));
+  LOOM_RETURN_IF_ERROR(par.Bool("sp", &p.sp, false));
+  LOOM_RETURN_IF_ERROR(par.Bool("overlap", &p.overlap, false));
+  LOOM_RETURN_IF_ERROR(par.Finish());
+  if (p.cp > 1 || p.pp > 1 || p.vpp > 1) {
+    return Unimplemented(par.Where(p.cp > 1 ? "cp" : p.pp > 1 ? "pp" : "vpp") +
+                         ": context and pipeline parallelism are not implemented yet "
+                         "(supported: tp, dp, sp, zero)");
+  }
   return root.Finish();
 }
 

@@ -55,6 +55,16 @@ struct RuntimeConfig {
   int64_t log_every = 10;
 };
 
+// The parallel layout requested by the job (absent: one process, or pure data parallelism over
+// every rank under mpirun). dp = 0 means "whatever the world size leaves".
+struct ParallelConfig {
+  bool present = false;
+  int64_t tp = 1, cp = 1, pp = 1, vpp = 1, dp = 0;
+  int64_t zero = 0;
+  bool sp = false;
+  bool overlap = true;  // start gradient reductions during the backward
+};
+
 struct JobConfig {
   std::string path;  // the job file
   ModelConfig model;
@@ -64,6 +74,7 @@ struct JobConfig {
   EvalConfig eval;
   SampleConfig sample;
   RuntimeConfig runtime;
+  ParallelConfig parallel;
   int64_t steps = 100;
   uint64_t seed = 1337;
 };

@@ -18,39 +18,68 @@ Status ModelConfig::Validate() const {
   return Status::Ok();
 }
 
-ParamLayout ParamLayout::ForModel(const ModelConfig& m) {
+ParamLayout ParamLayout::ForModel(const ModelConfig& m, int tp) {
   ParamLayout out;
+  out.tp = tp;
+  out.padded_vocab = (m.vocab + tp - 1) / tp * tp;
   const int64_t c = m.hidden;
   const float std = 0.02f;
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
-  auto add = [&](std::string name, Shape shape, int layer, bool decay, float init_std,
-                 float init_value) {
-    ParamInfo p{std::move(name), std::move(shape), out.total, layer, decay, init_std, init_value};
+  int bucket = 0;
+  int64_t bucket_begin = 0;
+  auto add = [&](std::string name, Shape global, ShardKind shard, int parts, int layer, bool decay,
+                 float init_std, float init_value) {
+    Shape local = global;
+    if (shard == ShardKind::kRows) local[0] = (name == "wte" ? out.padded_vocab : global[0]) / tp;
+    if (shard == ShardKind::kCols) local[1] = global[1] / tp;
+    ParamInfo p{std::move(name), local, std::move(global), shard, parts, out.total, layer,
+                bucket, out.total - bucket_begin, decay, init_std, init_value};
     out.total += p.numel();
     out.params.push_back(std::move(p));
   };
-  add("wte", {m.vocab, c}, -1, true, std, 0);
-  add("wpe", {m.max_seq, c}, -1, true, std, 0);
+  auto close_bucket = [&] {
+    out.buckets.emplace_back(bucket_begin, out.total);
+    bucket_begin = out.total;
+    ++bucket;
+  };
+  add("wte", {m.vocab, c}, ShardKind::kRows, 1, -1, true, std, 0);
+  add("wpe", {m.max_seq, c}, ShardKind::kReplicated, 1, -1, true, std, 0);
+  close_bucket();
   for (int l = 0; l < m.layers; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";
-    const int64_t begin = out.total;
-    add(h + "ln_1.weight", {c}, l, false, 0, 1);
-    add(h + "ln_1.bias", {c}, l, false, 0, 0);
-    add(h + "attn.c_attn.weight", {3 * c, c}, l, true, std, 0);
-    add(h + "attn.c_attn.bias", {3 * c}, l, false, 0, 0);
-    add(h + "attn.c_proj.weight", {c, c}, l, true, proj_std, 0);
-    add(h + "attn.c_proj.bias", {c}, l, false, 0, 0);
-    add(h + "ln_2.weight", {c}, l, false, 0, 1);
-    add(h + "ln_2.bias", {c}, l, false, 0, 0);
-    add(h + "mlp.c_fc.weight", {4 * c, c}, l, true, std, 0);
-    add(h + "mlp.c_fc.bias", {4 * c}, l, false, 0, 0);
-    add(h + "mlp.c_proj.weight", {c, 4 * c}, l, true, proj_std, 0);
-    add(h + "mlp.c_proj.bias", {c}, l, false, 0, 0);
-    out.layer_ranges.emplace_back(begin, out.total);
+    add(h + "ln_1.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
+    add(h + "ln_1.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+    add(h + "attn.c_attn.weight", {3 * c, c}, ShardKind::kRows, 3, l, true, std, 0);
+    add(h + "attn.c_attn.bias", {3 * c}, ShardKind::kRows, 3, l, false, 0, 0);
+    add(h + "attn.c_proj.weight", {c, c}, ShardKind::kCols, 1, l, true, proj_std, 0);
+    add(h + "attn.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+    add(h + "ln_2.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
+    add(h + "ln_2.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+    add(h + "mlp.c_fc.weight", {4 * c, c}, ShardKind::kRows, 1, l, true, std, 0);
+    add(h + "mlp.c_fc.bias", {4 * c}, ShardKind::kRows, 1, l, false, 0, 0);
+    add(h + "mlp.c_proj.weight", {c, 4 * c}, ShardKind::kCols, 1, l, true, proj_std, 0);
+    add(h + "mlp.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+    close_bucket();
   }
-  add("ln_f.weight", {c}, -1, false, 0, 1);
-  add("ln_f.bias", {c}, -1, false, 0, 0);
+  add("ln_f.weight", {c}, ShardKind::kReplicated, 1, -1, false, 0, 1);
+  add("ln_f.bias", {c}, ShardKind::kReplicated, 1, -1, false, 0, 0);
+  close_bucket();
   return out;
+}
+
+int64_t ParamInfo::GlobalIndex(int64_t i, int tp_rank, int tp) const {
+  const int64_t cols = shape.size() > 1 ? shape[1] : 1;
+  const int64_t row = i / cols, col = i % cols;
+  int64_t grow = row, gcol = col;
+  if (shard == ShardKind::kRows) {
+    const int64_t local_part = shape[0] / parts;  // rows of one part on this rank
+    grow = (row / local_part) * local_part * tp + tp_rank * local_part + row % local_part;
+    if (grow >= global_shape[0]) return -1;  // vocabulary padding
+  } else if (shard == ShardKind::kCols) {
+    gcol = tp_rank * shape[1] + col;
+  }
+  const int64_t gcols = global_shape.size() > 1 ? global_shape[1] : 1;
+  return grow * gcols + gcol;
 }
 
 const ParamInfo* ParamLayout::Find(const std::string& name) const {
@@ -60,18 +89,33 @@ const ParamInfo* ParamLayout::Find(const std::string& name) const {
   return nullptr;
 }
 
-void InitParams(const ParamLayout& layout, uint64_t seed, float* data) {
+void InitParams(const ParamLayout& layout, uint64_t seed, float* data, int tp_rank) {
   for (const ParamInfo& p : layout.params) {
     float* d = data + p.offset;
     const int64_t n = p.numel();
-    if (p.init_std > 0) {
-      const uint64_t stream = HashString(p.name.c_str());
+    const uint64_t stream = HashString(p.name.c_str());
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        d[i] = static_cast<float>(NormalAt(seed, stream, static_cast<uint64_t>(i)) * p.init_std);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t g = p.GlobalIndex(i, tp_rank, layout.tp);
+      if (g < 0) {
+        d[i] = 0.0f;
+      } else if (p.init_std > 0) {
+        d[i] = static_cast<float>(NormalAt(seed, stream, static_cast<uint64_t>(g)) * p.init_std);
+      } else {
+        d[i] = p.init_value;
       }
-    } else {
-      for (int64_t i = 0; i < n; ++i) d[i] = p.init_value;
+    }
+  }
+}
+
+void ScatterToFull(const ParamLayout& local, const float* data, int tp_rank,
+                   const ParamLayout& full_layout, float* full) {
+  for (size_t k = 0; k < local.params.size(); ++k) {
+    const ParamInfo& p = local.params[k];
+    const ParamInfo& f = full_layout.params[k];
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const int64_t g = p.GlobalIndex(i, tp_rank, local.tp);
+      if (g >= 0) full[f.offset + g] = data[p.offset + i];
     }
   }
 }

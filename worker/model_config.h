@@ -32,31 +32,58 @@ struct ModelConfig {
   Status Validate() const;
 };
 
+// How a tensor-parallel rank's piece of a parameter relates to the whole (Megatron style):
+//   kReplicated  every TP rank holds the whole tensor (norms, wpe, row-parallel biases)
+//   kRows        dim 0 is split: column-parallel weights and biases, the vocab-parallel wte.
+//                With `parts` = 3 (c_attn) each of q, k, v is split separately, so a rank holds
+//                q|k|v of its own heads.
+//   kCols        dim 1 is split: row-parallel weights (attn.c_proj, mlp.c_proj)
+enum class ShardKind { kReplicated, kRows, kCols };
+
 struct ParamInfo {
   std::string name;
-  Shape shape;
-  int64_t offset = 0;   // elements from the start of the flat parameter buffer
+  Shape shape;          // local shape on this TP rank
+  Shape global_shape;   // shape in a single-process model (wte: the true, unpadded vocab)
+  ShardKind shard = ShardKind::kReplicated;
+  int parts = 1;        // kRows: independent row blocks split separately (3 for c_attn)
+  int64_t offset = 0;   // elements from the start of the local flat parameter buffer
   int layer = -1;       // -1 for embeddings and the final norm
+  int bucket = 0;       // gradient/ZeRO bucket: 0 embeddings, 1 + layer, layers + 1 final norm
+  int64_t bucket_offset = 0;  // elements from the start of its bucket
   bool decay = false;   // AdamW weight decay applies (matrices and embeddings, not biases/norms)
   float init_std = 0;   // > 0: normal(0, init_std); otherwise constant init_value
   float init_value = 0;
   int64_t numel() const { return NumElements(shape); }
+  // Global flat index of local element i on TP rank `tp_rank` of `tp`, or -1 for vocabulary
+  // padding rows (which do not exist in the single-process model).
+  int64_t GlobalIndex(int64_t i, int tp_rank, int tp) const;
 };
 
-// The parameters of a model in storage order; a pure function of the config.
+// The parameters of one tensor-parallel rank in storage order; a pure function of the config and
+// the TP size (tp = 1: the whole model). Buckets are contiguous ranges of the flat buffer.
 struct ParamLayout {
   std::vector<ParamInfo> params;
   int64_t total = 0;
-  // [begin, end) element offsets of each layer's parameters (contiguous per layer).
-  std::vector<std::pair<int64_t, int64_t>> layer_ranges;
+  int tp = 1;
+  int64_t padded_vocab = 0;  // vocab rounded up to a multiple of tp
+  // [begin, end) element offsets of each bucket (embeddings, each layer, final norm).
+  std::vector<std::pair<int64_t, int64_t>> buckets;
 
-  static ParamLayout ForModel(const ModelConfig& config);
+  static ParamLayout ForModel(const ModelConfig& config, int tp = 1);
   const ParamInfo* Find(const std::string& name) const;
+  int num_buckets() const { return static_cast<int>(buckets.size()); }
 };
 
-// Fills `data` (layout.total floats) with the GPT-2 initialisation: normal(0, 0.02) for matrices
-// and embeddings, 0.02/sqrt(2*layers) for residual projections (attn.c_proj, mlp.c_proj), zero
-// biases, unit LayerNorm weights. Element i of tensor `name` depends only on (seed, name, i).
-void InitParams(const ParamLayout& layout, uint64_t seed, float* data);
+// Fills `data` (layout.total floats, TP rank `tp_rank`) with the GPT-2 initialisation: normal(0,
+// 0.02) for matrices and embeddings, 0.02/sqrt(2*layers) for residual projections (attn.c_proj,
+// mlp.c_proj), zero biases, unit LayerNorm weights, zero vocabulary padding. Element g of tensor
+// `name` in the single-process model depends only on (seed, name, g), so every TP shard equals the
+// same slice of a single-process initialisation.
+void InitParams(const ParamLayout& layout, uint64_t seed, float* data, int tp_rank = 0);
+
+// Copies a TP rank's local parameters into their places in a single-process (tp = 1) flat buffer
+// `full` of `full_layout` (padding rows are dropped). Used to gather and compare layouts.
+void ScatterToFull(const ParamLayout& local, const float* data, int tp_rank,
+                   const ParamLayout& full_layout, float* full);
 
 }  // namespace loom

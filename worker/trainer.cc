@@ -18,7 +18,6 @@
 namespace loom {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 std::string FormatDuration(double seconds) {
   char buf[32];
@@ -33,8 +32,8 @@ std::string FormatDuration(double seconds) {
 
 }  // namespace
 
-Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job) {
-  std::unique_ptr<Trainer> t(new Trainer(job));
+Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place) {
+  std::unique_ptr<Trainer> t(new Trainer(job, place));
   LOOM_RETURN_IF_ERROR(t->Init());
   return t;
 }
@@ -65,7 +64,7 @@ Status Trainer::Init() {
                            std::to_string(d.seq + 1));
   }
   if (!val_tokens_.empty() && static_cast<int64_t>(val_tokens_.size()) <= d.seq + 1) {
-    val_tokens_.clear();  // too small to evaluate on; reported by Evaluate()
+    val_tokens_.clear();  // too small to evaluate on; Evaluate() reports NaN
   }
   train_sampler_ = std::make_unique<WindowSampler>(&train_tokens_, d.seq, d.global_batch,
                                                    job_.seed, kTrainStream);
@@ -73,41 +72,57 @@ Status Trainer::Init() {
     eval_sampler_ = std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed,
                                                     kEvalStream);
   }
-  ModelRuntime rt{d.micro_batch, d.seq, job_.runtime.recompute, job_.runtime.vocab_chunk,
-                  job_.runtime.attn_block_q, job_.runtime.attn_block_k};
-  LOOM_ASSIGN_OR_RETURN(model_, Gpt::Create(job_.model, rt));
-  model_->InitWeights(job_.seed);
+  const Layout& lay = place_.layout;
+  layout_ = ParamLayout::ForModel(job_.model, lay.tp);
   AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,
                  job_.optim.grad_clip};
-  LOOM_ASSIGN_OR_RETURN(optimizer_, AdamWOptimizer::Create(model_->layout(), oc));
+  ParamStoreOptions so{lay.zero, place_.dp, place_.tp, lay.sp, job_.parallel.overlap};
+  LOOM_ASSIGN_OR_RETURN(store_, MakeParamStore(layout_, oc, so));
+  ModelRuntime rt{d.micro_batch, d.seq, job_.runtime.recompute, job_.runtime.vocab_chunk,
+                  job_.runtime.attn_block_q, job_.runtime.attn_block_k};
+  TensorParallel tp{place_.tp, lay.sp};
+  LOOM_ASSIGN_OR_RETURN(model_, Gpt::Create(job_.model, rt, layout_, store_.get(), tp));
+  std::vector<float> init(static_cast<size_t>(layout_.total));
+  InitParams(layout_, job_.seed, init.data(), tp.rank());
+  LOOM_RETURN_IF_ERROR(store_->LoadParams(init.data()));
   batch_in_.resize(static_cast<size_t>(d.global_batch * d.seq));
   batch_tgt_.resize(batch_in_.size());
   return Status::Ok();
 }
 
-double Trainer::ComputeGradients(const int32_t* inputs, const int32_t* targets) {
+Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* targets) {
   const DataConfig& d = job_.data;
-  const int64_t micro_tokens = d.micro_batch * d.seq;
+  const int dp = place_.layout.dp, dp_rank = place_.layout.CoordOf(place_.world_rank).dp;
+  const int64_t per_rank = d.global_batch / dp, micro_tokens = d.micro_batch * d.seq;
+  const int64_t micro_batches = per_rank / d.micro_batch;
   const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
-  model_->ZeroGrads();
+  const int32_t* in = inputs + dp_rank * per_rank * d.seq;
+  const int32_t* tgt = targets + dp_rank * per_rank * d.seq;
+  LOOM_RETURN_IF_ERROR(store_->BeginStep());
   double loss_sum = 0;
-  for (int64_t mb = 0; mb < d.global_batch / d.micro_batch; ++mb) {
-    loss_sum += model_->ForwardLoss(inputs + mb * micro_tokens, targets + mb * micro_tokens,
-                                    d.micro_batch, d.seq);
-    model_->Backward(dloss);
+  for (int64_t mb = 0; mb < micro_batches; ++mb) {
+    LOOM_ASSIGN_OR_RETURN(double l, model_->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens,
+                                                        d.micro_batch, d.seq));
+    loss_sum += l;
+    LOOM_RETURN_IF_ERROR(model_->Backward(dloss, mb + 1 == micro_batches));
+  }
+  if (place_.dp) {
+    float l = static_cast<float>(loss_sum);
+    LOOM_RETURN_IF_ERROR(place_.dp->AllReduce(&l, 1));
+    loss_sum = l;
   }
   return loss_sum / static_cast<double>(d.global_batch * d.seq);
 }
 
-StepStats Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
+Result<StepStats> Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
   StepStats st;
-  st.loss = ComputeGradients(inputs, targets);
-  st.grad_norm = ApplyUpdate(lr);
+  LOOM_ASSIGN_OR_RETURN(st.loss, ComputeGradients(inputs, targets));
+  LOOM_ASSIGN_OR_RETURN(st.grad_norm, ApplyUpdate(lr));
   st.lr = lr;
   return st;
 }
 
-StepStats Trainer::Step(int64_t step) {
+Result<StepStats> Trainer::Step(int64_t step) {
   const DataConfig& d = job_.data;
   train_sampler_->Fill(step, 0, d.global_batch, batch_in_.data(), batch_tgt_.data());
   double lr = ScheduledLr(job_.optim.lr, job_.optim.min_lr, job_.schedule.warmup_steps,
@@ -115,20 +130,21 @@ StepStats Trainer::Step(int64_t step) {
   return StepOnBatch(batch_in_.data(), batch_tgt_.data(), lr);
 }
 
-double Trainer::Evaluate() {
+Result<double> Trainer::Evaluate() {
   if (!eval_sampler_) return std::nan("");
   const DataConfig& d = job_.data;
   std::vector<int32_t> in(static_cast<size_t>(d.micro_batch * d.seq)), tgt(in.size());
   double sum = 0;
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
     eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
-    sum += model_->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq);
+    LOOM_ASSIGN_OR_RETURN(double l, model_->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq));
+    sum += l;
   }
   return sum / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
 }
 
-std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,
-                            int64_t top_k, uint64_t seed) {
+Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,
+                                    int64_t top_k, uint64_t seed) {
   std::vector<int32_t> ctx;
   for (uint32_t t : EncodeBytes(prompt.empty() ? "\n" : prompt)) {
     ctx.push_back(static_cast<int32_t>(std::min<uint32_t>(t, static_cast<uint32_t>(job_.model.vocab - 1))));
@@ -139,7 +155,7 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < tokens; ++i) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), window);
-    model_->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data());
+    LOOM_RETURN_IF_ERROR(model_->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
     int32_t next = 0;
     if (temperature <= 0) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -172,23 +188,51 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
   return DecodeBytes(generated);
 }
 
+Status Trainer::GatherFullParams(std::vector<float>* out) {
+  std::vector<float> local(static_cast<size_t>(layout_.total));
+  LOOM_RETURN_IF_ERROR(store_->CopyParams(local.data()));
+  const ParamLayout full = ParamLayout::ForModel(job_.model, 1);
+  out->assign(static_cast<size_t>(full.total), 0.0f);
+  if (!place_.tp) {
+    ScatterToFull(layout_, local.data(), 0, full, out->data());
+    return Status::Ok();
+  }
+  // Each TP rank fills what it holds; replicated tensors come from tp rank 0 only; then sum.
+  const int r = place_.tp->rank();
+  if (r != 0) {
+    for (size_t k = 0; k < layout_.params.size(); ++k) {
+      const ParamInfo& p = layout_.params[k];
+      if (p.shard == ShardKind::kReplicated) {
+        std::fill(local.begin() + p.offset, local.begin() + p.offset + p.numel(), 0.0f);
+      }
+    }
+  }
+  ScatterToFull(layout_, local.data(), r, full, out->data());
+  return place_.tp->AllReduce(out->data(), full.total);
+}
+
 Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepStats&)>& on_step) {
   TrainSummary summary;
-  const bool tty = isatty(STDOUT_FILENO) != 0;
+  const bool root = is_root();
+  const bool tty = root && isatty(STDOUT_FILENO) != 0;
   const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
-  std::printf("loom train: %s | %.2fM parameters | %d threads | %lld steps of %lld tokens\n",
-              job_.path.c_str(), model_->num_params() / 1e6, NumThreads(),
-              static_cast<long long>(steps), static_cast<long long>(tokens_per_step));
-  std::printf("activations kept per layer: %.1f MiB (recompute %s)\n",
-              model_->ActivationBytesPerLayer() / 1048576.0,
-              job_.runtime.recompute == Recompute::kFull ? "full" : "none");
-  std::fflush(stdout);
+  if (root) {
+    std::printf("loom train: %s | %.2fM parameters | layout %s | %d threads/rank | %lld steps of "
+                "%lld tokens\n",
+                job_.path.c_str(), ParamLayout::ForModel(job_.model, 1).total / 1e6,
+                place_.layout.ToString().c_str(), NumThreads(), static_cast<long long>(steps),
+                static_cast<long long>(tokens_per_step));
+    std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
+                model_->ActivationBytesPerLayer() / 1048576.0,
+                job_.runtime.recompute == Recompute::kFull ? "full" : "none");
+    std::fflush(stdout);
+  }
   const auto start = Clock::now();
   auto last = start;
   double window_seconds = 0;
   int64_t window_steps = 0;
   for (int64_t step = 0; step < steps; ++step) {
-    StepStats st = Step(step);
+    LOOM_ASSIGN_OR_RETURN(StepStats st, Step(step));
     if (!std::isfinite(st.loss)) {
       if (tty) std::printf("\n");
       return Internal("loss is " + std::to_string(st.loss) + " at step " + std::to_string(step + 1) +
@@ -202,7 +246,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     last = now;
     const double step_s = window_seconds / static_cast<double>(window_steps);
     const bool log_line = (step + 1) % job_.runtime.log_every == 0 || step + 1 == steps;
-    if (tty || log_line) {
+    if (root && (tty || log_line)) {
       std::printf("%sstep %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.0f tok/s | %6.1f ms/step"
                   " | ETA %s%s",
                   tty ? "\r" : "", static_cast<long long>(step + 1), static_cast<long long>(steps),
@@ -216,32 +260,41 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
       window_steps = 0;
     }
     if (job_.eval.every > 0 && (step + 1) % job_.eval.every == 0 && step + 1 != steps) {
-      double vl = Evaluate();
+      LOOM_ASSIGN_OR_RETURN(double vl, Evaluate());
       summary.evals.emplace_back(step + 1, vl);
-      std::printf("%seval  step %lld | val loss %.4f\n", tty && !log_line ? "\n" : "",
-                  static_cast<long long>(step + 1), vl);
+      if (root) {
+        std::printf("%seval  step %lld | val loss %.4f\n", tty && !log_line ? "\n" : "",
+                    static_cast<long long>(step + 1), vl);
+      }
     }
   }
   const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
   summary.tokens_per_second = static_cast<double>(steps * tokens_per_step) / total_s;
-  double vl = Evaluate();
+  LOOM_ASSIGN_OR_RETURN(double vl, Evaluate());
   summary.evals.emplace_back(steps, vl);
   const size_t tail = std::min<size_t>(10, summary.losses.size());
   double tail_mean = 0;
   for (size_t i = summary.losses.size() - tail; i < summary.losses.size(); ++i) {
     tail_mean += summary.losses[i] / static_cast<double>(tail);
   }
-  std::printf("done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
-              "%.4f | %.0f tok/s\n",
-              FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
-              summary.tokens_per_second);
+  if (root) {
+    std::printf("done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
+                "%.4f | %.0f tok/s\n",
+                FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
+                summary.tokens_per_second);
+  }
   LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
-  if (job_.sample.tokens > 0) {
-    summary.sample = Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
-                            job_.sample.top_k, job_.seed);
-    std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s%s\n---\n",
-                static_cast<long long>(job_.sample.tokens), job_.sample.temperature,
-                job_.sample.prompt.c_str(), summary.sample.c_str());
+  if (job_.sample.tokens > 0 && place_.layout.tp == 1) {
+    LOOM_ASSIGN_OR_RETURN(summary.sample, Sample(job_.sample.prompt, job_.sample.tokens,
+                                                 job_.sample.temperature, job_.sample.top_k,
+                                                 job_.seed));
+    if (root) {
+      std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s%s\n---\n",
+                  static_cast<long long>(job_.sample.tokens), job_.sample.temperature,
+                  job_.sample.prompt.c_str(), summary.sample.c_str());
+    }
+  } else if (job_.sample.tokens > 0 && root) {
+    std::printf("(sampling skipped: it runs with tp = 1 only)\n");
   }
   std::fflush(stdout);
   return summary;

@@ -1,7 +1,8 @@
-// The single-process training loop: data, model, AdamW with global-norm clipping, LR schedule,
-// gradient accumulation over micro-batches, periodic evaluation, progress line and sampling.
-// One optimizer step = global_batch sequences = global_batch / micro_batch forward+backward
-// passes; the loss is the mean over every token of the global batch.
+// The training loop of one rank: data (this rank's slice of every global batch), model (its
+// tensor-parallel part), parameter store (ZeRO stage), LR schedule, gradient accumulation over
+// micro-batches, periodic evaluation, progress line (world rank 0) and sampling.
+// One optimizer step = global_batch sequences; the loss is the mean over every token of the
+// global batch, whatever the layout.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +11,24 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "core/status.h"
-#include "core/tensor.h"
+#include "parallel/layout.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
 #include "worker/job_config.h"
-#include "worker/optimizer.h"
+#include "worker/param_store.h"
 
 namespace loom {
+
+// Where this rank sits. Default: one process.
+struct Placement {
+  Layout layout;
+  int world_rank = 0;
+  Communicator* tp = nullptr;     // null when tp = 1
+  Communicator* dp = nullptr;     // null when dp = 1
+  Communicator* world = nullptr;  // null for one process
+};
 
 struct StepStats {
   double loss = 0;       // mean over the global batch's tokens (before the update)
@@ -34,39 +45,43 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // Loads the data, builds and initialises the model (seeded) and the optimizer.
-  static Result<std::unique_ptr<Trainer>> Create(const JobConfig& job);
+  // Loads the data, builds and initialises this rank's model part (seeded) and its store.
+  static Result<std::unique_ptr<Trainer>> Create(const JobConfig& job, const Placement& place = {});
 
-  // Runs job.steps steps with progress on stdout. `on_step` (optional) sees every step.
+  // Runs job.steps steps; progress on stdout from world rank 0. `on_step` sees every step.
   Result<TrainSummary> Run(const std::function<void(int64_t, const StepStats&)>& on_step = {});
 
-  // One optimizer step on an explicit global batch [global_batch, seq] with learning rate lr:
-  // ComputeGradients then ApplyUpdate.
-  StepStats StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr);
-  // Zeroes the gradients, runs forward+backward over every micro-batch of the global batch and
-  // returns the mean loss; grads() then hold d(mean loss)/d(params).
-  double ComputeGradients(const int32_t* inputs, const int32_t* targets);
-  // Clips and applies AdamW; returns the gradient norm before clipping.
-  double ApplyUpdate(double lr) { return optimizer_->Step(model_->params(), model_->grads(), lr); }
-  // One optimizer step on the samples of global step `step` with the scheduled learning rate.
-  StepStats Step(int64_t step);
-  // Mean loss over eval.batches fixed micro-batches of the validation split.
-  double Evaluate();
-  // Generates `tokens` tokens after `prompt` (temperature / top-k sampling, seeded).
-  std::string Sample(const std::string& prompt, int64_t tokens, double temperature, int64_t top_k,
-                     uint64_t seed);
+  // One optimizer step on an explicit global batch [global_batch, seq] (every rank passes the
+  // whole batch and uses its data-parallel slice) with learning rate lr.
+  Result<StepStats> StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr);
+  // Forward+backward over this rank's slice of the global batch; returns the global mean loss.
+  Result<double> ComputeGradients(const int32_t* inputs, const int32_t* targets);
+  // Finishes reductions, clips and applies AdamW; returns the norm before clipping.
+  Result<double> ApplyUpdate(double lr) { return store_->Step(lr); }
+  Result<StepStats> Step(int64_t step);
+  // Mean loss over eval.batches fixed micro-batches of the validation split (NaN without one).
+  Result<double> Evaluate();
+  // Generates `tokens` tokens after `prompt` (tp = 1; every data-parallel rank must call it).
+  Result<std::string> Sample(const std::string& prompt, int64_t tokens, double temperature,
+                             int64_t top_k, uint64_t seed);
+  // The whole model in single-process layout (canonical order), on every rank.
+  Status GatherFullParams(std::vector<float>* out);
 
   Gpt& model() { return *model_; }
+  ParamStore& store() { return *store_; }
+  const ParamLayout& layout() const { return layout_; }
   const JobConfig& job() const { return job_; }
-  AdamWOptimizer& optimizer() { return *optimizer_; }
+  bool is_root() const { return place_.world_rank == 0; }
 
  private:
-  explicit Trainer(const JobConfig& job) : job_(job) {}
+  Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
   Status Init();
 
   JobConfig job_;
+  Placement place_;
+  ParamLayout layout_;
+  std::unique_ptr<ParamStore> store_;
   std::unique_ptr<Gpt> model_;
-  std::unique_ptr<AdamWOptimizer> optimizer_;
   std::vector<int32_t> train_tokens_, val_tokens_;
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;

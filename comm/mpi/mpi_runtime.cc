@@ -194,8 +194,10 @@ class MpiCommunicator : public Communicator {
   }
   HandlePtr AllGatherAsync(const float* in, float* out, int64_t n) override {
     MPI_Comm c = comm_;
+    // In place when `in` is this rank's chunk of `out` (ZeRO re-gathers updated parameters).
+    const void* send = in == out + static_cast<int64_t>(rank_) * n ? MPI_IN_PLACE : in;
     return Issue(CommOp::kAllGather, n * size(), -1, [=](MPI_Request* r) {
-      return MPI_Iallgather(in, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n),
+      return MPI_Iallgather(send, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n),
                             MPI_FLOAT, c, r);
     });
   }

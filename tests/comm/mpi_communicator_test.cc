@@ -7,14 +7,14 @@
 
 #include "comm/mpi/mpi_runtime.h"
 #include "parallel/layout.h"
+#include "tests/mpi_test_main.h"
 
 namespace loom {
 namespace {
 
-MpiRuntime* g_rt = nullptr;
 
 std::unique_ptr<Communicator> World() {
-  auto w = g_rt->World();
+  auto w = testing::Mpi().World();
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   return std::move(*w);
 }
@@ -68,11 +68,11 @@ TEST(MpiCommunicator, SendRecvRing) {
 }
 
 TEST(MpiCommunicator, LayoutGroups) {
-  ASSERT_EQ(g_rt->world_size(), 4);
+  ASSERT_EQ(testing::Mpi().world_size(), 4);
   Layout l{.tp = 2, .dp = 2};
-  const int r = g_rt->world_rank();
-  auto tp = g_rt->CreateGroup("tp", l.GroupOf(GroupKind::kTensor, r));
-  auto dp = g_rt->CreateGroup("dp", l.GroupOf(GroupKind::kData, r));
+  const int r = testing::Mpi().world_rank();
+  auto tp = testing::Mpi().CreateGroup("tp", l.GroupOf(GroupKind::kTensor, r));
+  auto dp = testing::Mpi().CreateGroup("dp", l.GroupOf(GroupKind::kData, r));
   ASSERT_TRUE(tp.ok() && dp.ok());
   EXPECT_EQ((*tp)->rank(), l.CoordOf(r).tp);
   EXPECT_EQ((*dp)->rank(), l.CoordOf(r).dp);
@@ -82,16 +82,16 @@ TEST(MpiCommunicator, LayoutGroups) {
   v = static_cast<float>(r);
   ASSERT_TRUE((*dp)->AllReduce(&v, 1).ok());
   EXPECT_EQ(v, r % 2 == 0 ? 2.f : 4.f);  // {0,2} and {1,3}
-  EXPECT_FALSE(g_rt->CreateGroup("bad", {(r + 1) % 4}).ok());  // not a member
+  EXPECT_FALSE(testing::Mpi().CreateGroup("bad", {(r + 1) % 4}).ok());  // not a member
 }
 
 TEST(MpiCommunicator, TraceRecordsEveryCall) {
-  g_rt->trace().Clear();
+  testing::Mpi().trace().Clear();
   auto w = World();
   std::vector<float> v(256, 1.f);
   ASSERT_TRUE(w->AllReduce(v.data(), 256).ok());
   ASSERT_TRUE(w->Barrier().ok());
-  auto recs = g_rt->trace().Snapshot();
+  auto recs = testing::Mpi().trace().Snapshot();
   ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(recs[0].op, CommOp::kAllReduce);
   EXPECT_EQ(recs[0].group, "world");
@@ -115,27 +115,3 @@ TEST(TraceRing, KeepsTheNewestRecords) {
 }  // namespace
 }  // namespace loom
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
-  if (!rt.ok()) {
-    std::fprintf(stderr, "%s\n", rt.status().ToString().c_str());
-    return 1;
-  }
-  loom::g_rt = rt->get();
-  // Only rank 0 prints gtest's report; every rank's failures still fail its exit code.
-  if ((*rt)->world_rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int result = RUN_ALL_TESTS();
-  int any = result;
-  auto world = (*rt)->World();
-  if (!world.ok()) return 1;
-  std::unique_ptr<loom::Communicator> w = std::move(*world);
-  float f = static_cast<float>(result != 0);
-  if (!w->AllReduce(&f, 1, loom::ReduceOp::kMax).ok() || f != 0) any = 1;
-  w.reset();
-  rt->reset();
-  return any;
-}

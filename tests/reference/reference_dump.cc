@@ -16,9 +16,10 @@
 namespace loom {
 namespace {
 
-std::vector<NamedTensor> Params(const Gpt& g, const float* data, const std::string& prefix) {
+std::vector<NamedTensor> Params(const ParamLayout& layout, const float* data,
+                                const std::string& prefix) {
   std::vector<NamedTensor> out;
-  for (const ParamInfo& p : g.layout().params) {
+  for (const ParamInfo& p : layout.params) {
     out.push_back({prefix + p.name, Tensor::Borrow(const_cast<float*>(data) + p.offset, p.shape,
                                                    DType::kF32)});
   }
@@ -28,8 +29,10 @@ std::vector<NamedTensor> Params(const Gpt& g, const float* data, const std::stri
 Status Dump(JobConfig job, const std::string& dir) {
   LOOM_RETURN_IF_ERROR(MakeDirs(dir));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job));
-  Gpt& g = trainer->model();
-  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/init.safetensors", Params(g, g.params(), "")));
+  const ParamLayout& layout = trainer->layout();
+  std::vector<float> params(static_cast<size_t>(layout.total)), grads1(params.size());
+  LOOM_RETURN_IF_ERROR(trainer->store().CopyParams(params.data()));
+  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/init.safetensors", Params(layout, params.data(), "")));
 
   const int64_t n = job.data.global_batch * job.data.seq;
   auto inputs = *Tensor::Zeros({job.data.global_batch, job.data.seq}, DType::kI32, MemTag::kOther);
@@ -43,19 +46,20 @@ Status Dump(JobConfig job, const std::string& dir) {
                                         {{"inputs", inputs}, {"targets", targets}}));
 
   auto losses = *Tensor::Zeros({job.steps}, DType::kF32, MemTag::kOther);
-  auto grads1 = *Tensor::Zeros({g.num_params()}, DType::kF32, MemTag::kOther);
   for (int64_t s = 0; s < job.steps; ++s) {
-    losses.data<float>()[s] = static_cast<float>(
-        trainer->ComputeGradients(inputs.data<int32_t>(), targets.data<int32_t>()));
-    if (s == 0) std::copy(g.grads(), g.grads() + g.num_params(), grads1.data<float>());
-    double norm = trainer->ApplyUpdate(job.optim.lr);
+    LOOM_ASSIGN_OR_RETURN(double loss,
+                          trainer->ComputeGradients(inputs.data<int32_t>(), targets.data<int32_t>()));
+    losses.data<float>()[s] = static_cast<float>(loss);
+    if (s == 0) LOOM_RETURN_IF_ERROR(trainer->store().CopyGrads(grads1.data()));
+    LOOM_ASSIGN_OR_RETURN(double norm, trainer->ApplyUpdate(job.optim.lr));
     std::printf("loom step %lld loss %.7f grad_norm %.6f\n", (long long)s + 1,
                 losses.data<float>()[s], norm);
   }
   (void)n;
   std::vector<NamedTensor> out{{"loss", losses}};
-  for (auto& t : Params(g, grads1.data<float>(), "grad.")) out.push_back(t);
-  for (auto& t : Params(g, g.params(), "final.")) out.push_back(t);
+  LOOM_RETURN_IF_ERROR(trainer->store().CopyParams(params.data()));
+  for (auto& t : Params(layout, grads1.data(), "grad.")) out.push_back(t);
+  for (auto& t : Params(layout, params.data(), "final.")) out.push_back(t);
   LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/loom.safetensors", out));
 
   nlohmann::json cfg = {{"vocab", job.model.vocab},       {"max_seq", job.model.max_seq},

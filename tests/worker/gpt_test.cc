@@ -1,5 +1,5 @@
-// Model-level properties: seeded initialisation, loss at init, gradient accumulation and full
-// recompute give the same gradients as one pass without recompute.
+// Model-level properties: seeded initialisation (and TP shards equal to slices of it), loss at
+// init, gradient accumulation and full recompute give the same gradients as one pass.
 #include "worker/gpt.h"
 
 #include <gtest/gtest.h>
@@ -14,47 +14,87 @@ namespace {
 
 const ModelConfig kModel{/*vocab=*/67, /*max_seq=*/24, /*layers=*/2, /*heads=*/2, /*hidden=*/16};
 
-std::unique_ptr<Gpt> Make(int64_t micro_batch, Recompute recompute) {
+struct Model {
+  ParamLayout layout = ParamLayout::ForModel(kModel, 1);
+  std::unique_ptr<ParamStore> store;
+  std::unique_ptr<Gpt> gpt;
+  std::vector<float> params() {
+    std::vector<float> out(static_cast<size_t>(layout.total));
+    EXPECT_TRUE(store->CopyParams(out.data()).ok());
+    return out;
+  }
+};
+
+std::unique_ptr<Model> Make(int64_t micro_batch, Recompute recompute, uint64_t seed = 99) {
+  auto m = std::make_unique<Model>();
+  m->store = std::move(*MakeParamStore(m->layout, AdamWConfig{}, ParamStoreOptions{}));
   auto g = Gpt::Create(kModel, {micro_batch, 24, recompute, /*vocab_chunk=*/10, /*attn_block_q=*/8,
-                                  /*attn_block_k=*/16});
+                                /*attn_block_k=*/16},
+                       m->layout, m->store.get());
   EXPECT_TRUE(g.ok()) << g.status().ToString();
-  (*g)->InitWeights(99);
-  return std::move(*g);
+  m->gpt = std::move(*g);
+  std::vector<float> init(static_cast<size_t>(m->layout.total));
+  InitParams(m->layout, seed, init.data());
+  EXPECT_TRUE(m->store->LoadParams(init.data()).ok());
+  return m;
 }
 
 TEST(Gpt, InitialisationIsSeededAndScaled) {
-  auto a = Make(1, Recompute::kNone), b = Make(1, Recompute::kNone);
-  for (int64_t i = 0; i < a->num_params(); ++i) ASSERT_EQ(a->params()[i], b->params()[i]);
-  const ParamInfo* proj = a->layout().Find("h.1.mlp.c_proj.weight");
-  const ParamInfo* ln = a->layout().Find("h.0.ln_1.weight");
+  auto a = Make(1, Recompute::kNone), b = Make(1, Recompute::kNone), c = Make(1, Recompute::kNone, 100);
+  auto pa = a->params(), pb = b->params(), pc = c->params();
+  EXPECT_EQ(pa, pb);
+  const ParamInfo* proj = a->layout.Find("h.1.mlp.c_proj.weight");
+  const ParamInfo* ln = a->layout.Find("h.0.ln_1.weight");
   ASSERT_NE(proj, nullptr);
   double ss = 0;
-  for (int64_t i = 0; i < proj->numel(); ++i) ss += std::pow(a->params()[proj->offset + i], 2);
+  for (int64_t i = 0; i < proj->numel(); ++i) ss += std::pow(pa[proj->offset + i], 2);
   EXPECT_NEAR(std::sqrt(ss / proj->numel()), 0.02 / std::sqrt(4.0), 0.001);
-  EXPECT_EQ(a->params()[ln->offset], 1.0f);
-  b->InitWeights(100);
-  EXPECT_NE(a->params()[proj->offset], b->params()[proj->offset]);
+  EXPECT_EQ(pa[ln->offset], 1.0f);
+  EXPECT_NE(pa[proj->offset], pc[proj->offset]);
+}
+
+TEST(Gpt, TensorParallelShardsAreSlicesOfTheFullInitialisation) {
+  const ParamLayout full = ParamLayout::ForModel(kModel, 1);
+  std::vector<float> ref(static_cast<size_t>(full.total)), rebuilt(ref.size(), -7.f);
+  InitParams(full, 5, ref.data());
+  const int tp = 2;
+  const ParamLayout shard = ParamLayout::ForModel(kModel, tp);
+  EXPECT_EQ(shard.padded_vocab, 68);  // 67 rounded up to a multiple of 2
+  for (int r = 0; r < tp; ++r) {
+    std::vector<float> local(static_cast<size_t>(shard.total));
+    InitParams(shard, 5, local.data(), r);
+    ScatterToFull(shard, local.data(), r, full, rebuilt.data());
+  }
+  EXPECT_EQ(rebuilt, ref);
+  const ParamInfo* qkv = shard.Find("h.0.attn.c_attn.weight");
+  EXPECT_EQ(qkv->shape, (Shape{24, 16}));  // q|k|v of one head each: 3 * 8 rows
 }
 
 TEST(Gpt, InitialLossIsNearLogVocab) {
   ConfigureThreads(2);
-  auto g = Make(4, Recompute::kNone);
+  auto m = Make(4, Recompute::kNone);
   auto in = testing::RandomTokens(4 * 24, kModel.vocab, 1), tgt = testing::RandomTokens(4 * 24, kModel.vocab, 2);
-  double loss = g->ForwardLoss(in.data(), tgt.data(), 4, 24) / (4 * 24);
-  EXPECT_NEAR(loss, std::log(67.0), 0.05);
+  auto loss = m->gpt->ForwardLoss(in.data(), tgt.data(), 4, 24);
+  ASSERT_TRUE(loss.ok());
+  EXPECT_NEAR(*loss / (4 * 24), std::log(67.0), 0.05);
 }
 
 std::vector<float> Grads(int64_t micro_batch, Recompute recompute, const std::vector<int32_t>& in,
                          const std::vector<int32_t>& tgt, int64_t global_batch, double* loss) {
-  auto g = Make(micro_batch, recompute);
-  g->ZeroGrads();
+  auto m = Make(micro_batch, recompute);
+  EXPECT_TRUE(m->store->BeginStep().ok());
   *loss = 0;
-  for (int64_t mb = 0; mb < global_batch / micro_batch; ++mb) {
-    *loss += g->ForwardLoss(in.data() + mb * micro_batch * 24, tgt.data() + mb * micro_batch * 24,
-                            micro_batch, 24);
-    g->Backward(1.0f / (global_batch * 24));
+  const int64_t mbs = global_batch / micro_batch;
+  for (int64_t mb = 0; mb < mbs; ++mb) {
+    auto l = m->gpt->ForwardLoss(in.data() + mb * micro_batch * 24, tgt.data() + mb * micro_batch * 24,
+                                 micro_batch, 24);
+    EXPECT_TRUE(l.ok());
+    *loss += *l;
+    EXPECT_TRUE(m->gpt->Backward(1.0f / (global_batch * 24), mb + 1 == mbs).ok());
   }
-  return std::vector<float>(g->grads(), g->grads() + g->num_params());
+  std::vector<float> g(static_cast<size_t>(m->layout.total));
+  EXPECT_TRUE(m->store->CopyGrads(g.data()).ok());
+  return g;
 }
 
 TEST(Gpt, AccumulationAndRecomputeMatchOnePass) {
@@ -77,14 +117,16 @@ TEST(Gpt, AccumulationAndRecomputeMatchOnePass) {
 
 TEST(Gpt, RecomputeKeepsLessActivationMemory) {
   auto none = Make(4, Recompute::kNone), full = Make(4, Recompute::kFull);
-  EXPECT_LT(full->ActivationBytesPerLayer() * 10, none->ActivationBytesPerLayer());
+  EXPECT_LT(full->gpt->ActivationBytesPerLayer() * 10, none->gpt->ActivationBytesPerLayer());
 }
 
 TEST(Gpt, RejectsBadRuntime) {
-  EXPECT_FALSE(Gpt::Create(kModel, {1, 25}).ok());  // seq > max_seq
+  const ParamLayout layout = ParamLayout::ForModel(kModel, 1);
+  auto store = std::move(*MakeParamStore(layout, AdamWConfig{}, ParamStoreOptions{}));
+  EXPECT_FALSE(Gpt::Create(kModel, {1, 25}, layout, store.get()).ok());  // seq > max_seq
   ModelConfig bad = kModel;
   bad.hidden = 15;
-  EXPECT_FALSE(Gpt::Create(bad, {1, 8}).ok());
+  EXPECT_FALSE(Gpt::Create(bad, {1, 8}, layout, store.get()).ok());
 }
 
 }  // namespace

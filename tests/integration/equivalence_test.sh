@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Equivalence with single-process training: the same job (seed, data, global batch) trained under
+# each layout given on the command line must follow the single-process run (compare_runs.py).
+# Usage: equivalence_test.sh LOOM WORK_DIR JOB "tp=2 sp=1" "dp=2 zero=3" ...
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$dir" && mkdir -p "$dir"
+# Generated job files live in $dir: make the corpus path absolute.
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#" "$job" > "$dir/job.yaml"
+job="$dir/job.yaml"
+"$loom" train --config "$job" --dump-losses "$dir/single.txt" --dump-params "$dir/single.st" \
+  > "$dir/single.log" 2>&1 || { cat "$dir/single.log"; echo "FAIL: single-process run"; exit 1; }
+fail=0
+for spec in "$@"; do
+  tp=1 dp=1 sp=false zero=0
+  for kv in $spec; do
+    case $kv in
+      tp=*) tp=${kv#tp=} ;; dp=*) dp=${kv#dp=} ;; zero=*) zero=${kv#zero=} ;; sp=1) sp=true ;;
+      *) echo "bad layout item '$kv'"; exit 2 ;;
+    esac
+  done
+  name=$(tr ' =' '_-' <<<"$spec")
+  sed "s/^steps:/parallel: {tp: $tp, dp: $dp, sp: $sp, zero: $zero}\nsteps:/" "$job" > "$dir/$name.yaml"
+  if ! timeout 600 mpirun --oversubscribe -np $((tp * dp)) "$loom" train --config "$dir/$name.yaml" \
+      --dump-losses "$dir/$name.txt" --dump-params "$dir/$name.st" > "$dir/$name.log" 2>&1; then
+    tail -20 "$dir/$name.log"
+    echo "FAIL $spec: the run failed"
+    fail=1
+    continue
+  fi
+  /usr/bin/python3 "$here/compare_runs.py" "$dir/single.txt" "$dir/single.st" "$dir/$name.txt" \
+    "$dir/$name.st" --label "$spec (np $((tp * dp)))" || fail=1
+done
+exit $fail

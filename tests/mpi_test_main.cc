@@ -1,0 +1,35 @@
+#include "tests/mpi_test_main.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+namespace loom::testing {
+namespace {
+MpiRuntime* g_runtime = nullptr;
+}
+MpiRuntime& Mpi() { return *g_runtime; }
+}  // namespace loom::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  if (!rt.ok()) {
+    std::fprintf(stderr, "%s\n", rt.status().ToString().c_str());
+    return 1;
+  }
+  loom::testing::g_runtime = rt->get();
+  if ((*rt)->world_rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int result = RUN_ALL_TESTS();
+  auto world = (*rt)->World();
+  if (!world.ok()) return 1;
+  std::unique_ptr<loom::Communicator> w = std::move(*world);
+  float failed = static_cast<float>(result != 0);
+  if (!w->AllReduce(&failed, 1, loom::ReduceOp::kMax).ok()) return 1;
+  w.reset();
+  rt->reset();
+  return failed != 0 ? 1 : 0;
+}

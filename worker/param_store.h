@@ -1,0 +1,80 @@
+// Where a model's parameters and gradients live, bucket by bucket (bucket 0: embeddings,
+// 1..layers: one per layer, last: final norm). The model asks the store for a bucket's pointers
+// and tells it when a bucket's gradients are complete, so the store can run data-parallel
+// reductions in the background (ZeRO 0/1/2), gather sharded parameters just in time (ZeRO 3),
+// and apply the optimizer to what it owns.
+//
+// Call order for one optimizer step:
+//   BeginStep()
+//   per micro-batch: forward (AcquireParams/ReleaseParams around each layer),
+//                    backward (AcquireParams, Grads, ..., GradsReady per bucket)
+//   Step(lr) — finishes outstanding reductions, clips, updates, re-gathers parameters.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "worker/model_config.h"
+
+namespace loom {
+
+class ParamStore {
+ public:
+  virtual ~ParamStore() = default;
+
+  // Full (TP-local) parameters of the bucket; valid from AcquireParams until ReleaseParams.
+  virtual float* Params(int bucket) = 0;
+  // Gradient accumulator of the bucket for the current micro-batch (zeroed when first asked for
+  // in a backward pass where the store does not keep gradients across micro-batches).
+  virtual float* Grads(int bucket) = 0;
+
+  // Makes Params(bucket) valid; `next` (or -1) is the bucket that will be needed after it, which
+  // a sharding store starts gathering now.
+  virtual Status AcquireParams(int bucket, int next) = 0;
+  virtual Status ReleaseParams(int bucket) = 0;
+
+  virtual Status BeginStep() = 0;
+  // The bucket's gradients for this micro-batch are complete (`last`: the step's last micro-batch).
+  virtual Status GradsReady(int bucket, bool last) = 0;
+  // Waits for all reductions, computes the global gradient norm, clips, applies AdamW and makes
+  // the parameters consistent again. Returns the norm before clipping.
+  virtual Result<double> Step(double lr) = 0;
+
+  // Copies this rank's complete TP-local parameters into `out` (layout.total floats), gathering
+  // shards if needed. Collective over the data-parallel group for sharded stores.
+  virtual Status CopyParams(float* out) = 0;
+  // Sets the parameters from a complete TP-local buffer (layout.total floats; each rank keeps
+  // what it owns) and resets nothing else.
+  virtual Status LoadParams(const float* in) = 0;
+  // Copies the gradients of the last step (after reduction, before clipping) for parameters
+  // this rank holds completely (stage 0 only; others return FailedPrecondition).
+  virtual Status CopyGrads(float* out) = 0;
+};
+
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0: no clipping
+};
+
+struct ParamStoreOptions {
+  int zero = 0;                 // ZeRO stage 0..3 (with a dp group of one rank: stage 0)
+  Communicator* dp = nullptr;   // data-parallel group (null: one rank)
+  Communicator* tp = nullptr;   // tensor-parallel group (null: one rank)
+  bool sp = false;              // sequence parallelism: replicated params' grads are partial sums
+  bool overlap = true;          // start reductions as buckets complete (off: wait for each)
+};
+
+// The store for every layout: flat buffers padded per bucket to a multiple of the dp size; stage 0
+// all-reduces gradients, 1 reduce-scatters them and shards the optimizer state, 2 also shards the
+// gradients (reduce-scattered per micro-batch from per-bucket buffers), 3 also shards the
+// parameters (all-gathered per bucket on AcquireParams, the next bucket prefetched, freed on
+// ReleaseParams; the embedding and final-norm buckets stay gathered for the whole step). The
+// gradient norm counts tensor-parallel replicated parameters once.
+Result<std::unique_ptr<ParamStore>> MakeParamStore(const ParamLayout& layout,
+                                                   const AdamWConfig& cfg,
+                                                   const ParamStoreOptions& opt);
+
+}  // namespace loom
