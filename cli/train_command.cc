@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "comm/mpi/mpi_runtime.h"
@@ -130,8 +131,14 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
     Status st = RunTrain(*opt, &mpi);
     if (!st.ok()) {
       *exit_code = ReportError("train", st);
-      // Outstanding MPI operations cannot be completed: end every rank now instead of hanging.
-      if (mpi && mpi->world_size() > 1) mpi->Abort(*exit_code);
+      // Outstanding MPI operations can be neither completed nor cancelled: end the job instead
+      // of hanging, after a grace period (LOOM_ABORT_GRACE_MS, default 5000) in which the other
+      // ranks' own deadlines expire and they report what they were waiting for.
+      if (mpi && mpi->world_size() > 1) {
+        const char* g = std::getenv("LOOM_ABORT_GRACE_MS");
+        std::this_thread::sleep_for(std::chrono::milliseconds(g ? std::atol(g) : 5000));
+        mpi->Abort(*exit_code);
+      }
       return;
     }
     *exit_code = 0;

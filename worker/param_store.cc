@@ -106,6 +106,7 @@ class ShardedParamStore : public ParamStore {
   }
 
   Status AcquireParams(int b, int next) override {
+    if (opt_.zero == 1 || opt_.zero == 2) return WaitGather(b);  // overlapped with the forward
     if (opt_.zero != 3) return Status::Ok();
     LOOM_RETURN_IF_ERROR(StartGather(b));
     if (gather_pending_[b]) {
@@ -156,6 +157,7 @@ class ShardedParamStore : public ParamStore {
 
   Result<double> Step(double lr) override {
     LOOM_RETURN_IF_ERROR(deferred_);
+    if (opt_.zero == 1 || opt_.zero == 2) LOOM_RETURN_IF_ERROR(WaitAllGathers());
     for (int b = 0; b < layout_.num_buckets(); ++b) LOOM_RETURN_IF_ERROR(FinishReduction(b));
     double sumsq = 0;
     ForEachSegment([&](const ParamInfo& p, float*, float* g, float*, float*, int64_t n) {
@@ -176,13 +178,13 @@ class ShardedParamStore : public ParamStore {
       AdamWUpdate(w, g, m, v, n, ap);
     });
     if (opt_.zero == 1 || opt_.zero == 2) {
-      // Every rank updated its chunk in place; gather the chunks back into full buckets.
-      std::vector<HandlePtr> hs;
+      // Every rank updated its chunk in place; gather the chunks back into full buckets in the
+      // background: AcquireParams waits for each bucket just before the next forward uses it.
       for (int b = 0; b < layout_.num_buckets(); ++b) {
         float* base = params_.data<float>() + pbase_[b];
-        hs.push_back(opt_.dp->AllGatherAsync(base + dp_rank_ * chunk_[b], base, chunk_[b]));
+        gather_pending_[b] = opt_.dp->AllGatherAsync(base + dp_rank_ * chunk_[b], base, chunk_[b]);
+        if (!opt_.overlap) LOOM_RETURN_IF_ERROR(WaitGather(b));
       }
-      for (auto& h : hs) LOOM_RETURN_IF_ERROR(h->Wait(opt_.dp->DefaultDeadline()));
     } else if (opt_.zero == 3) {
       gathered_[0] = Tensor();  // stale: re-gathered by the next forward
       gathered_[layout_.num_buckets() - 1] = Tensor();
@@ -191,6 +193,7 @@ class ShardedParamStore : public ParamStore {
   }
 
   Status CopyParams(float* out) override {
+    if (opt_.zero == 1 || opt_.zero == 2) LOOM_RETURN_IF_ERROR(WaitAllGathers());
     for (int b = 0; b < layout_.num_buckets(); ++b) {
       const int64_t size = layout_.buckets[b].second - layout_.buckets[b].first;
       const float* src = nullptr;
@@ -209,6 +212,7 @@ class ShardedParamStore : public ParamStore {
   }
 
   Status LoadParams(const float* in) override {
+    if (opt_.zero == 1 || opt_.zero == 2) LOOM_RETURN_IF_ERROR(WaitAllGathers());
     for (int b = 0; b < layout_.num_buckets(); ++b) {
       const int64_t begin = layout_.buckets[b].first;
       const int64_t size = layout_.buckets[b].second - begin;
@@ -235,6 +239,18 @@ class ShardedParamStore : public ParamStore {
   }
 
  private:
+  Status WaitGather(int b) {
+    if (!gather_pending_[b]) return Status::Ok();
+    Status st = gather_pending_[b]->Wait(opt_.dp->DefaultDeadline());
+    gather_pending_[b].reset();
+    return st;
+  }
+
+  Status WaitAllGathers() {
+    for (int b = 0; b < layout_.num_buckets(); ++b) LOOM_RETURN_IF_ERROR(WaitGather(b));
+    return Status::Ok();
+  }
+
   Status StartGather(int b) {
     if (b < 0 || gathered_[b].defined()) return Status::Ok();
     LOOM_ASSIGN_OR_RETURN(gathered_[b], Tensor::Zeros({padded_[b]}, DType::kF32, MemTag::kComm));

@@ -68,7 +68,9 @@ struct ParamStoreOptions {
 };
 
 // The store for every layout: flat buffers padded per bucket to a multiple of the dp size; stage 0
-// all-reduces gradients, 1 reduce-scatters them and shards the optimizer state, 2 also shards the
+// all-reduces gradients, 1 reduce-scatters them and shards the optimizer state (the updated
+// chunks are all-gathered in the background and waited for bucket by bucket as the next forward
+// reaches them), 2 also shards the
 // gradients (reduce-scattered per micro-batch from per-bucket buffers), 3 also shards the
 // parameters (all-gathered per bucket on AcquireParams, the next bucket prefetched, freed on
 // ReleaseParams; the embedding and final-norm buckets stay gathered for the whole step). The

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "core/file_util.h"
 #include "core/logging.h"
@@ -28,6 +30,16 @@ std::string FormatDuration(double seconds) {
     std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
   }
   return buf;
+}
+
+// LOOM_FAULT_HANG=RANK:STEP makes world rank RANK stop participating before step STEP (1-based):
+// the fault-injection test of "every wait has a deadline". {-1, -1} when unset or malformed.
+std::pair<int, int64_t> FaultHangPoint() {
+  const char* v = std::getenv("LOOM_FAULT_HANG");
+  int rank = -1;
+  long long step = -1;
+  if (v == nullptr || std::sscanf(v, "%d:%lld", &rank, &step) != 2) return {-1, -1};
+  return {rank, step};
 }
 
 }  // namespace
@@ -231,7 +243,13 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
   auto last = start;
   double window_seconds = 0;
   int64_t window_steps = 0;
+  const std::pair<int, int64_t> hang = FaultHangPoint();
   for (int64_t step = 0; step < steps; ++step) {
+    if (hang.first == place_.world_rank && hang.second == step + 1) {
+      std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld\n",
+                   place_.world_rank, static_cast<long long>(step + 1));
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until the job is killed
+    }
     LOOM_ASSIGN_OR_RETURN(StepStats st, Step(step));
     if (!std::isfinite(st.loss)) {
       if (tty) std::printf("\n");

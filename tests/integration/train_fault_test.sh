@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Faults in a real training job (tp=2 x dp=2 on 4 processes):
+#  1. world rank 1 stops participating at step 3: the others fail within their deadline (3 s) with
+#     errors naming the operation, group, members and sequence number; the job ends, no hang;
+#  2. a layout that does not divide fails on every rank before training, naming the constraint.
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+rm -rf "$dir" && mkdir -p "$dir"
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2, dp: 2, zero: 2}\nsteps:/" "$job" > "$dir/job.yaml"
+start=$(date +%s)
+out=$(LOOM_FAULT_HANG=1:3 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=5000 \
+      timeout 120 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" 2>&1)
+code=$? elapsed=$(( $(date +%s) - start ))
+echo "$out" | grep -E "fault injection|error|DeadlineExceeded" | head -20
+echo "exit $code after ${elapsed}s"
+fail=0
+[[ $code -ne 0 && $code -ne 124 ]] || { echo "FAIL: the job did not end with an error (or hung)"; fail=1; }
+grep -q "fault injection: rank 1 stops participating at step 3" <<<"$out" || { echo "FAIL: no injection"; fail=1; }
+grep -Eq "loom train: error: [a-z_]+ #[0-9]+ on group '(tp|dp|world)' \[[0-9, ]+\] \([0-9]+ bytes.*\) did not complete within [0-9]+ ms" <<<"$out" \
+  || { echo "FAIL: no deadline error naming op, group, members and sequence number"; fail=1; }
+# Rank 0 (tp peer of rank 1) and rank 3 (dp peer of rank 1) both report.
+n=$(grep -c "did not complete within" <<<"$out")
+[[ $n -ge 2 ]] || { echo "FAIL: only $n ranks reported the hang"; fail=1; }
+
+sed "s/^parallel: .*/parallel: {tp: 3}/" "$dir/job.yaml" > "$dir/bad.yaml"
+out=$(timeout 60 mpirun --oversubscribe -np 3 "$loom" train --config "$dir/bad.yaml" 2>&1)
+code=$?
+n=$(grep -c "model.heads (4) must be divisible by tp (3)" <<<"$out")
+echo "bad layout: exit $code, $n ranks named the constraint"
+[[ $code -ne 0 && $n -ge 1 ]] || { echo "FAIL: bad layout not refused: $out"; fail=1; }
+grep -q "step " <<<"$out" && { echo "FAIL: training started with a bad layout"; fail=1; }
+[[ $fail -eq 0 ]] && echo PASS
+exit $fail
