@@ -35,6 +35,15 @@ class ShardedParamStore : public ParamStore {
     if (dp_size_ == 1) opt_.zero = 0;  // nothing to shard
   }
 
+  // Buffers must outlive every transfer that reads or writes them.
+  ~ShardedParamStore() override {
+    for (auto* list : {&pending_, &gather_pending_}) {
+      for (HandlePtr& h : *list) {
+        if (h) (void)h->Wait(opt_.dp->DefaultDeadline());
+      }
+    }
+  }
+
   Status Init() {
     const int nb = layout_.num_buckets();
     int64_t full = 0, shard = 0;
