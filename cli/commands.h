@@ -16,6 +16,8 @@ namespace loom {
 void AddTrainCommand(CLI::App& app, int* exit_code);
 // Registers `loom data prepare`.
 void AddDataCommand(CLI::App& app, int* exit_code);
+// Registers `loom schedule`.
+void AddScheduleCommand(CLI::App& app, int* exit_code);
 
 // Prints an error for the user: the message without the source-location trail (kept with
 // LOOM_LOG_LEVEL=DEBUG).

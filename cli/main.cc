@@ -1,6 +1,7 @@
 // loom: one binary, one subcommand per capability.
 //   loom train --config job.yaml        single-process training (see docs/JOB.md)
 //   loom data prepare --input corpus.txt --output-dir dir
+//   loom schedule --pp 4 --vpp 2 --microbatches 8 --schedule interleaved
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   loom::AddTrainCommand(app, &exit_code);
   loom::AddDataCommand(app, &exit_code);
+  loom::AddScheduleCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
