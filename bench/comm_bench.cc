@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   const int n = comm.size(), rank = comm.rank();
   double last_ratio = 0;
   if (rank == 0) {
-    std::printf("all-reduce, %d ranks: bus bandwidth = 2(n-1)/n * bytes / time (median of reps)\n", n);
+    std::printf("all-reduce, %d ranks: bus bandwidth = 2(n-1)/n * bytes / time (median of reps)\n",
+                n);
     std::printf("%10s %14s %14s %8s\n", "MiB", "loom GB/s", "MPI GB/s", "ratio");
   }
   for (int64_t mib : {1, 4, 16, 64}) {

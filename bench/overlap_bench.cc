@@ -45,7 +45,8 @@ loom::Status RunPhase(loom::MpiRuntime& rt, loom::Communicator* dp, const loom::
     LOOM_ASSIGN_OR_RETURN(loom::StepStats st, trainer->Step(s));
     (void)st;
     if (s >= 2) {
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      times.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   double comm_ns = 0, wait_ns = 0;
@@ -93,14 +94,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   if ((*rt)->world_rank() == 0) {
-    std::printf("model 6 layers x 512 hidden (19M params), global batch 2 x 64 tokens, dp=2, zero=2, "
-                "1 thread/rank, 2 ranks on 2 cores\n");
-    std::printf("overlap off: %.1f ms/step, dp communication %.1f ms/step (%.0f%% of the step), "
-                "waited %.1f ms\n", off.step_ms, off.comm_ms, 100 * off.comm_ms / off.step_ms,
-                off.waited_ms);
-    std::printf("overlap on:  %.1f ms/step, dp communication %.1f ms/step, waited %.1f ms "
-                "(exposed %.0f%%)\n", on.step_ms, on.comm_ms, on.waited_ms,
-                100 * on.waited_ms / on.comm_ms);
+    std::printf(
+        "model 6 layers x 512 hidden (19M params), global batch 2 x 64 tokens, dp=2, zero=2, "
+        "1 thread/rank, 2 ranks on 2 cores\n");
+    std::printf(
+        "overlap off: %.1f ms/step, dp communication %.1f ms/step (%.0f%% of the step), "
+        "waited %.1f ms\n",
+        off.step_ms, off.comm_ms, 100 * off.comm_ms / off.step_ms, off.waited_ms);
+    std::printf(
+        "overlap on:  %.1f ms/step, dp communication %.1f ms/step, waited %.1f ms "
+        "(exposed %.0f%%)\n",
+        on.step_ms, on.comm_ms, on.waited_ms, 100 * on.waited_ms / on.comm_ms);
     std::printf("overlap_on_ms=%.1f overlap_off_ms=%.1f exposed_fraction=%.3f\n", on.step_ms,
                 off.step_ms, on.waited_ms / on.comm_ms);
   }

@@ -145,11 +145,11 @@ int main(int argc, char** argv) {
   // Useful FLOPs: 6 * tokens * matmul params (incl. the tied head) + causal attention (fwd+bwd).
   const double flops = 6.0 * n * (layers * 12.0 * c * c + vocab * c) +
                        6.0 * layers * batch * static_cast<double>(seq * seq) * c;
-  std::printf("machine: %u hardware threads; config layers=%lld hidden=%lld heads=%lld seq=%lld "
-              "batch=%lld vocab=%lld recompute=%s\n",
-              std::thread::hardware_concurrency(), (long long)layers, (long long)hidden,
-              (long long)heads, (long long)seq, (long long)batch, (long long)vocab,
-              recompute.c_str());
+  std::printf(
+      "machine: %u hardware threads; config layers=%lld hidden=%lld heads=%lld seq=%lld "
+      "batch=%lld vocab=%lld recompute=%s\n",
+      std::thread::hardware_concurrency(), (long long)layers, (long long)hidden, (long long)heads,
+      (long long)seq, (long long)batch, (long long)vocab, recompute.c_str());
   std::printf("loom   threads=%d  median %.1f ms/step over %d steps (min %.1f)  peak RSS %.0f MB\n",
               threads, loom_ms, steps, *std::min_element(times.begin(), times.end()), loom_rss);
   TorchResult best;
@@ -169,8 +169,9 @@ int main(int argc, char** argv) {
                        t, b);
           continue;
         }
-        std::printf("torch  threads=%d OPENBLAS_NUM_THREADS=%d  median %.1f ms/step  peak RSS %.0f MB\n",
-                    t, b, r.ms, r.rss_mb);
+        std::printf(
+            "torch  threads=%d OPENBLAS_NUM_THREADS=%d  median %.1f ms/step  peak RSS %.0f MB\n", t,
+            b, r.ms, r.rss_mb);
         if (best.ms == 0 || r.ms < best.ms) best = r;
       }
     }
@@ -197,8 +198,8 @@ int main(int argc, char** argv) {
     ratio = Median(ratios);
   }
   const double roofline = MeasureSgemmGflops();
-  std::printf("peak RSS: loom %.0f MB, pytorch %.0f MB (best config threads=%d blas=%d)\n", loom_rss,
-              best.rss_mb, best.threads, best.blas);
+  std::printf("peak RSS: loom %.0f MB, pytorch %.0f MB (best config threads=%d blas=%d)\n",
+              loom_rss, best.rss_mb, best.threads, best.blas);
   std::printf("loom_ms=%.1f pytorch_ms=%.1f ratio=%.3f gflops=%.1f roofline_gflops=%.1f\n",
               loom_ms_final, best.ms, ratio, flops / (loom_ms_final * 1e-3) / 1e9, roofline);
   return 0;

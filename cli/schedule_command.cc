@@ -27,15 +27,19 @@ Status RunSchedule(const ScheduleOptions& o) {
   c.backward_weight = c.backward / 2;
   c.p2p_latency = o.latency;
   LOOM_ASSIGN_OR_RETURN(SimResult r, Simulate(s, c));
-  std::printf("schedule %s: pp=%d vpp=%d micro-batches=%d | forward %.2f, backward %.2f per stage, "
-              "p2p latency %.2f\n", ScheduleKindName(kind), o.pp, o.vpp, o.micro, o.forward,
-              o.backward, o.latency);
-  std::printf("legend: F<mb> forward, B<mb> backward, I<mb>/W<mb> input/weight gradient%s; "
-              "blank = bubble\n\n", o.vpp > 1 ? ", .<chunk> local virtual stage" : "");
+  std::printf(
+      "schedule %s: pp=%d vpp=%d micro-batches=%d | forward %.2f, backward %.2f per stage, "
+      "p2p latency %.2f\n",
+      ScheduleKindName(kind), o.pp, o.vpp, o.micro, o.forward, o.backward, o.latency);
+  std::printf(
+      "legend: F<mb> forward, B<mb> backward, I<mb>/W<mb> input/weight gradient%s; "
+      "blank = bubble\n\n",
+      o.vpp > 1 ? ", .<chunk> local virtual stage" : "");
   std::fputs(RenderTimeline(s, r, o.width).c_str(), stdout);
-  std::printf("\nstep time %.2f | bubble %.1f%% (idle / compute, worst rank) | peak in-flight "
-              "micro-batch chunks %d (rank 0)\n", r.step_time, 100 * r.max_bubble(),
-              r.peak_in_flight[0]);
+  std::printf(
+      "\nstep time %.2f | bubble %.1f%% (idle / compute, worst rank) | peak in-flight "
+      "micro-batch chunks %d (rank 0)\n",
+      r.step_time, 100 * r.max_bubble(), r.peak_in_flight[0]);
   return Status::Ok();
 }
 
@@ -45,13 +49,15 @@ void AddScheduleCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ScheduleOptions>();
   CLI::App* cmd = app.add_subcommand("schedule", "Simulate and draw a pipeline schedule");
   cmd->add_option("--pp", o->pp, "Pipeline ranks")->check(CLI::Range(1, 256));
-  cmd->add_option("--vpp", o->vpp, "Virtual stages per rank (interleaved)")->check(CLI::Range(1, 64));
+  cmd->add_option("--vpp", o->vpp, "Virtual stages per rank (interleaved)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--microbatches", o->micro, "Micro-batches per step")->check(CLI::Range(1, 4096));
   cmd->add_option("--schedule", o->schedule, "gpipe | 1f1b | interleaved | zb-h1");
   cmd->add_option("--forward", o->forward, "Forward time of one micro-batch through one stage");
   cmd->add_option("--backward", o->backward, "Backward time of one micro-batch through one stage");
   cmd->add_option("--p2p-latency", o->latency, "Time of one activation/gradient transfer");
-  cmd->add_option("--width", o->width, "Minimum chart width in characters")->check(CLI::Range(20, 1000));
+  cmd->add_option("--width", o->width, "Minimum chart width in characters")
+      ->check(CLI::Range(20, 1000));
   cmd->callback([o, exit_code] {
     Status st = RunSchedule(*o);
     *exit_code = st.ok() ? 0 : ReportError("schedule", st);

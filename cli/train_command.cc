@@ -26,7 +26,9 @@ struct TrainOptions {
   std::string dump_params;  // final parameters in single-process layout (safetensors)
 };
 
-bool LaunchedByMpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK"); }
+bool LaunchedByMpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK");
+}
 
 Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   const ParallelConfig& p = job.parallel;
@@ -39,7 +41,7 @@ Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   l.sp = p.sp;
   const int model_parallel = l.tp * l.cp * l.pp;
   l.dp = p.dp > 0 ? static_cast<int>(p.dp) : std::max(1, world / model_parallel);
-  LayoutConstraints c{job.model.heads, job.model.layers, job.model.vocab, job.data.seq,
+  LayoutConstraints c{job.model.heads,  job.model.layers,      job.model.vocab,     job.data.seq,
                       job.model.hidden, job.data.global_batch, job.data.micro_batch};
   Status st = l.Validate(world, c);
   if (!st.ok()) return st.WithContext(job.path + ": section 'parallel' (" + l.ToString() + ")");
@@ -84,7 +86,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
     SetLogRank((*mpi)->world_rank());
   }
   LOOM_ASSIGN_OR_RETURN(Layout layout, ResolveLayout(job, world));
-  int threads = opt.threads > 0 ? opt.threads
+  int threads = opt.threads > 0           ? opt.threads
                 : job.runtime.threads > 0 ? static_cast<int>(job.runtime.threads)
                                           : DefaultThreads(local);
   ConfigureThreads(threads);
@@ -97,11 +99,13 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
     LOOM_ASSIGN_OR_RETURN(world_comm, (*mpi)->World());
     place.world = world_comm.get();
     if (layout.tp > 1) {
-      LOOM_ASSIGN_OR_RETURN(tp_comm, (*mpi)->CreateGroup("tp", layout.GroupOf(GroupKind::kTensor, r)));
+      LOOM_ASSIGN_OR_RETURN(tp_comm,
+                            (*mpi)->CreateGroup("tp", layout.GroupOf(GroupKind::kTensor, r)));
       place.tp = tp_comm.get();
     }
     if (layout.dp > 1) {
-      LOOM_ASSIGN_OR_RETURN(dp_comm, (*mpi)->CreateGroup("dp", layout.GroupOf(GroupKind::kData, r)));
+      LOOM_ASSIGN_OR_RETURN(dp_comm,
+                            (*mpi)->CreateGroup("dp", layout.GroupOf(GroupKind::kData, r)));
       place.dp = dp_comm.get();
     }
   }
@@ -118,8 +122,9 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<TrainOptions>();
   CLI::App* cmd = app.add_subcommand("train", "Train a GPT model described by a job file");
   cmd->add_option("-c,--config", opt->config, "Job file (YAML)")->required();
-  cmd->add_option("--threads", opt->threads, "Threads per rank (default: runtime.threads or "
-                                             "cores / ranks on this host)")
+  cmd->add_option("--threads", opt->threads,
+                  "Threads per rank (default: runtime.threads or "
+                  "cores / ranks on this host)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", opt->steps, "Override the job's number of steps")
       ->check(CLI::PositiveNumber);

@@ -21,7 +21,9 @@ Status Communicator::Send(const float* data, int64_t n, int peer, int tag) {
 Status Communicator::Recv(float* data, int64_t n, int peer, int tag) {
   return RecvAsync(data, n, peer, tag)->Wait(DefaultDeadline());
 }
-Status Communicator::Barrier() { return BarrierAsync()->Wait(DefaultDeadline()); }
+Status Communicator::Barrier() {
+  return BarrierAsync()->Wait(DefaultDeadline());
+}
 
 std::string FormatMembers(const std::vector<int>& members) {
   std::string s = "[";

@@ -6,13 +6,20 @@ namespace loom {
 
 const char* CommOpName(CommOp op) {
   switch (op) {
-    case CommOp::kAllReduce: return "all_reduce";
-    case CommOp::kReduceScatter: return "reduce_scatter";
-    case CommOp::kAllGather: return "all_gather";
-    case CommOp::kBroadcast: return "broadcast";
-    case CommOp::kSend: return "send";
-    case CommOp::kRecv: return "recv";
-    case CommOp::kBarrier: return "barrier";
+    case CommOp::kAllReduce:
+      return "all_reduce";
+    case CommOp::kReduceScatter:
+      return "reduce_scatter";
+    case CommOp::kAllGather:
+      return "all_gather";
+    case CommOp::kBroadcast:
+      return "broadcast";
+    case CommOp::kSend:
+      return "send";
+    case CommOp::kRecv:
+      return "recv";
+    case CommOp::kBarrier:
+      return "barrier";
   }
   return "?";
 }

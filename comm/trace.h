@@ -16,12 +16,12 @@ const char* CommOpName(CommOp op);
 
 struct TraceRecord {
   CommOp op = CommOp::kBarrier;
-  std::string group;     // communicator name, e.g. "dp" or "tp"
-  uint64_t seq = 0;      // per-communicator sequence number (same on every member)
+  std::string group;  // communicator name, e.g. "dp" or "tp"
+  uint64_t seq = 0;   // per-communicator sequence number (same on every member)
   int64_t bytes = 0;
-  int peer = -1;         // send/recv: group rank of the peer
+  int peer = -1;                                     // send/recv: group rank of the peer
   int64_t enqueue_ns = 0, start_ns = 0, end_ns = 0;  // steady clock
-  int64_t wait_ns = 0;   // time the caller spent blocked in Wait() on this call
+  int64_t wait_ns = 0;  // time the caller spent blocked in Wait() on this call
 };
 
 class TraceRing {

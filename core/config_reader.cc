@@ -32,13 +32,16 @@ std::string ConfigSection::Where(const std::string& key) const {
 
 Status ConfigSection::Bad(const std::string& key, const YAML::Node& node,
                           const std::string& expected) const {
-  std::string got = node.IsScalar() ? "'" + node.Scalar() + "'"
-                    : node.IsMap()  ? "a mapping"
-                    : node.IsSequence() ? "a list" : "nothing";
+  std::string got = node.IsScalar()     ? "'" + node.Scalar() + "'"
+                    : node.IsMap()      ? "a mapping"
+                    : node.IsSequence() ? "a list"
+                                        : "nothing";
   return InvalidArgument(Where(key) + ": expected " + expected + ", got " + got);
 }
 
-bool ConfigSection::Has(const std::string& key) const { return node_[key].IsDefined(); }
+bool ConfigSection::Has(const std::string& key) const {
+  return node_[key].IsDefined();
+}
 
 Result<std::optional<YAML::Node>> ConfigSection::Get(const std::string& key, bool required,
                                                      const char* expected) {

@@ -39,7 +39,8 @@ class ConfigSection {
 
  private:
   // The node, or nullopt when absent/null and not required.
-  Result<std::optional<YAML::Node>> Get(const std::string& key, bool required, const char* expected);
+  Result<std::optional<YAML::Node>> Get(const std::string& key, bool required,
+                                        const char* expected);
   Status Bad(const std::string& key, const YAML::Node& node, const std::string& expected) const;
 
   std::string file_;

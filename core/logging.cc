@@ -20,22 +20,32 @@ struct LogSettings {
 
 const char* SubsysName(LogSubsys s) {
   switch (s) {
-    case LogSubsys::CORE: return "CORE";
-    case LogSubsys::DATA: return "DATA";
-    case LogSubsys::TRAIN: return "TRAIN";
-    case LogSubsys::COMM: return "COMM";
-    case LogSubsys::CKPT: return "CKPT";
-    case LogSubsys::CLI: return "CLI";
+    case LogSubsys::CORE:
+      return "CORE";
+    case LogSubsys::DATA:
+      return "DATA";
+    case LogSubsys::TRAIN:
+      return "TRAIN";
+    case LogSubsys::COMM:
+      return "COMM";
+    case LogSubsys::CKPT:
+      return "CKPT";
+    case LogSubsys::CLI:
+      return "CLI";
   }
   return "?";
 }
 
 const char* LevelName(LogLevel l) {
   switch (l) {
-    case LogLevel::DEBUG: return "DEBUG";
-    case LogLevel::INFO: return "INFO";
-    case LogLevel::WARN: return "WARN";
-    case LogLevel::ERROR: return "ERROR";
+    case LogLevel::DEBUG:
+      return "DEBUG";
+    case LogLevel::INFO:
+      return "INFO";
+    case LogLevel::WARN:
+      return "WARN";
+    case LogLevel::ERROR:
+      return "ERROR";
   }
   return "?";
 }
@@ -69,8 +79,12 @@ bool LogEnabled(LogLevel level, LogSubsys subsys) {
          (s.subsys_mask.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys)) != 0;
 }
 
-void SetLogRank(int rank) { Settings().rank = rank; }
-void SetLogLevel(LogLevel level) { Settings().level = static_cast<int>(level); }
+void SetLogRank(int rank) {
+  Settings().rank = rank;
+}
+void SetLogLevel(LogLevel level) {
+  Settings().level = static_cast<int>(level);
+}
 
 void EmitLog(LogLevel level, LogSubsys subsys, std::string_view message) {
   LogSettings& s = Settings();

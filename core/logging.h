@@ -38,8 +38,8 @@ class LogLine {
 
 }  // namespace loom
 
-#define LOOM_LOG(level, subsys)                                                 \
+#define LOOM_LOG(level, subsys)                                                \
   if (!::loom::LogEnabled(::loom::LogLevel::level, ::loom::LogSubsys::subsys)) \
-    ;                                                                           \
-  else                                                                          \
+    ;                                                                          \
+  else                                                                         \
     ::loom::LogLine(::loom::LogLevel::level, ::loom::LogSubsys::subsys).stream()

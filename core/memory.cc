@@ -17,13 +17,20 @@ std::atomic<int64_t> g_peak[kNumTags];
 
 const char* MemTagName(MemTag tag) {
   switch (tag) {
-    case MemTag::kParams: return "params";
-    case MemTag::kGrads: return "grads";
-    case MemTag::kOptimizer: return "optimizer";
-    case MemTag::kActivations: return "activations";
-    case MemTag::kComm: return "comm";
-    case MemTag::kOther: return "other";
-    case MemTag::kCount: break;
+    case MemTag::kParams:
+      return "params";
+    case MemTag::kGrads:
+      return "grads";
+    case MemTag::kOptimizer:
+      return "optimizer";
+    case MemTag::kActivations:
+      return "activations";
+    case MemTag::kComm:
+      return "comm";
+    case MemTag::kOther:
+      return "other";
+    case MemTag::kCount:
+      break;
   }
   return "?";
 }

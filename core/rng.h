@@ -16,7 +16,9 @@ inline uint64_t Mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-inline uint64_t HashCombine(uint64_t a, uint64_t b) { return Mix64(a ^ Mix64(b)); }
+inline uint64_t HashCombine(uint64_t a, uint64_t b) {
+  return Mix64(a ^ Mix64(b));
+}
 
 // Uniform in (0, 1), 53 random bits.
 inline double UniformAt(uint64_t seed, uint64_t stream, uint64_t index) {

@@ -49,8 +49,8 @@ Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
     return bad("header length " + std::to_string(len) + " exceeds file size " +
                std::to_string(bytes.size()));
   }
-  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + len,
-                                                nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + len, nullptr,
+                                                /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return bad("header is not a JSON object");
   const size_t data_begin = 8 + len, data_size = bytes.size() - data_begin;
   SafetensorsFile out;
@@ -74,7 +74,8 @@ Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
     if (!dtype.ok()) return bad("tensor '" + name + "': " + dtype.status().message());
     Shape shape;
     for (const auto& d : e["shape"]) {
-      if (!d.is_number_unsigned()) return bad("tensor '" + name + "': shape must be non-negative integers");
+      if (!d.is_number_unsigned())
+        return bad("tensor '" + name + "': shape must be non-negative integers");
       shape.push_back(d.get<int64_t>());
     }
     if (!e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned()) {

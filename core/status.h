@@ -50,16 +50,30 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
-inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status IoError(std::string m) {
+  return {StatusCode::kIoError, std::move(m)};
+}
+inline Status DataLoss(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
+inline Status DeadlineExceeded(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unimplemented(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 // An IoError carrying strerror(errno) and what was being done ("open 'x.bin'").
 Status ErrnoError(std::string_view what, int err);
 
@@ -94,28 +108,28 @@ class [[nodiscard]] Result {
 #define LOOM_CONCAT_(a, b) LOOM_CONCAT_INNER_(a, b)
 
 // Returns early with the error (plus file:line) when `expr` is not ok.
-#define LOOM_RETURN_IF_ERROR(expr)                                  \
-  do {                                                              \
-    ::loom::Status loom_status_ = (expr);                           \
-    if (!loom_status_.ok()) {                                       \
-      return loom_status_.WithLocation(__FILE__, __LINE__);         \
-    }                                                               \
+#define LOOM_RETURN_IF_ERROR(expr)                          \
+  do {                                                      \
+    ::loom::Status loom_status_ = (expr);                   \
+    if (!loom_status_.ok()) {                               \
+      return loom_status_.WithLocation(__FILE__, __LINE__); \
+    }                                                       \
   } while (0)
 
 // Like LOOM_RETURN_IF_ERROR, prefixing the message with `context` (a std::string expression).
-#define LOOM_RETURN_IF_ERROR_CTX(expr, context)                                 \
-  do {                                                                          \
-    ::loom::Status loom_status_ = (expr);                                       \
-    if (!loom_status_.ok()) {                                                   \
+#define LOOM_RETURN_IF_ERROR_CTX(expr, context)                                  \
+  do {                                                                           \
+    ::loom::Status loom_status_ = (expr);                                        \
+    if (!loom_status_.ok()) {                                                    \
       return loom_status_.WithContext(context).WithLocation(__FILE__, __LINE__); \
-    }                                                                           \
+    }                                                                            \
   } while (0)
 
-#define LOOM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)          \
-  auto tmp = (expr);                                         \
-  if (!tmp.ok()) {                                           \
-    return tmp.status().WithLocation(__FILE__, __LINE__);    \
-  }                                                          \
+#define LOOM_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)       \
+  auto tmp = (expr);                                      \
+  if (!tmp.ok()) {                                        \
+    return tmp.status().WithLocation(__FILE__, __LINE__); \
+  }                                                       \
   lhs = std::move(tmp).value()
 
 // `LOOM_ASSIGN_OR_RETURN(T x, ResultExpr)`: declares x from the value or returns the error.

@@ -12,26 +12,40 @@ struct Tensor::Storage {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kBF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU16: return 2;
-    case DType::kU32: return 4;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kBF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU16:
+      return 2;
+    case DType::kU32:
+      return 4;
   }
   return 0;
 }
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF64: return "F64";
-    case DType::kBF16: return "BF16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU16: return "U16";
-    case DType::kU32: return "U32";
+    case DType::kF32:
+      return "F32";
+    case DType::kF64:
+      return "F64";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kU16:
+      return "U16";
+    case DType::kU32:
+      return "U32";
   }
   return "?";
 }
@@ -41,7 +55,8 @@ Result<DType> DTypeFromName(const std::string& name) {
                   DType::kU32}) {
     if (name == DTypeName(d)) return d;
   }
-  return InvalidArgument("unknown dtype '" + name + "' (expected F32, F64, BF16, I32, I64, U16, U32)");
+  return InvalidArgument("unknown dtype '" + name +
+                         "' (expected F32, F64, BF16, I32, I64, U16, U32)");
 }
 
 int64_t NumElements(const Shape& shape) {

@@ -29,12 +29,30 @@ std::string ShapeToString(const Shape& shape);
 
 template <typename T>
 constexpr DType DTypeOf();
-template <> constexpr DType DTypeOf<float>() { return DType::kF32; }
-template <> constexpr DType DTypeOf<double>() { return DType::kF64; }
-template <> constexpr DType DTypeOf<int32_t>() { return DType::kI32; }
-template <> constexpr DType DTypeOf<int64_t>() { return DType::kI64; }
-template <> constexpr DType DTypeOf<uint16_t>() { return DType::kU16; }
-template <> constexpr DType DTypeOf<uint32_t>() { return DType::kU32; }
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kF64;
+}
+template <>
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType DTypeOf<int64_t>() {
+  return DType::kI64;
+}
+template <>
+constexpr DType DTypeOf<uint16_t>() {
+  return DType::kU16;
+}
+template <>
+constexpr DType DTypeOf<uint32_t>() {
+  return DType::kU32;
+}
 
 class Tensor {
  public:

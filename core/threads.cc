@@ -30,7 +30,9 @@ void ConfigureThreads(int n) {
   }
 }
 
-int NumThreads() { return g_threads.load(); }
+int NumThreads() {
+  return g_threads.load();
+}
 
 int DefaultThreads(int local_ranks) {
   if (const char* env = std::getenv("LOOM_THREADS")) {

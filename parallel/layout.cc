@@ -7,12 +7,18 @@ namespace loom {
 
 const char* GroupKindName(GroupKind kind) {
   switch (kind) {
-    case GroupKind::kTensor: return "tp";
-    case GroupKind::kContext: return "cp";
-    case GroupKind::kData: return "dp";
-    case GroupKind::kPipeline: return "pp";
-    case GroupKind::kDataContext: return "dp-cp";
-    case GroupKind::kEmbedding: return "embedding";
+    case GroupKind::kTensor:
+      return "tp";
+    case GroupKind::kContext:
+      return "cp";
+    case GroupKind::kData:
+      return "dp";
+    case GroupKind::kPipeline:
+      return "pp";
+    case GroupKind::kDataContext:
+      return "dp-cp";
+    case GroupKind::kEmbedding:
+      return "embedding";
   }
   return "?";
 }
@@ -74,7 +80,8 @@ std::vector<std::vector<int>> Layout::AllGroups(GroupKind kind) const {
 Status Layout::Validate(int world_size, const LayoutConstraints& m) const {
   auto bad = [](const std::string& s) { return InvalidArgument("parallel layout: " + s); };
   auto n = [](int64_t v) { return std::to_string(v); };
-  if (tp < 1 || cp < 1 || pp < 1 || vpp < 1 || dp < 1) return bad("tp, cp, pp, vpp and dp must be >= 1");
+  if (tp < 1 || cp < 1 || pp < 1 || vpp < 1 || dp < 1)
+    return bad("tp, cp, pp, vpp and dp must be >= 1");
   if (zero < 0 || zero > 3) return bad("zero must be 0, 1, 2 or 3 (got " + n(zero) + ")");
   if (world_size > 0 && world() != world_size) {
     return bad("tp*cp*dp*pp = " + n(tp) + "*" + n(cp) + "*" + n(dp) + "*" + n(pp) + " = " +
@@ -84,7 +91,8 @@ Status Layout::Validate(int world_size, const LayoutConstraints& m) const {
     return bad("model.heads (" + n(m.heads) + ") must be divisible by tp (" + n(tp) + ")");
   }
   if (m.hidden > 0 && (4 * m.hidden) % tp != 0) {
-    return bad("the MLP width 4*hidden (" + n(4 * m.hidden) + ") must be divisible by tp (" + n(tp) + ")");
+    return bad("the MLP width 4*hidden (" + n(4 * m.hidden) + ") must be divisible by tp (" +
+               n(tp) + ")");
   }
   if (m.layers > 0 && m.layers % (int64_t(pp) * vpp) != 0) {
     return bad("model.layers (" + n(m.layers) + ") must be divisible by pp*vpp (" + n(pp) + "*" +
@@ -101,7 +109,8 @@ Status Layout::Validate(int world_size, const LayoutConstraints& m) const {
   }
   if (m.global_batch > 0) {
     if (m.global_batch % dp != 0) {
-      return bad("data.global_batch (" + n(m.global_batch) + ") must be divisible by dp (" + n(dp) + ")");
+      return bad("data.global_batch (" + n(m.global_batch) + ") must be divisible by dp (" + n(dp) +
+                 ")");
     }
     const int64_t per_rank = m.global_batch / dp;
     if (m.micro_batch > 0 && per_rank % m.micro_batch != 0) {

@@ -13,7 +13,8 @@
 //   pipeline groups          (4): [0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]
 //   context-parallel groups (16): [0] [1] ... [15]  (cp = 1: every rank alone)
 //   data+context groups      (8): same as the data-parallel groups when cp = 1
-//   embedding groups         (4): first and last stage of each pipeline: [0,12] [1,13] [2,14] [3,15]
+//   embedding groups         (4): first and last stage of each pipeline: [0,12] [1,13] [2,14]
+//   [3,15]
 // Ranks 0-3 hold pipeline stage 0 (embedding), ranks 12-15 stage 3 (head and loss); ranks 0 and 1
 // split each layer's heads; ranks 0 and 2 hold the same parameters and average their gradients.
 #pragma once

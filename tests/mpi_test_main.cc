@@ -8,7 +8,9 @@ namespace loom::testing {
 namespace {
 MpiRuntime* g_runtime = nullptr;
 }
-MpiRuntime& Mpi() { return *g_runtime; }
+MpiRuntime& Mpi() {
+  return *g_runtime;
+}
 }  // namespace loom::testing
 
 int main(int argc, char** argv) {

@@ -17,11 +17,26 @@ namespace loom {
 namespace {
 
 // Indices into a layer's 12 parameters (ParamLayout order).
-enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kProjW, kProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW,
-                  kFcProjB, kNumLayerParams };
+enum LayerParam {
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kFcProjW,
+  kFcProjB,
+  kNumLayerParams
+};
 constexpr int kWte = 0, kWpe = 1, kFirstLayerParam = 2;
 
-int LayerIndex(int layer, int k) { return kFirstLayerParam + layer * kNumLayerParams + k; }
+int LayerIndex(int layer, int k) {
+  return kFirstLayerParam + layer * kNumLayerParams + k;
+}
 
 // out[i, :] += bias + resid[i, :]
 void AddBiasResidual(float* out, const float* bias, const float* resid, int64_t rows, int64_t c) {
@@ -59,8 +74,9 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
   if (r.seq == 0) r.seq = config.max_seq;
   if (r.seq > config.max_seq || r.micro_batch <= 0 || r.attn_block_q <= 0 || r.attn_block_k <= 0 ||
       r.vocab_chunk <= 0) {
-    return InvalidArgument("runtime: need 0 < seq <= max_seq, micro_batch > 0, attention blocks "
-                           "> 0, vocab_chunk > 0");
+    return InvalidArgument(
+        "runtime: need 0 < seq <= max_seq, micro_batch > 0, attention blocks "
+        "> 0, vocab_chunk > 0");
   }
   if (layout.tp != tp.size()) return InvalidArgument("parameter layout built for another tp size");
   if (config.heads % tp.size() != 0) {
@@ -131,8 +147,9 @@ int64_t Gpt::ActivationBytesPerLayer() const {
   const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden;
   const int64_t nl = tp_.sp ? n / tp_.size() : n;
   if (rt_.recompute == Recompute::kFull) return nl * c * 4;
-  const int64_t floats = n * c * 2 + 4 * nl + 3 * n * cl_ + n * cl_ + rt_.micro_batch * hl_ * rt_.seq +
-                         nl * c + 2 * n * fl_ + nl * c;  // + the layer input
+  const int64_t floats = n * c * 2 + 4 * nl + 3 * n * cl_ + n * cl_ +
+                         rt_.micro_batch * hl_ * rt_.seq + nl * c + 2 * n * fl_ +
+                         nl * c;  // + the layer input
   return floats * 4;
 }
 
@@ -178,8 +195,8 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
   AddBiasResidual(a.res2.data<float>(), w(kProjB), x, nl_, c);
 
   ln_out = sp ? ln_local_.data<float>() : a.ln2.data<float>();
-  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                   a.res2.data<float>(), w(kLn2W), w(kLn2B), nl_, c);
+  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), a.res2.data<float>(),
+                   w(kLn2W), w(kLn2B), nl_, c);
   if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, a.ln2.data<float>(), c));
   LinearForward(a.fc.data<float>(), a.ln2.data<float>(), w(kFcW), w(kFcB), n_, c, fl_);
   GeluForward(a.gelu.data<float>(), a.fc.data<float>(), n_ * fl_);
@@ -214,13 +231,14 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))) + bias
   if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(dresid, dfull, c));
   float* datt = datt_.data<float>();
-  LinearBackward<float>(datt, g(kProjW), nullptr, dfull, a.att.data<float>(), w(kProjW), n_, cl_, c);
+  LinearBackward<float>(datt, g(kProjW), nullptr, dfull, a.att.data<float>(), w(kProjW), n_, cl_,
+                        c);
   LinearBackward<float>(nullptr, nullptr, g(kProjB), dresid, nullptr, nullptr, nl_, 0, c);
   AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
                     a.lse.data<float>(), as);
-  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_,
-                 c, 3 * cl_);
+  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_, c,
+                 3 * cl_);
   LOOM_RETURN_IF_ERROR(ReduceTokens(dln, dln_local, c));
   LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
                     a.ln1_rstd.data<float>(), nl_, c);
@@ -244,7 +262,8 @@ Status Gpt::Forward(const int32_t* tokens, int64_t b, int64_t t) {
   } else {
     // Vocab-parallel lookup: each rank contributes the rows it holds; the sum is the embedding.
     EmbeddingShape es{n_, t, c, tp_.rank() * vl_, vl_};
-    EmbeddingForward<float>(emb_full_.data<float>(), tokens_.data(), nullptr, P(0, kWte), nullptr, es);
+    EmbeddingForward<float>(emb_full_.data<float>(), tokens_.data(), nullptr, P(0, kWte), nullptr,
+                            es);
     LOOM_RETURN_IF_ERROR(ReduceTokens(emb_full_.data<float>(), resid_[0].data<float>(), c));
     const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
     const float* wpe = P(0, kWpe);
@@ -340,7 +359,8 @@ Status Gpt::Backward(float dloss, bool last_micro_batch) {
     std::vector<int32_t> pos(static_cast<size_t>(nl_));
     for (int64_t i = 0; i < nl_; ++i) pos[i] = static_cast<int32_t>((first + i) % cur_t_);
     EmbeddingShape local{nl_, cur_t_, c, 0, 0};
-    EmbeddingBackward<float>(nullptr, G(0, kWpe), dresid, tokens_.data() + first, pos.data(), local);
+    EmbeddingBackward<float>(nullptr, G(0, kWpe), dresid, tokens_.data() + first, pos.data(),
+                             local);
     float* dfull = dresid;
     if (tp_.sp) {
       dfull = dfull_.data<float>();

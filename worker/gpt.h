@@ -91,7 +91,7 @@ class Gpt {
   ParamStore* store_;
   TensorParallel tp_;
   int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab
-  std::vector<Tensor> resid_;                   // layers + 1 residual-stream tensors [Nl, C]
+  std::vector<Tensor> resid_;                  // layers + 1 residual-stream tensors [Nl, C]
   std::vector<std::unique_ptr<LayerActs>> acts_;  // per layer, or one shared when recomputing
   Tensor ln_local_, rowpar_, lnf_, lnf_mean_, lnf_rstd_, ce_stats_, ce_lse_, ce_chunk_, ce_dloss_;
   Tensor dresid_, dfull_, dln_, dln_local_, datt_, dqkv_, dfc_, emb_full_;

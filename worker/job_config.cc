@@ -73,8 +73,8 @@ Status ReadRuntime(ConfigSection& s, RuntimeConfig* r) {
   } else if (recompute == "full") {
     r->recompute = Recompute::kFull;
   } else {
-    return InvalidArgument(s.Where("recompute") + ": expected 'none' or 'full', got '" +
-                           recompute + "'");
+    return InvalidArgument(s.Where("recompute") + ": expected 'none' or 'full', got '" + recompute +
+                           "'");
   }
   LOOM_RETURN_IF_ERROR(s.Int("attn_block_q", &r->attn_block_q, false, 1, 1 << 16));
   LOOM_RETURN_IF_ERROR(s.Int("attn_block_k", &r->attn_block_k, false, 1, 1 << 16));
@@ -134,7 +134,9 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(par.Bool("overlap", &p.overlap, false));
   LOOM_RETURN_IF_ERROR(par.Finish());
   if (p.cp > 1 || p.pp > 1 || p.vpp > 1) {
-    return Unimplemented(par.Where(p.cp > 1 ? "cp" : p.pp > 1 ? "pp" : "vpp") +
+    return Unimplemented(par.Where(p.cp > 1   ? "cp"
+                                   : p.pp > 1 ? "pp"
+                                              : "vpp") +
                          ": context and pipeline parallelism are not implemented yet "
                          "(supported: tp, dp, sp, zero)");
   }

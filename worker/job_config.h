@@ -14,8 +14,8 @@
 namespace loom {
 
 struct DataConfig {
-  std::string text;         // a UTF-8 corpus tokenised on the fly (byte level), or:
-  std::string train, val;   // token files from `loom data prepare`
+  std::string text;           // a UTF-8 corpus tokenised on the fly (byte level), or:
+  std::string train, val;     // token files from `loom data prepare`
   double val_fraction = 0.1;  // with `text`: the tail kept for evaluation
   int64_t seq = 128;
   int64_t global_batch = 8;  // sequences per optimizer step

@@ -32,8 +32,8 @@ ParamLayout ParamLayout::ForModel(const ModelConfig& m, int tp) {
     Shape local = global;
     if (shard == ShardKind::kRows) local[0] = (name == "wte" ? out.padded_vocab : global[0]) / tp;
     if (shard == ShardKind::kCols) local[1] = global[1] / tp;
-    ParamInfo p{std::move(name), local, std::move(global), shard, parts, out.total, layer,
-                bucket, out.total - bucket_begin, decay, init_std, init_value};
+    ParamInfo p{std::move(name), local,  std::move(global),        shard, parts,    out.total,
+                layer,           bucket, out.total - bucket_begin, decay, init_std, init_value};
     out.total += p.numel();
     out.params.push_back(std::move(p));
   };

@@ -42,16 +42,16 @@ enum class ShardKind { kReplicated, kRows, kCols };
 
 struct ParamInfo {
   std::string name;
-  Shape shape;          // local shape on this TP rank
-  Shape global_shape;   // shape in a single-process model (wte: the true, unpadded vocab)
+  Shape shape;         // local shape on this TP rank
+  Shape global_shape;  // shape in a single-process model (wte: the true, unpadded vocab)
   ShardKind shard = ShardKind::kReplicated;
-  int parts = 1;        // kRows: independent row blocks split separately (3 for c_attn)
-  int64_t offset = 0;   // elements from the start of the local flat parameter buffer
-  int layer = -1;       // -1 for embeddings and the final norm
-  int bucket = 0;       // gradient/ZeRO bucket: 0 embeddings, 1 + layer, layers + 1 final norm
+  int parts = 1;       // kRows: independent row blocks split separately (3 for c_attn)
+  int64_t offset = 0;  // elements from the start of the local flat parameter buffer
+  int layer = -1;      // -1 for embeddings and the final norm
+  int bucket = 0;      // gradient/ZeRO bucket: 0 embeddings, 1 + layer, layers + 1 final norm
   int64_t bucket_offset = 0;  // elements from the start of its bucket
-  bool decay = false;   // AdamW weight decay applies (matrices and embeddings, not biases/norms)
-  float init_std = 0;   // > 0: normal(0, init_std); otherwise constant init_value
+  bool decay = false;  // AdamW weight decay applies (matrices and embeddings, not biases/norms)
+  float init_std = 0;  // > 0: normal(0, init_std); otherwise constant init_value
   float init_value = 0;
   int64_t numel() const { return NumElements(shape); }
   // Global flat index of local element i on TP rank `tp_rank` of `tp`, or -1 for vocabulary

@@ -87,7 +87,8 @@ class ShardedParamStore : public ParamStore {
       const int64_t begin = std::max(lo, p.bucket_offset);
       const int64_t end = std::min(hi, p.bucket_offset + p.numel());
       if (begin < end) {
-        segments_[b].push_back({static_cast<int>(k), begin - p.bucket_offset, end - begin, begin - lo});
+        segments_[b].push_back(
+            {static_cast<int>(k), begin - p.bucket_offset, end - begin, begin - lo});
       }
     }
     return Status::Ok();
@@ -181,9 +182,12 @@ class ShardedParamStore : public ParamStore {
     ++step_;
     ForEachSegment([&](const ParamInfo& p, float* w, float* g, float* m, float* v, int64_t n) {
       if (clip < 1.0) Scale(g, static_cast<float>(clip), n);
-      AdamWParams ap{static_cast<float>(lr), static_cast<float>(cfg_.beta1),
-                     static_cast<float>(cfg_.beta2), static_cast<float>(cfg_.eps),
-                     p.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f, step_};
+      AdamWParams ap{static_cast<float>(lr),
+                     static_cast<float>(cfg_.beta1),
+                     static_cast<float>(cfg_.beta2),
+                     static_cast<float>(cfg_.eps),
+                     p.decay ? static_cast<float>(cfg_.weight_decay) : 0.0f,
+                     step_};
       AdamWUpdate(w, g, m, v, n, ap);
     });
     if (opt_.zero == 1 || opt_.zero == 2) {
@@ -209,8 +213,8 @@ class ShardedParamStore : public ParamStore {
       Tensor tmp;
       if (opt_.zero == 3) {
         LOOM_ASSIGN_OR_RETURN(tmp, Tensor::Zeros({padded_[b]}, DType::kF32, MemTag::kComm));
-        LOOM_RETURN_IF_ERROR(opt_.dp->AllGather(pshard_.data<float>() + sbase_[b], tmp.data<float>(),
-                                                chunk_[b]));
+        LOOM_RETURN_IF_ERROR(
+            opt_.dp->AllGather(pshard_.data<float>() + sbase_[b], tmp.data<float>(), chunk_[b]));
         src = tmp.data<float>();
       } else {
         src = params_.data<float>() + pbase_[b];
@@ -319,8 +323,9 @@ class ShardedParamStore : public ParamStore {
           v = v_.data<float>() + at;
         } else {
           const int64_t at = sbase_[b] + s.chunk_offset;
-          w = opt_.zero == 3 ? pshard_.data<float>() + at
-                             : params_.data<float>() + pbase_[b] + dp_rank_ * chunk_[b] + s.chunk_offset;
+          w = opt_.zero == 3
+                  ? pshard_.data<float>() + at
+                  : params_.data<float>() + pbase_[b] + dp_rank_ * chunk_[b] + s.chunk_offset;
           g = gshard_.data<float>() + at;
           m = m_.data<float>() + at;
           v = v_.data<float>() + at;

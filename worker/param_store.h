@@ -60,11 +60,11 @@ struct AdamWConfig {
 };
 
 struct ParamStoreOptions {
-  int zero = 0;                 // ZeRO stage 0..3 (with a dp group of one rank: stage 0)
-  Communicator* dp = nullptr;   // data-parallel group (null: one rank)
-  Communicator* tp = nullptr;   // tensor-parallel group (null: one rank)
-  bool sp = false;              // sequence parallelism: replicated params' grads are partial sums
-  bool overlap = true;          // start reductions as buckets complete (off: wait for each)
+  int zero = 0;                // ZeRO stage 0..3 (with a dp group of one rank: stage 0)
+  Communicator* dp = nullptr;  // data-parallel group (null: one rank)
+  Communicator* tp = nullptr;  // tensor-parallel group (null: one rank)
+  bool sp = false;             // sequence parallelism: replicated params' grads are partial sums
+  bool overlap = true;         // start reductions as buckets complete (off: wait for each)
 };
 
 // The store for every layout: flat buffers padded per bucket to a multiple of the dp size; stage 0

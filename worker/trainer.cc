@@ -20,7 +20,6 @@
 namespace loom {
 namespace {
 
-
 std::string FormatDuration(double seconds) {
   char buf[32];
   int s = static_cast<int>(seconds + 0.5);
@@ -55,8 +54,10 @@ Status Trainer::Init() {
   if (!d.text.empty()) {
     LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(d.text));
     if (job_.model.vocab < 256) {
-      return InvalidArgument(job_.path + ": field 'model.vocab': byte-level text needs at least "
-                             "256, got " + std::to_string(job_.model.vocab));
+      return InvalidArgument(job_.path +
+                             ": field 'model.vocab': byte-level text needs at least "
+                             "256, got " +
+                             std::to_string(job_.model.vocab));
     }
     std::vector<uint32_t> all = EncodeBytes(text);
     size_t val_n = static_cast<size_t>(static_cast<double>(all.size()) * d.val_fraction);
@@ -78,11 +79,11 @@ Status Trainer::Init() {
   if (!val_tokens_.empty() && static_cast<int64_t>(val_tokens_.size()) <= d.seq + 1) {
     val_tokens_.clear();  // too small to evaluate on; Evaluate() reports NaN
   }
-  train_sampler_ = std::make_unique<WindowSampler>(&train_tokens_, d.seq, d.global_batch,
-                                                   job_.seed, kTrainStream);
+  train_sampler_ = std::make_unique<WindowSampler>(&train_tokens_, d.seq, d.global_batch, job_.seed,
+                                                   kTrainStream);
   if (!val_tokens_.empty()) {
-    eval_sampler_ = std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed,
-                                                    kEvalStream);
+    eval_sampler_ =
+        std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed, kEvalStream);
   }
   const Layout& lay = place_.layout;
   layout_ = ParamLayout::ForModel(job_.model, lay.tp);
@@ -90,8 +91,12 @@ Status Trainer::Init() {
                  job_.optim.grad_clip};
   ParamStoreOptions so{lay.zero, place_.dp, place_.tp, lay.sp, job_.parallel.overlap};
   LOOM_ASSIGN_OR_RETURN(store_, MakeParamStore(layout_, oc, so));
-  ModelRuntime rt{d.micro_batch, d.seq, job_.runtime.recompute, job_.runtime.vocab_chunk,
-                  job_.runtime.attn_block_q, job_.runtime.attn_block_k};
+  ModelRuntime rt{d.micro_batch,
+                  d.seq,
+                  job_.runtime.recompute,
+                  job_.runtime.vocab_chunk,
+                  job_.runtime.attn_block_q,
+                  job_.runtime.attn_block_k};
   TensorParallel tp{place_.tp, lay.sp};
   LOOM_ASSIGN_OR_RETURN(model_, Gpt::Create(job_.model, rt, layout_, store_.get(), tp));
   std::vector<float> init(static_cast<size_t>(layout_.total));
@@ -113,8 +118,9 @@ Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* t
   LOOM_RETURN_IF_ERROR(store_->BeginStep());
   double loss_sum = 0;
   for (int64_t mb = 0; mb < micro_batches; ++mb) {
-    LOOM_ASSIGN_OR_RETURN(double l, model_->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens,
-                                                        d.micro_batch, d.seq));
+    LOOM_ASSIGN_OR_RETURN(
+        double l,
+        model_->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens, d.micro_batch, d.seq));
     loss_sum += l;
     LOOM_RETURN_IF_ERROR(model_->Backward(dloss, mb + 1 == micro_batches));
   }
@@ -149,7 +155,8 @@ Result<double> Trainer::Evaluate() {
   double sum = 0;
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
     eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
-    LOOM_ASSIGN_OR_RETURN(double l, model_->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq));
+    LOOM_ASSIGN_OR_RETURN(double l,
+                          model_->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq));
     sum += l;
   }
   return sum / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
@@ -159,7 +166,8 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
                                     int64_t top_k, uint64_t seed) {
   std::vector<int32_t> ctx;
   for (uint32_t t : EncodeBytes(prompt.empty() ? "\n" : prompt)) {
-    ctx.push_back(static_cast<int32_t>(std::min<uint32_t>(t, static_cast<uint32_t>(job_.model.vocab - 1))));
+    ctx.push_back(
+        static_cast<int32_t>(std::min<uint32_t>(t, static_cast<uint32_t>(job_.model.vocab - 1))));
   }
   const int64_t v = job_.model.vocab, window = job_.data.seq;
   std::vector<float> logits(static_cast<size_t>(v));
@@ -229,11 +237,12 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
   const bool tty = root && isatty(STDOUT_FILENO) != 0;
   const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
   if (root) {
-    std::printf("loom train: %s | %.2fM parameters | layout %s | %d threads/rank | %lld steps of "
-                "%lld tokens\n",
-                job_.path.c_str(), ParamLayout::ForModel(job_.model, 1).total / 1e6,
-                place_.layout.ToString().c_str(), NumThreads(), static_cast<long long>(steps),
-                static_cast<long long>(tokens_per_step));
+    std::printf(
+        "loom train: %s | %.2fM parameters | layout %s | %d threads/rank | %lld steps of "
+        "%lld tokens\n",
+        job_.path.c_str(), ParamLayout::ForModel(job_.model, 1).total / 1e6,
+        place_.layout.ToString().c_str(), NumThreads(), static_cast<long long>(steps),
+        static_cast<long long>(tokens_per_step));
     std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
                 model_->ActivationBytesPerLayer() / 1048576.0,
                 job_.runtime.recompute == Recompute::kFull ? "full" : "none");
@@ -253,7 +262,8 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     LOOM_ASSIGN_OR_RETURN(StepStats st, Step(step));
     if (!std::isfinite(st.loss)) {
       if (tty) std::printf("\n");
-      return Internal("loss is " + std::to_string(st.loss) + " at step " + std::to_string(step + 1) +
+      return Internal("loss is " + std::to_string(st.loss) + " at step " +
+                      std::to_string(step + 1) +
                       " (diverged; lower optimizer.lr or check the data)");
     }
     summary.losses.push_back(st.loss);
@@ -265,12 +275,13 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     const double step_s = window_seconds / static_cast<double>(window_steps);
     const bool log_line = (step + 1) % job_.runtime.log_every == 0 || step + 1 == steps;
     if (root && (tty || log_line)) {
-      std::printf("%sstep %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.0f tok/s | %6.1f ms/step"
-                  " | ETA %s%s",
-                  tty ? "\r" : "", static_cast<long long>(step + 1), static_cast<long long>(steps),
-                  st.loss, st.lr, st.grad_norm, tokens_per_step / step_s, step_s * 1e3,
-                  FormatDuration(step_s * static_cast<double>(steps - step - 1)).c_str(),
-                  log_line ? "\n" : "");
+      std::printf(
+          "%sstep %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.0f tok/s | %6.1f ms/step"
+          " | ETA %s%s",
+          tty ? "\r" : "", static_cast<long long>(step + 1), static_cast<long long>(steps), st.loss,
+          st.lr, st.grad_norm, tokens_per_step / step_s, step_s * 1e3,
+          FormatDuration(step_s * static_cast<double>(steps - step - 1)).c_str(),
+          log_line ? "\n" : "");
       std::fflush(stdout);
     }
     if (log_line) {
@@ -296,16 +307,17 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     tail_mean += summary.losses[i] / static_cast<double>(tail);
   }
   if (root) {
-    std::printf("done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
-                "%.4f | %.0f tok/s\n",
-                FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
-                summary.tokens_per_second);
+    std::printf(
+        "done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
+        "%.4f | %.0f tok/s\n",
+        FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
+        summary.tokens_per_second);
   }
   LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
   if (job_.sample.tokens > 0 && place_.layout.tp == 1) {
-    LOOM_ASSIGN_OR_RETURN(summary.sample, Sample(job_.sample.prompt, job_.sample.tokens,
-                                                 job_.sample.temperature, job_.sample.top_k,
-                                                 job_.seed));
+    LOOM_ASSIGN_OR_RETURN(summary.sample,
+                          Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
+                                 job_.sample.top_k, job_.seed));
     if (root) {
       std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s%s\n---\n",
                   static_cast<long long>(job_.sample.tokens), job_.sample.temperature,

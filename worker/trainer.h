@@ -37,7 +37,7 @@ struct StepStats {
 };
 
 struct TrainSummary {
-  std::vector<double> losses;  // per step
+  std::vector<double> losses;                     // per step
   std::vector<std::pair<int64_t, double>> evals;  // (step, val loss)
   double tokens_per_second = 0;
   std::string sample;

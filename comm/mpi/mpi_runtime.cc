@@ -26,7 +26,10 @@ Status MpiError(int rc, const std::string& what) {
 class MpiHandle : public CommHandle {
  public:
   MpiHandle(TraceRecord rec, std::vector<int> members, int world_rank, TraceRing* trace)
-      : rec_(std::move(rec)), members_(std::move(members)), world_rank_(world_rank), trace_(trace) {}
+      : rec_(std::move(rec)),
+        members_(std::move(members)),
+        world_rank_(world_rank),
+        trace_(trace) {}
 
   Status Wait(Deadline deadline) override {
     const int64_t t0 = NowNs();
@@ -41,13 +44,12 @@ class MpiHandle : public CommHandle {
     }
     if (!finished) {
       const int64_t waited_ms = (NowNs() - rec_.enqueue_ns) / 1000000;
-      return DeadlineExceeded(std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
-                              " on group '" + rec_.group + "' " + FormatMembers(members_) + " (" +
-                              std::to_string(rec_.bytes) + " bytes" +
-                              (rec_.peer >= 0 ? ", peer " + std::to_string(members_[rec_.peer]) : "") +
-                              ") did not complete within " + std::to_string(waited_ms) +
-                              " ms (world rank " + std::to_string(world_rank_) +
-                              " waiting; a member is hung or dead)");
+      return DeadlineExceeded(
+          std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) + " on group '" +
+          rec_.group + "' " + FormatMembers(members_) + " (" + std::to_string(rec_.bytes) +
+          " bytes" + (rec_.peer >= 0 ? ", peer " + std::to_string(members_[rec_.peer]) : "") +
+          ") did not complete within " + std::to_string(waited_ms) + " ms (world rank " +
+          std::to_string(world_rank_) + " waiting; a member is hung or dead)");
     }
     return status_;
   }
@@ -123,7 +125,8 @@ class MpiEngine {
           cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         } else if (idle_polls > 64) {
           // Nothing progressed lately: poll less often, but wake at once for new work.
-          cv_.wait_for(lock, std::chrono::microseconds(50), [&] { return stop_ || !queue_.empty(); });
+          cv_.wait_for(lock, std::chrono::microseconds(50),
+                       [&] { return stop_ || !queue_.empty(); });
         }
         if (stop_) return;  // owners wait for their handles before destroying the runtime
         fresh.swap(queue_);
@@ -172,8 +175,12 @@ class MpiCommunicator : public Communicator {
   MpiCommunicator(MPI_Comm comm, std::string name, std::vector<int> members, int world_rank,
                   std::shared_ptr<MpiEngine> engine, TraceRing* trace,
                   std::chrono::milliseconds timeout)
-      : comm_(comm), name_(std::move(name)), members_(std::move(members)),
-        world_rank_(world_rank), engine_(std::move(engine)), trace_(trace) {
+      : comm_(comm),
+        name_(std::move(name)),
+        members_(std::move(members)),
+        world_rank_(world_rank),
+        engine_(std::move(engine)),
+        trace_(trace) {
     MPI_Comm_rank(comm_, &rank_);
     timeout_ = timeout;
   }
@@ -288,7 +295,8 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
   std::unique_ptr<MpiRuntime> rt(new MpiRuntime());
   MPI_Comm_rank(MPI_COMM_WORLD, &rt->world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size_);
-  if (const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) rt->local_size_ = std::max(1, std::atoi(ls));
+  if (const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    rt->local_size_ = std::max(1, std::atoi(ls));
   if (const char* t = std::getenv("LOOM_COMM_TIMEOUT_MS")) {
     long ms = std::atol(t);
     if (ms <= 0) return InvalidArgument("LOOM_COMM_TIMEOUT_MS must be a positive number of ms");

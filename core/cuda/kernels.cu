@@ -43,7 +43,9 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64
 
 // ---------------------------------------------------------------- launchers
 constexpr int kBlock = 256;
-unsigned Grid(int64_t n) { return static_cast<unsigned>((n + kBlock - 1) / kBlock); }
+unsigned Grid(int64_t n) {
+  return static_cast<unsigned>((n + kBlock - 1) / kBlock);
+}
 
 Status Check(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Status::Ok();
@@ -91,7 +93,8 @@ Status GeluForwardHost(float* out, const float* inp, int64_t n) {
   LOOM_RETURN_IF_ERROR(Check(cudaMalloc(&d, bytes), "cudaMalloc"));
   Status st = Check(cudaMemcpy(d, inp, bytes / 2, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   if (st.ok()) st = GeluForward(d + n, d, n);
-  if (st.ok()) st = Check(cudaMemcpy(out, d + n, bytes / 2, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  if (st.ok())
+    st = Check(cudaMemcpy(out, d + n, bytes / 2, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
   cudaFree(d);
   return st;
 }

@@ -184,19 +184,17 @@ void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* out, const
   }
 }
 
-#define LOOM_INSTANTIATE_ATTENTION(T)                                                          \
-  template void AttentionStateInit<T>(T*, T*, T*, int64_t, int64_t, int64_t);                  \
-  template void AttentionBlockForward<T>(HeadRows<const T>, HeadRows<const T>,                 \
-                                         HeadRows<const T>, int64_t, T, bool, T*, T*, T*,       \
-                                         int64_t, T*);                                          \
-  template void AttentionStateFinalize<T>(T*, int64_t, T*, const T*, const T*, const T*,       \
-                                          int64_t, int64_t, int64_t);                           \
-  template void AttentionBlockBackward<T>(HeadRows<const T>, HeadRows<const T>,                \
-                                          HeadRows<const T>, HeadRows<const T>, const T*,      \
-                                          const T*, int64_t, T, bool, HeadRows<T>, HeadRows<T>, \
-                                          HeadRows<T>, T*);                                     \
-  template void AttentionForward<T>(T*, T*, const T*, const AttentionShape&);                  \
-  template void AttentionBackward<T>(T*, const T*, const T*, const T*, const T*,               \
+#define LOOM_INSTANTIATE_ATTENTION(T)                                                              \
+  template void AttentionStateInit<T>(T*, T*, T*, int64_t, int64_t, int64_t);                      \
+  template void AttentionBlockForward<T>(HeadRows<const T>, HeadRows<const T>, HeadRows<const T>,  \
+                                         int64_t, T, bool, T*, T*, T*, int64_t, T*);               \
+  template void AttentionStateFinalize<T>(T*, int64_t, T*, const T*, const T*, const T*, int64_t,  \
+                                          int64_t, int64_t);                                       \
+  template void AttentionBlockBackward<T>(HeadRows<const T>, HeadRows<const T>, HeadRows<const T>, \
+                                          HeadRows<const T>, const T*, const T*, int64_t, T, bool, \
+                                          HeadRows<T>, HeadRows<T>, HeadRows<T>, T*);              \
+  template void AttentionForward<T>(T*, T*, const T*, const AttentionShape&);                      \
+  template void AttentionBackward<T>(T*, const T*, const T*, const T*, const T*,                   \
                                      const AttentionShape&);
 LOOM_INSTANTIATE_ATTENTION(float)
 LOOM_INSTANTIATE_ATTENTION(double)

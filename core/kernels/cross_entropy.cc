@@ -77,9 +77,9 @@ void CrossEntropyBackward(T* dx, T* dwte, const T* x, const T* wte, const int32_
   }
 }
 
-#define LOOM_INSTANTIATE_CE(T)                                                                 \
+#define LOOM_INSTANTIATE_CE(T)                                                                \
   template void CrossEntropyStats<T>(T*, T*, T*, const T*, const T*, const int32_t*,          \
-                                     const VocabShard&, T*);                                   \
+                                     const VocabShard&, T*);                                  \
   template void CrossEntropyFinish<T>(T*, T*, const T*, const T*, const T*, int64_t);         \
   template void CrossEntropyBackward<T>(T*, T*, const T*, const T*, const int32_t*, const T*, \
                                         const T*, const VocabShard&, T*);

@@ -1,5 +1,6 @@
-// Fused output projection + softmax + cross-entropy against tied embeddings, processed one vocabulary
-// chunk at a time: at most [N, chunk] logits exist at once, and the backward recomputes them.
+// Fused output projection + softmax + cross-entropy against tied embeddings, processed one
+// vocabulary chunk at a time: at most [N, chunk] logits exist at once, and the backward recomputes
+// them.
 //
 // Works on a vocabulary shard (rows [vocab_begin, vocab_begin + rows) of the embedding), so the
 // same code serves vocab-parallel cross-entropy: each shard produces partial statistics (row max,

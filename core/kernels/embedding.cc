@@ -58,8 +58,8 @@ template void EmbeddingForward<float>(float*, const int32_t*, const int32_t*, co
                                       const float*, const EmbeddingShape&);
 template void EmbeddingForward<double>(double*, const int32_t*, const int32_t*, const double*,
                                        const double*, const EmbeddingShape&);
-template void EmbeddingBackward<float>(float*, float*, const float*, const int32_t*,
-                                       const int32_t*, const EmbeddingShape&);
+template void EmbeddingBackward<float>(float*, float*, const float*, const int32_t*, const int32_t*,
+                                       const EmbeddingShape&);
 template void EmbeddingBackward<double>(double*, double*, const double*, const int32_t*,
                                         const int32_t*, const EmbeddingShape&);
 

@@ -4,9 +4,9 @@
 // instantiations exist for finite-difference tests, not for speed).
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <bit>
 
 namespace loom {
 
@@ -27,7 +27,9 @@ inline float FastExp(float x) {
   return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
-inline double FastExp(double x) { return std::exp(x); }
+inline double FastExp(double x) {
+  return std::exp(x);
+}
 
 // tanh through exp: 1 - 2 / (exp(2x) + 1). Saturates correctly at +-1.
 template <typename T>

@@ -32,8 +32,8 @@ void LayerNormForward(T* out, T* mean, T* rstd, const T* inp, const T* weight, c
 }
 
 template <typename T>
-void LayerNormBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                       const T* weight, const T* mean, const T* rstd, int64_t n, int64_t c) {
+void LayerNormBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                       const T* mean, const T* rstd, int64_t n, int64_t c) {
   const int threads = omp_get_max_threads();
   std::vector<T> partial(static_cast<size_t>(threads) * 2 * c, T(0));
 #pragma omp parallel num_threads(threads)

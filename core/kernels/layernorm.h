@@ -12,7 +12,7 @@ void LayerNormForward(T* out, T* mean, T* rstd, const T* inp, const T* weight, c
                       int64_t n, int64_t c, T eps = T(1e-5));
 
 template <typename T>
-void LayerNormBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                       const T* weight, const T* mean, const T* rstd, int64_t n, int64_t c);
+void LayerNormBackward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                       const T* mean, const T* rstd, int64_t n, int64_t c);
 
 }  // namespace loom

@@ -51,15 +51,24 @@ std::vector<Unit> OneFOneB(const std::vector<Unit>& fwd, const std::vector<Unit>
 
 const char* InstrKindName(InstrKind kind) {
   switch (kind) {
-    case InstrKind::kForward: return "F";
-    case InstrKind::kBackward: return "B";
-    case InstrKind::kBackwardInput: return "BI";
-    case InstrKind::kBackwardWeight: return "W";
-    case InstrKind::kSendAct: return "send_act";
-    case InstrKind::kRecvAct: return "recv_act";
-    case InstrKind::kSendGrad: return "send_grad";
-    case InstrKind::kRecvGrad: return "recv_grad";
-    case InstrKind::kOptimizerStep: return "optimizer_step";
+    case InstrKind::kForward:
+      return "F";
+    case InstrKind::kBackward:
+      return "B";
+    case InstrKind::kBackwardInput:
+      return "BI";
+    case InstrKind::kBackwardWeight:
+      return "W";
+    case InstrKind::kSendAct:
+      return "send_act";
+    case InstrKind::kRecvAct:
+      return "recv_act";
+    case InstrKind::kSendGrad:
+      return "send_grad";
+    case InstrKind::kRecvGrad:
+      return "recv_grad";
+    case InstrKind::kOptimizerStep:
+      return "optimizer_step";
   }
   return "?";
 }
@@ -74,10 +83,14 @@ std::string ToString(const Instr& i) {
 
 const char* ScheduleKindName(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::kGPipe: return "gpipe";
-    case ScheduleKind::k1F1B: return "1f1b";
-    case ScheduleKind::kInterleaved: return "interleaved";
-    case ScheduleKind::kZeroBubbleH1: return "zb-h1";
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+    case ScheduleKind::kZeroBubbleH1:
+      return "zb-h1";
   }
   return "?";
 }
@@ -87,18 +100,22 @@ Result<ScheduleKind> ParseScheduleKind(const std::string& name) {
                          ScheduleKind::kZeroBubbleH1}) {
     if (name == ScheduleKindName(k)) return k;
   }
-  return InvalidArgument("unknown schedule '" + name + "' (expected gpipe, 1f1b, interleaved or zb-h1)");
+  return InvalidArgument("unknown schedule '" + name +
+                         "' (expected gpipe, 1f1b, interleaved or zb-h1)");
 }
 
 Result<Schedule> MakeSchedule(ScheduleKind kind, int pp, int vpp, int micro) {
-  if (pp < 1 || vpp < 1 || micro < 1) return InvalidArgument("schedule: pp, vpp and micro-batches must be >= 1");
+  if (pp < 1 || vpp < 1 || micro < 1)
+    return InvalidArgument("schedule: pp, vpp and micro-batches must be >= 1");
   if (kind != ScheduleKind::kInterleaved && vpp != 1) {
     return InvalidArgument(std::string("schedule ") + ScheduleKindName(kind) +
                            " has one chunk per rank: vpp must be 1 (got " + std::to_string(vpp) +
                            "); use 'interleaved' for virtual stages");
   }
   if (kind == ScheduleKind::kInterleaved) {
-    if (vpp < 2) return InvalidArgument("schedule interleaved needs vpp >= 2 (got " + std::to_string(vpp) + ")");
+    if (vpp < 2)
+      return InvalidArgument("schedule interleaved needs vpp >= 2 (got " + std::to_string(vpp) +
+                             ")");
     if (micro % pp != 0) {
       return InvalidArgument("schedule interleaved needs the number of micro-batches (" +
                              std::to_string(micro) + ") to be a multiple of pp (" +
@@ -119,8 +136,8 @@ Result<Schedule> MakeSchedule(ScheduleKind kind, int pp, int vpp, int micro) {
       const int warmup = std::min(micro * vpp, (pp - r - 1) * 2 + (vpp - 1) * pp);
       order = OneFOneB(fwd, bwd, warmup);
     } else {
-      const InstrKind b = kind == ScheduleKind::kZeroBubbleH1 ? InstrKind::kBackwardInput
-                                                             : InstrKind::kBackward;
+      const InstrKind b =
+          kind == ScheduleKind::kZeroBubbleH1 ? InstrKind::kBackwardInput : InstrKind::kBackward;
       for (int mb = 0; mb < micro; ++mb) {
         fwd.push_back({InstrKind::kForward, mb, 0});
         bwd.push_back({b, mb, 0});

@@ -14,12 +14,18 @@ using MsgKey = std::tuple<bool, int, int, int, int>;
 
 double ComputeCost(const Instr& i, const PipelineCosts& c) {
   switch (i.kind) {
-    case InstrKind::kForward: return c.forward;
-    case InstrKind::kBackward: return c.backward;
-    case InstrKind::kBackwardInput: return c.backward_input;
-    case InstrKind::kBackwardWeight: return c.backward_weight;
-    case InstrKind::kOptimizerStep: return c.optimizer;
-    default: return 0;
+    case InstrKind::kForward:
+      return c.forward;
+    case InstrKind::kBackward:
+      return c.backward;
+    case InstrKind::kBackwardInput:
+      return c.backward_input;
+    case InstrKind::kBackwardWeight:
+      return c.backward_weight;
+    case InstrKind::kOptimizerStep:
+      return c.optimizer;
+    default:
+      return 0;
   }
 }
 
@@ -49,10 +55,14 @@ Result<SimResult> Simulate(const Schedule& s, const PipelineCosts& c) {
   auto key = [&](int rank, const Instr& i) -> MsgKey {
     const int g = s.GlobalChunk(rank, i.chunk);
     switch (i.kind) {
-      case InstrKind::kSendAct: return {false, i.micro, g + 1, rank, i.peer};
-      case InstrKind::kRecvAct: return {false, i.micro, g, i.peer, rank};
-      case InstrKind::kSendGrad: return {true, i.micro, g - 1, rank, i.peer};
-      default: return {true, i.micro, g, i.peer, rank};  // kRecvGrad
+      case InstrKind::kSendAct:
+        return {false, i.micro, g + 1, rank, i.peer};
+      case InstrKind::kRecvAct:
+        return {false, i.micro, g, i.peer, rank};
+      case InstrKind::kSendGrad:
+        return {true, i.micro, g - 1, rank, i.peer};
+      default:
+        return {true, i.micro, g, i.peer, rank};  // kRecvGrad
     }
   };
   for (;;) {
@@ -143,19 +153,35 @@ std::string RenderTimeline(const Schedule& s, const SimResult& res, int width) {
       char fill = '.';
       std::string label;
       switch (t.instr.kind) {
-        case InstrKind::kForward: label = "F"; fill = '-'; break;
-        case InstrKind::kBackward: label = "B"; fill = '='; break;
-        case InstrKind::kBackwardInput: label = "I"; fill = '='; break;
-        case InstrKind::kBackwardWeight: label = "W"; fill = '~'; break;
-        default: label = "O"; fill = '#'; break;
+        case InstrKind::kForward:
+          label = "F";
+          fill = '-';
+          break;
+        case InstrKind::kBackward:
+          label = "B";
+          fill = '=';
+          break;
+        case InstrKind::kBackwardInput:
+          label = "I";
+          fill = '=';
+          break;
+        case InstrKind::kBackwardWeight:
+          label = "W";
+          fill = '~';
+          break;
+        default:
+          label = "O";
+          fill = '#';
+          break;
       }
       if (t.instr.micro >= 0) label += std::to_string(t.instr.micro);
       if (s.vpp > 1) label += "." + std::to_string(t.instr.chunk);
       for (int x = a; x < b && x < width; ++x) {
         const int k = x - a;
-        row[static_cast<size_t>(x)] = k < static_cast<int>(label.size()) && b - a > static_cast<int>(label.size())
-                                          ? label[static_cast<size_t>(k)]
-                                          : (k == 0 ? label[0] : fill);
+        row[static_cast<size_t>(x)] =
+            k < static_cast<int>(label.size()) && b - a > static_cast<int>(label.size())
+                ? label[static_cast<size_t>(k)]
+                : (k == 0 ? label[0] : fill);
       }
     }
     char head[64];

@@ -20,9 +20,9 @@ struct PipelineCosts {
   double backward_input = 1.0;   // kBackwardInput (zero-bubble split)
   double backward_weight = 1.0;  // kBackwardWeight
   double optimizer = 0.0;
-  double p2p_latency = 0.0;      // seconds (or any unit) per transfer
-  double p2p_bytes = 0.0;        // bytes per activation / gradient transfer
-  double p2p_bandwidth = 0.0;    // bytes per unit of time (0: transfers are free)
+  double p2p_latency = 0.0;    // seconds (or any unit) per transfer
+  double p2p_bytes = 0.0;      // bytes per activation / gradient transfer
+  double p2p_bandwidth = 0.0;  // bytes per unit of time (0: transfers are free)
 };
 
 struct TimedInstr {
@@ -31,10 +31,10 @@ struct TimedInstr {
 };
 
 struct SimResult {
-  double step_time = 0;                      // makespan over all ranks
-  std::vector<double> busy;                  // compute time per rank
-  std::vector<double> bubble;                // per rank: (step_time - busy) / busy
-  std::vector<int> peak_in_flight;           // per rank: max forwards whose backward is pending
+  double step_time = 0;             // makespan over all ranks
+  std::vector<double> busy;         // compute time per rank
+  std::vector<double> bubble;       // per rank: (step_time - busy) / busy
+  std::vector<int> peak_in_flight;  // per rank: max forwards whose backward is pending
   std::vector<std::vector<TimedInstr>> timeline;  // compute instructions per rank, in time order
   double max_bubble() const;
 };

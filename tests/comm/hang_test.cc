@@ -12,7 +12,8 @@
 int main(int argc, char** argv) {
   auto rt = loom::MpiRuntime::Init(&argc, &argv);
   if (!rt.ok()) return 1;
-  const int hang = std::atoi(std::getenv("LOOM_TEST_HANG_RANK") ? std::getenv("LOOM_TEST_HANG_RANK") : "1");
+  const int hang =
+      std::atoi(std::getenv("LOOM_TEST_HANG_RANK") ? std::getenv("LOOM_TEST_HANG_RANK") : "1");
   const int r = (*rt)->world_rank();
   loom::Layout l{.tp = 2, .dp = (*rt)->world_size() / 2};
   auto dp = (*rt)->CreateGroup("dp", l.GroupOf(loom::GroupKind::kData, r));

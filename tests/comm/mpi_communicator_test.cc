@@ -12,7 +12,6 @@
 namespace loom {
 namespace {
 
-
 std::unique_ptr<Communicator> World() {
   auto w = testing::Mpi().World();
   EXPECT_TRUE(w.ok()) << w.status().ToString();
@@ -37,7 +36,8 @@ TEST(MpiCommunicator, ReduceScatterAllGatherBroadcast) {
   std::vector<float> in(n * chunk), out(chunk);
   for (int i = 0; i < n * chunk; ++i) in[i] = static_cast<float>(i + 100 * r);
   ASSERT_TRUE(w->ReduceScatter(in.data(), out.data(), chunk).ok());
-  for (int i = 0; i < chunk; ++i) EXPECT_EQ(out[i], float(n * (r * chunk + i)) + 100.f * n * (n - 1) / 2);
+  for (int i = 0; i < chunk; ++i)
+    EXPECT_EQ(out[i], float(n * (r * chunk + i)) + 100.f * n * (n - 1) / 2);
   std::vector<float> mine(chunk, float(r)), all(n * chunk);
   ASSERT_TRUE(w->AllGather(mine.data(), all.data(), chunk).ok());
   for (int i = 0; i < n * chunk; ++i) EXPECT_EQ(all[i], float(i / chunk));
@@ -51,7 +51,8 @@ TEST(MpiCommunicator, AsyncOperationsOverlapAndCompleteOutOfOrder) {
   auto w = World();
   std::vector<std::vector<float>> bufs(6, std::vector<float>(1 << 16, 1.f));
   std::vector<HandlePtr> hs;
-  for (auto& b : bufs) hs.push_back(w->AllReduceAsync(b.data(), static_cast<int64_t>(b.size()), ReduceOp::kSum));
+  for (auto& b : bufs)
+    hs.push_back(w->AllReduceAsync(b.data(), static_cast<int64_t>(b.size()), ReduceOp::kSum));
   for (size_t i = hs.size(); i-- > 0;) ASSERT_TRUE(hs[i]->Wait(w->DefaultDeadline()).ok());
   for (auto& b : bufs) ASSERT_EQ(b[12345], float(w->size()));
 }
@@ -81,7 +82,7 @@ TEST(MpiCommunicator, LayoutGroups) {
   EXPECT_EQ(v, r < 2 ? 1.f : 5.f);  // {0,1} and {2,3}
   v = static_cast<float>(r);
   ASSERT_TRUE((*dp)->AllReduce(&v, 1).ok());
-  EXPECT_EQ(v, r % 2 == 0 ? 2.f : 4.f);  // {0,2} and {1,3}
+  EXPECT_EQ(v, r % 2 == 0 ? 2.f : 4.f);                                 // {0,2} and {1,3}
   EXPECT_FALSE(testing::Mpi().CreateGroup("bad", {(r + 1) % 4}).ok());  // not a member
 }
 
@@ -114,4 +115,3 @@ TEST(TraceRing, KeepsTheNewestRecords) {
 
 }  // namespace
 }  // namespace loom
-

@@ -45,7 +45,8 @@ TEST(ConfigSection, ErrorsNameFileLineFieldAndExpectation) {
   ASSERT_TRUE(model.ok());
   int64_t layers = 0;
   Status s = model->Int("layers", &layers, true, 1, 100);
-  EXPECT_NE(s.message().find(path + ":2: field 'model.layers': expected an integer in [1, 100], got 'many'"),
+  EXPECT_NE(s.message().find(
+                path + ":2: field 'model.layers': expected an integer in [1, 100], got 'many'"),
             std::string::npos)
       << s.message();
   Status missing = model->Int("heads", &layers, true, 1, 100);

@@ -5,7 +5,9 @@
 namespace loom {
 namespace {
 
-Status Inner() { return InvalidArgument("job.yaml: field 'x': expected 1"); }
+Status Inner() {
+  return InvalidArgument("job.yaml: field 'x': expected 1");
+}
 Status Outer() {
   LOOM_RETURN_IF_ERROR(Inner());
   return Status::Ok();

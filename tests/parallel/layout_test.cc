@@ -74,15 +74,21 @@ TEST(Layout, SixteenThousandRanks) {
   EXPECT_EQ(l.AllGroups(GroupKind::kEmbedding).size(), 8u * 2 * 64);
 }
 
-void ExpectInvalid(const Layout& l, int world, const LayoutConstraints& m, const std::string& needle) {
+void ExpectInvalid(const Layout& l, int world, const LayoutConstraints& m,
+                   const std::string& needle) {
   Status s = l.Validate(world, m);
   ASSERT_FALSE(s.ok()) << l.ToString();
   EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
 }
 
 TEST(Layout, ValidationNamesTheConstraint) {
-  LayoutConstraints m{.heads = 12, .layers = 8, .vocab = 257, .seq = 256, .hidden = 768,
-                      .global_batch = 16, .micro_batch = 2};
+  LayoutConstraints m{.heads = 12,
+                      .layers = 8,
+                      .vocab = 257,
+                      .seq = 256,
+                      .hidden = 768,
+                      .global_batch = 16,
+                      .micro_batch = 2};
   Status ok = (Layout{.tp = 4, .cp = 2, .pp = 2, .vpp = 2, .dp = 2}).Validate(32, m);
   EXPECT_TRUE(ok.ok()) << ok.message();
   ExpectInvalid(Layout{.tp = 8}, 8, m, "model.heads (12) must be divisible by tp (8)");

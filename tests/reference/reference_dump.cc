@@ -20,8 +20,8 @@ std::vector<NamedTensor> Params(const ParamLayout& layout, const float* data,
                                 const std::string& prefix) {
   std::vector<NamedTensor> out;
   for (const ParamInfo& p : layout.params) {
-    out.push_back({prefix + p.name, Tensor::Borrow(const_cast<float*>(data) + p.offset, p.shape,
-                                                   DType::kF32)});
+    out.push_back({prefix + p.name,
+                   Tensor::Borrow(const_cast<float*>(data) + p.offset, p.shape, DType::kF32)});
   }
   return out;
 }
@@ -32,7 +32,8 @@ Status Dump(JobConfig job, const std::string& dir) {
   const ParamLayout& layout = trainer->layout();
   std::vector<float> params(static_cast<size_t>(layout.total)), grads1(params.size());
   LOOM_RETURN_IF_ERROR(trainer->store().CopyParams(params.data()));
-  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/init.safetensors", Params(layout, params.data(), "")));
+  LOOM_RETURN_IF_ERROR(
+      WriteSafetensors(dir + "/init.safetensors", Params(layout, params.data(), "")));
 
   const int64_t n = job.data.global_batch * job.data.seq;
   auto inputs = *Tensor::Zeros({job.data.global_batch, job.data.seq}, DType::kI32, MemTag::kOther);
@@ -42,13 +43,13 @@ Status Dump(JobConfig job, const std::string& dir) {
   for (int32_t& t : corpus) t &= 0xFF;
   WindowSampler sampler(&corpus, job.data.seq, job.data.global_batch, job.seed, kTrainStream);
   sampler.Fill(0, 0, job.data.global_batch, inputs.data<int32_t>(), targets.data<int32_t>());
-  LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/batch.safetensors",
-                                        {{"inputs", inputs}, {"targets", targets}}));
+  LOOM_RETURN_IF_ERROR(
+      WriteSafetensors(dir + "/batch.safetensors", {{"inputs", inputs}, {"targets", targets}}));
 
   auto losses = *Tensor::Zeros({job.steps}, DType::kF32, MemTag::kOther);
   for (int64_t s = 0; s < job.steps; ++s) {
-    LOOM_ASSIGN_OR_RETURN(double loss,
-                          trainer->ComputeGradients(inputs.data<int32_t>(), targets.data<int32_t>()));
+    LOOM_ASSIGN_OR_RETURN(
+        double loss, trainer->ComputeGradients(inputs.data<int32_t>(), targets.data<int32_t>()));
     losses.data<float>()[s] = static_cast<float>(loss);
     if (s == 0) LOOM_RETURN_IF_ERROR(trainer->store().CopyGrads(grads1.data()));
     LOOM_ASSIGN_OR_RETURN(double norm, trainer->ApplyUpdate(job.optim.lr));
@@ -62,12 +63,18 @@ Status Dump(JobConfig job, const std::string& dir) {
   for (auto& t : Params(layout, params.data(), "final.")) out.push_back(t);
   LOOM_RETURN_IF_ERROR(WriteSafetensors(dir + "/loom.safetensors", out));
 
-  nlohmann::json cfg = {{"vocab", job.model.vocab},       {"max_seq", job.model.max_seq},
-                        {"layers", job.model.layers},     {"heads", job.model.heads},
-                        {"hidden", job.model.hidden},     {"batch", job.data.global_batch},
-                        {"seq", job.data.seq},            {"steps", job.steps},
-                        {"lr", job.optim.lr},             {"beta1", job.optim.beta1},
-                        {"beta2", job.optim.beta2},       {"eps", job.optim.eps},
+  nlohmann::json cfg = {{"vocab", job.model.vocab},
+                        {"max_seq", job.model.max_seq},
+                        {"layers", job.model.layers},
+                        {"heads", job.model.heads},
+                        {"hidden", job.model.hidden},
+                        {"batch", job.data.global_batch},
+                        {"seq", job.data.seq},
+                        {"steps", job.steps},
+                        {"lr", job.optim.lr},
+                        {"beta1", job.optim.beta1},
+                        {"beta2", job.optim.beta2},
+                        {"eps", job.optim.eps},
                         {"weight_decay", job.optim.weight_decay},
                         {"grad_clip", job.optim.grad_clip}};
   return WriteFileAtomic(dir + "/config.json", cfg.dump(2));

@@ -28,8 +28,9 @@ struct Model {
 std::unique_ptr<Model> Make(int64_t micro_batch, Recompute recompute, uint64_t seed = 99) {
   auto m = std::make_unique<Model>();
   m->store = std::move(*MakeParamStore(m->layout, AdamWConfig{}, ParamStoreOptions{}));
-  auto g = Gpt::Create(kModel, {micro_batch, 24, recompute, /*vocab_chunk=*/10, /*attn_block_q=*/8,
-                                /*attn_block_k=*/16},
+  auto g = Gpt::Create(kModel,
+                       {micro_batch, 24, recompute, /*vocab_chunk=*/10, /*attn_block_q=*/8,
+                        /*attn_block_k=*/16},
                        m->layout, m->store.get());
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   m->gpt = std::move(*g);
@@ -40,7 +41,8 @@ std::unique_ptr<Model> Make(int64_t micro_batch, Recompute recompute, uint64_t s
 }
 
 TEST(Gpt, InitialisationIsSeededAndScaled) {
-  auto a = Make(1, Recompute::kNone), b = Make(1, Recompute::kNone), c = Make(1, Recompute::kNone, 100);
+  auto a = Make(1, Recompute::kNone), b = Make(1, Recompute::kNone),
+       c = Make(1, Recompute::kNone, 100);
   auto pa = a->params(), pb = b->params(), pc = c->params();
   EXPECT_EQ(pa, pb);
   const ParamInfo* proj = a->layout.Find("h.1.mlp.c_proj.weight");
@@ -73,7 +75,8 @@ TEST(Gpt, TensorParallelShardsAreSlicesOfTheFullInitialisation) {
 TEST(Gpt, InitialLossIsNearLogVocab) {
   ConfigureThreads(2);
   auto m = Make(4, Recompute::kNone);
-  auto in = testing::RandomTokens(4 * 24, kModel.vocab, 1), tgt = testing::RandomTokens(4 * 24, kModel.vocab, 2);
+  auto in = testing::RandomTokens(4 * 24, kModel.vocab, 1),
+       tgt = testing::RandomTokens(4 * 24, kModel.vocab, 2);
   auto loss = m->gpt->ForwardLoss(in.data(), tgt.data(), 4, 24);
   ASSERT_TRUE(loss.ok());
   EXPECT_NEAR(*loss / (4 * 24), std::log(67.0), 0.05);
@@ -86,8 +89,8 @@ std::vector<float> Grads(int64_t micro_batch, Recompute recompute, const std::ve
   *loss = 0;
   const int64_t mbs = global_batch / micro_batch;
   for (int64_t mb = 0; mb < mbs; ++mb) {
-    auto l = m->gpt->ForwardLoss(in.data() + mb * micro_batch * 24, tgt.data() + mb * micro_batch * 24,
-                                 micro_batch, 24);
+    auto l = m->gpt->ForwardLoss(in.data() + mb * micro_batch * 24,
+                                 tgt.data() + mb * micro_batch * 24, micro_batch, 24);
     EXPECT_TRUE(l.ok());
     *loss += *l;
     EXPECT_TRUE(m->gpt->Backward(1.0f / (global_batch * 24), mb + 1 == mbs).ok());
@@ -99,7 +102,8 @@ std::vector<float> Grads(int64_t micro_batch, Recompute recompute, const std::ve
 
 TEST(Gpt, AccumulationAndRecomputeMatchOnePass) {
   ConfigureThreads(2);
-  auto in = testing::RandomTokens(4 * 24, kModel.vocab, 3), tgt = testing::RandomTokens(4 * 24, kModel.vocab, 4);
+  auto in = testing::RandomTokens(4 * 24, kModel.vocab, 3),
+       tgt = testing::RandomTokens(4 * 24, kModel.vocab, 4);
   double l_ref, l_acc, l_rec;
   auto ref = Grads(4, Recompute::kNone, in, tgt, 4, &l_ref);
   auto acc = Grads(2, Recompute::kNone, in, tgt, 4, &l_acc);

@@ -54,12 +54,15 @@ TEST(JobConfig, ErrorsNameTheField) {
     return t;
   };
   ExpectError(replace("layers: 2", "layers: two"), ":1: field 'model.layers': expected an integer");
-  ExpectError(replace("hidden: 32", "hidden: 30"), "field 'model.hidden': expected a multiple of model.heads");
+  ExpectError(replace("hidden: 32", "hidden: 30"),
+              "field 'model.hidden': expected a multiple of model.heads");
   ExpectError(replace("seq: 32", "seq: 128"), "field 'data.seq': expected at most model.max_seq");
-  ExpectError(replace("micro_batch: 4", "micro_batch: 3"), "field 'data.micro_batch': expected a divisor");
+  ExpectError(replace("micro_batch: 4", "micro_batch: 3"),
+              "field 'data.micro_batch': expected a divisor");
   ExpectError(replace("lr: 0.001", "lr: -1"), "field 'optimizer.lr': expected a number");
   ExpectError(replace("steps: 10", "stepz: 10"), "field 'steps': missing");
-  ExpectError(s + "runtime: {recompute: some}\n", "field 'runtime.recompute': expected 'none' or 'full'");
+  ExpectError(s + "runtime: {recompute: some}\n",
+              "field 'runtime.recompute': expected 'none' or 'full'");
   ExpectError(s + "optimiser: {}\n", "field 'optimiser': unknown field");
   ExpectError(replace("text: corpus.txt, ", ""), "expected exactly one of 'text'");
   ExpectError(replace("optimizer: {lr: 0.001}\n", ""), "field 'optimizer': missing");

@@ -25,7 +25,8 @@ TEST(ParamLayout, BucketsPartitionTheBufferByLayer) {
       const auto [b, e] = l.buckets[static_cast<size_t>(p.bucket)];
       EXPECT_EQ(p.offset, b + p.bucket_offset) << p.name;
       EXPECT_LE(p.offset + p.numel(), e) << p.name;
-      EXPECT_EQ(p.bucket, p.layer >= 0 ? 1 + p.layer : (p.name.rfind("ln_f", 0) == 0 ? 4 : 0)) << p.name;
+      EXPECT_EQ(p.bucket, p.layer >= 0 ? 1 + p.layer : (p.name.rfind("ln_f", 0) == 0 ? 4 : 0))
+          << p.name;
     }
   }
 }
@@ -39,7 +40,8 @@ TEST(ParamLayout, TensorParallelShapesAndGlobalIndices) {
   EXPECT_EQ(l.Find("h.0.attn.c_proj.weight")->shape, (Shape{8, 2}));
   EXPECT_EQ(l.Find("h.0.mlp.c_fc.bias")->shape, (Shape{8}));
   EXPECT_EQ(l.Find("h.0.ln_1.weight")->shape, (Shape{8}));
-  // c_attn on tp rank 1: local rows 0-1 are q rows 2-3, rows 2-3 are k rows 10-11, 4-5 v rows 18-19.
+  // c_attn on tp rank 1: local rows 0-1 are q rows 2-3, rows 2-3 are k rows 10-11, 4-5 v rows
+  // 18-19.
   const ParamInfo* qkv = l.Find("h.0.attn.c_attn.weight");
   EXPECT_EQ(qkv->GlobalIndex(0, 1, 4), 2 * 8);
   EXPECT_EQ(qkv->GlobalIndex(2 * 8, 1, 4), 10 * 8);

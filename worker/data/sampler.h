@@ -1,7 +1,7 @@
 // Deterministic sampling of training windows. The samples of global step s are a pure function of
-// (seed, s): sample j of step s starts at a position drawn from (seed, stream, s * global_batch + j),
-// so every parallel layout, restart or micro-batch split sees exactly the same global batch; a data
-// parallel rank simply takes its slice [first, first + count) of the step's samples.
+// (seed, s): sample j of step s starts at a position drawn from (seed, stream, s * global_batch +
+// j), so every parallel layout, restart or micro-batch split sees exactly the same global batch; a
+// data parallel rank simply takes its slice [first, first + count) of the step's samples.
 #pragma once
 
 #include <cstdint>

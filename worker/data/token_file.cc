@@ -42,7 +42,8 @@ Result<TokenData> ReadTokenFile(const std::string& path, int64_t vocab) {
     return InvalidArgument("token file '" + path + "': " + field + ": " + what);
   };
   if (bytes.size() < kTokenHeaderBytes) {
-    return bad("header", "file is " + std::to_string(bytes.size()) + " bytes, expected at least 32");
+    return bad("header",
+               "file is " + std::to_string(bytes.size()) + " bytes, expected at least 32");
   }
   if (std::memcmp(bytes.data(), kTokenMagic, 8) != 0) {
     return bad("magic", "expected \"LOOMTOK\\0\" (is this a token file from 'loom data prepare'?)");
@@ -77,7 +78,8 @@ Result<TokenData> ReadTokenFile(const std::string& path, int64_t vocab) {
     }
     if (vocab > 0 && v >= static_cast<uint64_t>(vocab)) {
       return bad("tokens", "token " + std::to_string(v) + " at index " + std::to_string(i) +
-                               " is outside the model vocabulary [0, " + std::to_string(vocab) + ")");
+                               " is outside the model vocabulary [0, " + std::to_string(vocab) +
+                               ")");
     }
     data.tokens[i] = static_cast<int32_t>(v);
   }

@@ -29,7 +29,8 @@ void NaiveAttention(const std::vector<double>& qkv, int64_t b, int64_t t, int64_
         for (int64_t j = 0; j <= i; ++j) {
           double d = 0;
           for (int64_t k = 0; k < hd; ++k)
-            d += qkv[(bi * t + i) * 3 * c + hi * hd + k] * qkv[(bi * t + j) * 3 * c + c + hi * hd + k];
+            d += qkv[(bi * t + i) * 3 * c + hi * hd + k] *
+                 qkv[(bi * t + j) * 3 * c + c + hi * hd + k];
           s[j] = d / std::sqrt(double(hd));
           mx = std::max(mx, s[j]);
         }
@@ -37,7 +38,8 @@ void NaiveAttention(const std::vector<double>& qkv, int64_t b, int64_t t, int64_
         for (double& x : s) sum += (x = std::exp(x - mx));
         for (int64_t k = 0; k < hd; ++k) {
           double o = 0;
-          for (int64_t j = 0; j <= i; ++j) o += s[j] / sum * qkv[(bi * t + j) * 3 * c + 2 * c + hi * hd + k];
+          for (int64_t j = 0; j <= i; ++j)
+            o += s[j] / sum * qkv[(bi * t + j) * 3 * c + 2 * c + hi * hd + k];
           out[(bi * t + i) * c + hi * hd + k] = o;
         }
         lse[(bi * h + hi) * t + i] = mx + std::log(sum);
@@ -84,13 +86,14 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   testing::ExpectGradientMatches(qkv, dqkv, loss, "dqkv", 1e-6, 400);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
-                         ::testing::Values(Case{2, 16, 2, 4, 4, 4},     // seq a multiple of blocks
-                                           Case{1, 37, 3, 5, 8, 8},     // partial last block
-                                           Case{1, 37, 2, 4, 4, 16},    // key blocks span query blocks
-                                           Case{2, 41, 2, 3, 16, 5},    // key blocks inside query blocks
-                                           Case{2, 20, 1, 8, 64, 64},   // one block bigger than seq
-                                           Case{1, 9, 2, 3, 1, 1}));    // single-row blocks
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Values(Case{2, 16, 2, 4, 4, 4},    // seq a multiple of blocks
+                      Case{1, 37, 3, 5, 8, 8},    // partial last block
+                      Case{1, 37, 2, 4, 4, 16},   // key blocks span query blocks
+                      Case{2, 41, 2, 3, 16, 5},   // key blocks inside query blocks
+                      Case{2, 20, 1, 8, 64, 64},  // one block bigger than seq
+                      Case{1, 9, 2, 3, 1, 1}));   // single-row blocks
 
 // Ring order: each query block folds key blocks starting from its own and wrapping around,
 // the way ring attention receives them; fully masked blocks are skipped by the routine itself.

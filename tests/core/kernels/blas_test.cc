@@ -15,7 +15,8 @@ void NaiveGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+      for (int64_t p = 0; p < k; ++p)
+        s += (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
       c[i * n + j] = alpha * s + beta * c[i * n + j];
     }
 }
@@ -25,8 +26,8 @@ class GemmTest : public ::testing::TestWithParam<std::tuple<bool, bool, int>> {}
 TEST_P(GemmTest, MatchesNaive) {
   auto [ta, tb, threads] = GetParam();
   ConfigureThreads(threads);
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{130, 70, 33}, {17, 300, 64},
-                         {300, 290, 80}}) {
+  for (auto [m, n, k] :
+       {std::tuple<int64_t, int64_t, int64_t>{130, 70, 33}, {17, 300, 64}, {300, 290, 80}}) {
     auto a = testing::RandomVector<double>(m * k, 1);
     auto b = testing::RandomVector<double>(k * n, 2);
     auto c = testing::RandomVector<double>(m * n, 3);

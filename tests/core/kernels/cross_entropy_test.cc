@@ -75,8 +75,8 @@ TEST(CrossEntropy, ShardStatisticsCombineToFullLoss) {
   std::vector<double> buf(n * 4);
   for (int64_t s = 0; s < shards; ++s) {
     VocabShard vs{n, c, s * rows, rows, v, 4};
-    CrossEntropyStats(mx[s].data(), sum[s].data(), zt[s].data(), x.data(), wte.data() + s * rows * c,
-                      tgt.data(), vs, buf.data());
+    CrossEntropyStats(mx[s].data(), sum[s].data(), zt[s].data(), x.data(),
+                      wte.data() + s * rows * c, tgt.data(), vs, buf.data());
     for (int64_t i = 0; i < n; ++i) gmax[i] = std::max(gmax[i], mx[s][i]);
   }
   for (int64_t s = 0; s < shards; ++s)
@@ -98,7 +98,8 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferences) {
   auto tgt = testing::RandomTokens(n, v, 12);
   VocabShard s{n, c, 0, v, v, 5};
   std::vector<double> mx(n), sum(n), zt(n), lse(n), buf(n * s.chunk);
-  CrossEntropyStats(mx.data(), sum.data(), zt.data(), x.data(), wte.data(), tgt.data(), s, buf.data());
+  CrossEntropyStats(mx.data(), sum.data(), zt.data(), x.data(), wte.data(), tgt.data(), s,
+                    buf.data());
   CrossEntropyFinish<double>(lse.data(), nullptr, mx.data(), sum.data(), zt.data(), n);
   std::vector<double> dloss(n, 1.0 / n), dx(n * c, 0.0), dwte(v * c, 0.0);
   CrossEntropyBackward(dx.data(), dwte.data(), x.data(), wte.data(), tgt.data(), lse.data(),

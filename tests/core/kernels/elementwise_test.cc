@@ -49,7 +49,8 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
   // float backward agrees with the double one.
   std::vector<float> xf(x.begin(), x.end()), rf(r.begin(), r.end()), dxf(300);
   GeluBackward(dxf.data(), xf.data(), rf.data(), 300);
-  for (size_t i = 0; i < 300; ++i) ASSERT_NEAR(dxf[i], dx[i], 1e-5 * std::max(1.0, std::fabs(dx[i])));
+  for (size_t i = 0; i < 300; ++i)
+    ASSERT_NEAR(dxf[i], dx[i], 1e-5 * std::max(1.0, std::fabs(dx[i])));
 }
 
 TEST(FastExp, AccurateOverSoftmaxRange) {

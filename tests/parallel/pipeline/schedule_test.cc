@@ -30,13 +30,15 @@ TEST(PipelineSchedule, BubbleMatchesTheFormulas) {
       const double expect = double(p - 1) / m;
       for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
         SimResult r = Sim(k, p, 1, m, Equal(1.0));
-        EXPECT_NEAR(r.max_bubble(), expect, 0.05 * expect) << ScheduleKindName(k) << " p=" << p << " m=" << m;
+        EXPECT_NEAR(r.max_bubble(), expect, 0.05 * expect)
+            << ScheduleKindName(k) << " p=" << p << " m=" << m;
       }
       for (int v : {2, 4}) {
         // Each rank runs v chunks of 1/v of its layers.
         SimResult r = Sim(ScheduleKind::kInterleaved, p, v, m, Equal(1.0 / v));
         const double ev = double(p - 1) / (v * m);
-        EXPECT_NEAR(r.max_bubble(), ev, 0.05 * ev) << "interleaved p=" << p << " v=" << v << " m=" << m;
+        EXPECT_NEAR(r.max_bubble(), ev, 0.05 * ev)
+            << "interleaved p=" << p << " v=" << v << " m=" << m;
       }
     }
   }
@@ -60,11 +62,13 @@ TEST(PipelineSchedule, EveryScheduleIsDeadlockFree) {
   int checked = 0;
   for (int p = 1; p <= 16; ++p) {
     for (int m = 1; m <= 64; ++m) {
-      for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kZeroBubbleH1}) {
+      for (ScheduleKind k :
+           {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kZeroBubbleH1}) {
         auto s = MakeSchedule(k, p, 1, m);
         ASSERT_TRUE(s.ok());
         auto r = Simulate(*s, PipelineCosts{});
-        ASSERT_TRUE(r.ok()) << ScheduleKindName(k) << " p=" << p << " m=" << m << ": " << r.status().ToString();
+        ASSERT_TRUE(r.ok()) << ScheduleKindName(k) << " p=" << p << " m=" << m << ": "
+                            << r.status().ToString();
         ++checked;
       }
       for (int v = 2; v <= 4 && p >= 2; ++v) {
@@ -76,7 +80,8 @@ TEST(PipelineSchedule, EveryScheduleIsDeadlockFree) {
         }
         ASSERT_TRUE(s.ok());
         auto r = Simulate(*s, PipelineCosts{});
-        ASSERT_TRUE(r.ok()) << "interleaved p=" << p << " v=" << v << " m=" << m << ": " << r.status().ToString();
+        ASSERT_TRUE(r.ok()) << "interleaved p=" << p << " v=" << v << " m=" << m << ": "
+                            << r.status().ToString();
         ++checked;
       }
     }
@@ -101,7 +106,8 @@ TEST(PipelineSchedule, TransfersCostTime) {
   c.p2p_latency = 0.5;
   SimResult slow = Sim(ScheduleKind::k1F1B, 4, 1, 8, c);
   SimResult fast = Sim(ScheduleKind::k1F1B, 4, 1, 8);
-  EXPECT_GT(slow.step_time, fast.step_time + 2.9);  // at least the 6 hops of the first/last micro-batch
+  EXPECT_GT(slow.step_time,
+            fast.step_time + 2.9);  // at least the 6 hops of the first/last micro-batch
 }
 
 TEST(PipelineSchedule, BrokenProgramsAreCaught) {
@@ -110,15 +116,18 @@ TEST(PipelineSchedule, BrokenProgramsAreCaught) {
   // Drop rank 1's first send: rank 2 waits forever for micro-batch 0.
   Schedule missing = *s;
   auto& r1 = missing.ranks[1];
-  r1.erase(std::find_if(r1.begin(), r1.end(), [](const Instr& i) { return i.kind == InstrKind::kSendAct; }));
+  r1.erase(std::find_if(r1.begin(), r1.end(),
+                        [](const Instr& i) { return i.kind == InstrKind::kSendAct; }));
   auto res = Simulate(missing, {});
   ASSERT_FALSE(res.ok());
   EXPECT_NE(res.status().message().find("deadlocks"), std::string::npos);
-  EXPECT_NE(res.status().message().find("rank 2 waits at recv_act(mb 0"), std::string::npos) << res.status().message();
+  EXPECT_NE(res.status().message().find("rank 2 waits at recv_act(mb 0"), std::string::npos)
+      << res.status().message();
   // Swap two receives on the last rank into an order its peer cannot satisfy: a cycle.
   Schedule cycle = *s;
   auto& r0 = cycle.ranks[0];
-  auto f = std::find_if(r0.begin(), r0.end(), [](const Instr& i) { return i.kind == InstrKind::kRecvGrad; });
+  auto f = std::find_if(r0.begin(), r0.end(),
+                        [](const Instr& i) { return i.kind == InstrKind::kRecvGrad; });
   const Instr recv = *f;
   r0.erase(f);
   r0.insert(r0.begin(), recv);  // rank 0 waits for a gradient before sending any activation
@@ -132,8 +141,10 @@ TEST(PipelineSchedule, BrokenProgramsAreCaught) {
 }
 
 TEST(PipelineSchedule, RequirementsAreNamed) {
-  EXPECT_NE(MakeSchedule(ScheduleKind::kInterleaved, 4, 2, 6).status().message().find(
-                "micro-batches (6) to be a multiple of pp (4)"),
+  EXPECT_NE(MakeSchedule(ScheduleKind::kInterleaved, 4, 2, 6)
+                .status()
+                .message()
+                .find("micro-batches (6) to be a multiple of pp (4)"),
             std::string::npos);
   EXPECT_FALSE(MakeSchedule(ScheduleKind::k1F1B, 4, 2, 8).ok());
   EXPECT_FALSE(MakeSchedule(ScheduleKind::kInterleaved, 4, 1, 8).ok());

@@ -10,7 +10,9 @@
 namespace loom {
 namespace {
 
-std::string Temp(const char* name) { return (std::filesystem::temp_directory_path() / name).string(); }
+std::string Temp(const char* name) {
+  return (std::filesystem::temp_directory_path() / name).string();
+}
 
 TEST(TokenFile, RoundTripBothWidths) {
   const std::string path = Temp("loom_tok_rt.bin");
