@@ -17,7 +17,7 @@ namespace loom {
 namespace {
 
 // Indices into a layer's 12 parameters (ParamLayout order).
-enum LayerParam {
+enum LayerParamSlot {
   kLn1W,
   kLn1B,
   kQkvW,
@@ -32,11 +32,6 @@ enum LayerParam {
   kFcProjB,
   kNumLayerParams
 };
-constexpr int kWte = 0, kWpe = 1, kFirstLayerParam = 2;
-
-int LayerIndex(int layer, int k) {
-  return kFirstLayerParam + layer * kNumLayerParams + k;
-}
 
 // out[i, :] += bias + resid[i, :]
 void AddBiasResidual(float* out, const float* bias, const float* resid, int64_t rows, int64_t c) {
@@ -54,9 +49,18 @@ struct Gpt::LayerActs {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, att, lse, res2, ln2, ln2_mean, ln2_rstd, fc, gelu;
 };
 
+// Everything one in-flight micro-batch keeps between its forward and its backward.
+struct Gpt::Slot {
+  std::vector<Tensor> resid;  // num_layers + 1 residual-stream tensors [Nl, C]; 0 is the input
+  std::vector<std::unique_ptr<LayerActs>> acts;  // per layer, or one shared when recomputing
+  Tensor lnf, lnf_mean, lnf_rstd, ce_lse;
+  std::vector<int32_t> tokens, targets;
+  int64_t b = 0, t = 0;
+};
+
 Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
-         ParamStore* store, TensorParallel tp)
-    : config_(config), rt_(rt), layout_(layout), store_(store), tp_(tp) {
+         ParamStore* store, TensorParallel tp, ChunkSpec chunk)
+    : config_(config), rt_(rt), layout_(layout), store_(store), tp_(tp), chunk_(chunk) {
   const int t = tp_.size();
   cl_ = config_.hidden / t;
   fl_ = config_.ffn() / t;
@@ -68,7 +72,7 @@ Gpt::~Gpt() = default;
 
 Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelRuntime& rt,
                                          const ParamLayout& layout, ParamStore* store,
-                                         TensorParallel tp) {
+                                         TensorParallel tp, ChunkSpec chunk) {
   LOOM_RETURN_IF_ERROR(config.Validate());
   ModelRuntime r = rt;
   if (r.seq == 0) r.seq = config.max_seq;
@@ -86,7 +90,20 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
   if (tp.sp && (r.micro_batch * r.seq) % tp.size() != 0) {
     return InvalidArgument("sequence parallelism needs micro_batch*seq divisible by tp");
   }
-  std::unique_ptr<Gpt> g(new Gpt(config, r, layout, store, tp));
+  if (chunk.first_layer < 0) chunk = {0, static_cast<int>(config.layers), true, true};
+  std::unique_ptr<Gpt> g(new Gpt(config, r, layout, store, tp, chunk));
+  if (chunk.embedding) {
+    g->wte_ = layout.IndexOf("wte");
+    g->wpe_ = layout.IndexOf("wpe");
+  }
+  if (chunk.head) g->lnf_ = layout.IndexOf("ln_f.weight");
+  for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
+    g->layer_base_.push_back(layout.IndexOf("h." + std::to_string(l) + ".ln_1.weight"));
+    if (g->layer_base_.back() < 0) return InvalidArgument("layout lacks layer " + std::to_string(l));
+  }
+  if ((chunk.embedding && (g->wte_ < 0 || g->wpe_ < 0)) || (chunk.head && g->lnf_ < 0)) {
+    return InvalidArgument("layout lacks the chunk's embedding or final norm");
+  }
   LOOM_RETURN_IF_ERROR(g->Allocate());
   return g;
 }
@@ -94,36 +111,12 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
 Status Gpt::Allocate() {
   const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, t = tp_.size();
   const int64_t nl = tp_.sp ? n / t : n;
-  const int64_t lse_n = rt_.micro_batch * hl_ * rt_.seq;
   auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
-  for (int l = 0; l <= config_.layers; ++l) {
-    LOOM_ASSIGN_OR_RETURN(Tensor r, act({nl, c}));
-    resid_.push_back(std::move(r));
+  if (chunk_.head) {
+    LOOM_ASSIGN_OR_RETURN(ce_stats_, act({3 * n}));
+    LOOM_ASSIGN_OR_RETURN(ce_dloss_, act({n}));
+    LOOM_ASSIGN_OR_RETURN(ce_chunk_, act({n, std::min(rt_.vocab_chunk, vl_)}));
   }
-  const int sets = rt_.recompute == Recompute::kFull ? 1 : static_cast<int>(config_.layers);
-  for (int i = 0; i < sets; ++i) {
-    auto a = std::make_unique<LayerActs>();
-    LOOM_ASSIGN_OR_RETURN(a->ln1, act({n, c}));
-    LOOM_ASSIGN_OR_RETURN(a->ln1_mean, act({nl}));
-    LOOM_ASSIGN_OR_RETURN(a->ln1_rstd, act({nl}));
-    LOOM_ASSIGN_OR_RETURN(a->qkv, act({n, 3 * cl_}));
-    LOOM_ASSIGN_OR_RETURN(a->att, act({n, cl_}));
-    LOOM_ASSIGN_OR_RETURN(a->lse, act({lse_n}));
-    LOOM_ASSIGN_OR_RETURN(a->res2, act({nl, c}));
-    LOOM_ASSIGN_OR_RETURN(a->ln2, act({n, c}));
-    LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({nl}));
-    LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({nl}));
-    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, fl_}));
-    LOOM_ASSIGN_OR_RETURN(a->gelu, act({n, fl_}));
-    acts_.push_back(std::move(a));
-  }
-  LOOM_ASSIGN_OR_RETURN(lnf_, act({n, c}));
-  LOOM_ASSIGN_OR_RETURN(lnf_mean_, act({nl}));
-  LOOM_ASSIGN_OR_RETURN(lnf_rstd_, act({nl}));
-  LOOM_ASSIGN_OR_RETURN(ce_stats_, act({3 * n}));
-  LOOM_ASSIGN_OR_RETURN(ce_lse_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(ce_dloss_, act({n}));
-  LOOM_ASSIGN_OR_RETURN(ce_chunk_, act({n, std::min(rt_.vocab_chunk, vl_)}));
   LOOM_ASSIGN_OR_RETURN(dresid_, act({nl, c}));
   LOOM_ASSIGN_OR_RETURN(dln_, act({n, c}));
   LOOM_ASSIGN_OR_RETURN(datt_, act({n, cl_}));
@@ -138,9 +131,55 @@ Status Gpt::Allocate() {
     LOOM_ASSIGN_OR_RETURN(ln_local_, act({nl, c}));
     LOOM_ASSIGN_OR_RETURN(dfull_, act({n, c}));
   }
-  tokens_.resize(static_cast<size_t>(n));
-  targets_.resize(static_cast<size_t>(n));
   return Status::Ok();
+}
+
+Result<Gpt::Slot*> Gpt::GetSlot(int id) {
+  auto it = slots_.find(id);
+  if (it != slots_.end()) return it->second.get();
+  const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, t = tp_.size();
+  const int64_t nl = tp_.sp ? n / t : n;
+  const int64_t lse_n = rt_.micro_batch * hl_ * rt_.seq;
+  auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
+  auto slot = std::make_unique<Slot>();
+  for (int l = 0; l <= chunk_.num_layers; ++l) {
+    LOOM_ASSIGN_OR_RETURN(Tensor r, act({nl, c}));
+    slot->resid.push_back(std::move(r));
+  }
+  const int sets = rt_.recompute == Recompute::kFull ? 1 : chunk_.num_layers;
+  for (int i = 0; i < sets; ++i) {
+    auto a = std::make_unique<LayerActs>();
+    LOOM_ASSIGN_OR_RETURN(a->ln1, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->qkv, act({n, 3 * cl_}));
+    LOOM_ASSIGN_OR_RETURN(a->att, act({n, cl_}));
+    LOOM_ASSIGN_OR_RETURN(a->lse, act({lse_n}));
+    LOOM_ASSIGN_OR_RETURN(a->res2, act({nl, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, fl_}));
+    LOOM_ASSIGN_OR_RETURN(a->gelu, act({n, fl_}));
+    slot->acts.push_back(std::move(a));
+  }
+  if (chunk_.head) {
+    LOOM_ASSIGN_OR_RETURN(slot->lnf, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(slot->lnf_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(slot->lnf_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(slot->ce_lse, act({n}));
+  }
+  slot->tokens.resize(static_cast<size_t>(n));
+  slot->targets.resize(static_cast<size_t>(n));
+  Slot* raw = slot.get();
+  slots_.emplace(id, std::move(slot));
+  return raw;
+}
+
+void Gpt::ReleaseSlot(int slot) { slots_.erase(slot); }
+
+int64_t Gpt::ActivationRows(int64_t b, int64_t t) const {
+  return tp_.sp ? b * t / tp_.size() : b * t;
 }
 
 int64_t Gpt::ActivationBytesPerLayer() const {
@@ -153,12 +192,16 @@ int64_t Gpt::ActivationBytesPerLayer() const {
   return floats * 4;
 }
 
-const float* Gpt::P(int bucket, int index) const {
-  return store_->Params(bucket) + layout_.params[static_cast<size_t>(index)].bucket_offset;
+const float* Gpt::P(int index) const {
+  const ParamInfo& p = layout_.params[static_cast<size_t>(index)];
+  return store_->Params(p.bucket) + p.bucket_offset;
 }
-float* Gpt::G(int bucket, int index) {
-  return store_->Grads(bucket) + layout_.params[static_cast<size_t>(index)].bucket_offset;
+float* Gpt::G(int index) {
+  const ParamInfo& p = layout_.params[static_cast<size_t>(index)];
+  return store_->Grads(p.bucket) + p.bucket_offset;
 }
+const float* Gpt::Wte() const { return wte_ >= 0 ? P(wte_) : tied_wte_; }
+float* Gpt::DWte() { return wte_ >= 0 ? G(wte_) : tied_dwte_; }
 
 Status Gpt::GatherTokens(const float* local, float* full, int64_t width) {
   if (tp_.size() == 1 || !tp_.sp) {
@@ -178,8 +221,8 @@ Status Gpt::ReduceTokens(float* partial, float* local, int64_t width) {
 }
 
 Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
-  const int64_t c = config_.hidden, b = 1 + layer;
-  auto w = [&](int k) { return P(static_cast<int>(b), LayerIndex(layer, k)); };
+  const int64_t c = config_.hidden;
+  auto w = [&](int k) { return P(LayerParam(layer, k)); };
   const bool sp = tp_.sp && tp_.size() > 1;
   float* ln_out = sp ? ln_local_.data<float>() : a.ln1.data<float>();
   LayerNormForward(ln_out, a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), x, w(kLn1W),
@@ -195,8 +238,8 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
   AddBiasResidual(a.res2.data<float>(), w(kProjB), x, nl_, c);
 
   ln_out = sp ? ln_local_.data<float>() : a.ln2.data<float>();
-  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), a.res2.data<float>(),
-                   w(kLn2W), w(kLn2B), nl_, c);
+  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
+                   a.res2.data<float>(), w(kLn2W), w(kLn2B), nl_, c);
   if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, a.ln2.data<float>(), c));
   LinearForward(a.fc.data<float>(), a.ln2.data<float>(), w(kFcW), w(kFcB), n_, c, fl_);
   GeluForward(a.gelu.data<float>(), a.fc.data<float>(), n_ * fl_);
@@ -210,9 +253,8 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
 // dresid holds d(out) on entry and d(x) on return (Nl rows).
 Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid) {
   const int64_t c = config_.hidden;
-  const int b = 1 + layer;
-  auto w = [&](int k) { return P(b, LayerIndex(layer, k)); };
-  auto g = [&](int k) { return G(b, LayerIndex(layer, k)); };
+  auto w = [&](int k) { return P(LayerParam(layer, k)); };
+  auto g = [&](int k) { return G(LayerParam(layer, k)); };
   const bool sp = tp_.sp && tp_.size() > 1;
   float* dfull = sp ? dfull_.data<float>() : dresid;
   float* dfc = dfc_.data<float>();
@@ -237,15 +279,17 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
                     a.lse.data<float>(), as);
-  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_, c,
-                 3 * cl_);
+  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_,
+                 c, 3 * cl_);
   LOOM_RETURN_IF_ERROR(ReduceTokens(dln, dln_local, c));
   LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
                     a.ln1_rstd.data<float>(), nl_, c);
   return Status::Ok();
 }
 
-Status Gpt::Forward(const int32_t* tokens, int64_t b, int64_t t) {
+Result<double> Gpt::ForwardChunk(int slot_id, const int32_t* tokens, const int32_t* targets,
+                                 const float* input, int64_t b, int64_t t) {
+  if (b > rt_.micro_batch || t > rt_.seq) return InvalidArgument("micro-batch larger than planned");
   cur_b_ = b;
   cur_t_ = t;
   n_ = b * t;
@@ -253,52 +297,59 @@ Status Gpt::Forward(const int32_t* tokens, int64_t b, int64_t t) {
   if (tp_.sp && n_ % tp_.size() != 0) {
     return InvalidArgument("sequence parallelism needs batch*seq divisible by tp");
   }
-  const int64_t c = config_.hidden, last = layout_.num_buckets() - 1;
-  std::copy(tokens, tokens + n_, tokens_.begin());
-  LOOM_RETURN_IF_ERROR(store_->AcquireParams(0, 1));
-  if (tp_.size() == 1) {
-    EmbeddingShape es{n_, t, c, 0, vl_};
-    EmbeddingForward(resid_[0].data<float>(), tokens_.data(), nullptr, P(0, kWte), P(0, kWpe), es);
-  } else {
-    // Vocab-parallel lookup: each rank contributes the rows it holds; the sum is the embedding.
-    EmbeddingShape es{n_, t, c, tp_.rank() * vl_, vl_};
-    EmbeddingForward<float>(emb_full_.data<float>(), tokens_.data(), nullptr, P(0, kWte), nullptr,
-                            es);
-    LOOM_RETURN_IF_ERROR(ReduceTokens(emb_full_.data<float>(), resid_[0].data<float>(), c));
-    const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
-    const float* wpe = P(0, kWpe);
-    float* r = resid_[0].data<float>();
+  LOOM_ASSIGN_OR_RETURN(Slot * slot, GetSlot(slot_id));
+  cur_ = slot;
+  slot->b = b;
+  slot->t = t;
+  const int64_t c = config_.hidden;
+  if (chunk_.embedding) {
+    std::copy(tokens, tokens + n_, slot->tokens.begin());
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(Bucket(wte_), -1));
+    if (tp_.size() == 1) {
+      EmbeddingShape es{n_, t, c, 0, vl_};
+      EmbeddingForward(slot->resid[0].data<float>(), slot->tokens.data(), nullptr, P(wte_),
+                       P(wpe_), es);
+    } else {
+      // Vocab-parallel lookup: each rank contributes the rows it holds; the sum is the embedding.
+      EmbeddingShape es{n_, t, c, tp_.rank() * vl_, vl_};
+      EmbeddingForward<float>(emb_full_.data<float>(), slot->tokens.data(), nullptr, P(wte_),
+                              nullptr, es);
+      LOOM_RETURN_IF_ERROR(ReduceTokens(emb_full_.data<float>(), slot->resid[0].data<float>(), c));
+      const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
+      const float* wpe = P(wpe_);
+      float* r = slot->resid[0].data<float>();
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < nl_; ++i) {
-      const float* p = wpe + ((first + i) % t) * c;
-      for (int64_t j = 0; j < c; ++j) r[i * c + j] += p[j];
+      for (int64_t i = 0; i < nl_; ++i) {
+        const float* p = wpe + ((first + i) % t) * c;
+        for (int64_t j = 0; j < c; ++j) r[i * c + j] += p[j];
+      }
     }
+  } else {
+    std::memcpy(slot->resid[0].data<float>(), input, static_cast<size_t>(nl_ * c) * 4);
   }
-  for (int l = 0; l < config_.layers; ++l) {
-    LOOM_RETURN_IF_ERROR(store_->AcquireParams(1 + l, l + 1 < config_.layers ? 2 + l : -1));
-    LayerActs& a = *acts_[rt_.recompute == Recompute::kFull ? 0 : l];
-    LOOM_RETURN_IF_ERROR(LayerForward(l, resid_[l].data<float>(), resid_[l + 1].data<float>(), a));
-    LOOM_RETURN_IF_ERROR(store_->ReleaseParams(1 + l));
+  for (int k = 0; k < chunk_.num_layers; ++k) {
+    const int l = chunk_.first_layer + k;
+    const int next = k + 1 < chunk_.num_layers ? Bucket(LayerParam(l + 1, 0)) : -1;
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(Bucket(LayerParam(l, 0)), next));
+    LayerActs& a = *slot->acts[rt_.recompute == Recompute::kFull ? 0 : k];
+    LOOM_RETURN_IF_ERROR(
+        LayerForward(l, slot->resid[k].data<float>(), slot->resid[k + 1].data<float>(), a));
+    LOOM_RETURN_IF_ERROR(store_->ReleaseParams(Bucket(LayerParam(l, 0))));
   }
-  LOOM_RETURN_IF_ERROR(store_->AcquireParams(static_cast<int>(last), -1));
-  const size_t lnf = layout_.params.size() - 2;
+  if (!chunk_.head) return 0.0;
+  LOOM_RETURN_IF_ERROR(store_->AcquireParams(Bucket(lnf_), -1));
   const bool sp = tp_.sp && tp_.size() > 1;
-  float* ln_out = sp ? ln_local_.data<float>() : lnf_.data<float>();
-  LayerNormForward(ln_out, lnf_mean_.data<float>(), lnf_rstd_.data<float>(),
-                   resid_[config_.layers].data<float>(), P(last, lnf), P(last, lnf + 1), nl_, c);
-  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, lnf_.data<float>(), c));
-  return Status::Ok();
-}
-
-Result<double> Gpt::ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b,
-                                int64_t t) {
-  LOOM_RETURN_IF_ERROR(Forward(tokens, b, t));
-  std::copy(targets, targets + n_, targets_.begin());
-  VocabShard vs{n_, config_.hidden, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
+  float* ln_out = sp ? ln_local_.data<float>() : slot->lnf.data<float>();
+  LayerNormForward(ln_out, slot->lnf_mean.data<float>(), slot->lnf_rstd.data<float>(),
+                   slot->resid[chunk_.num_layers].data<float>(), P(lnf_), P(lnf_ + 1), nl_, c);
+  if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, slot->lnf.data<float>(), c));
+  if (targets == nullptr) return 0.0;  // sampling: logits only
+  std::copy(targets, targets + n_, slot->targets.begin());
+  VocabShard vs{n_, c, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
   float* mx = ce_stats_.data<float>();
   float* sum = mx + n_;
   float* zt = sum + n_;
-  CrossEntropyStats(mx, sum, zt, lnf_.data<float>(), P(0, kWte), targets_.data(), vs,
+  CrossEntropyStats(mx, sum, zt, slot->lnf.data<float>(), Wte(), slot->targets.data(), vs,
                     ce_chunk_.data<float>());
   if (tp_.size() > 1) {
     // Logits are never gathered: combine each shard's max and rescaled sum-exp across tp.
@@ -312,54 +363,75 @@ Result<double> Gpt::ForwardLoss(const int32_t* tokens, const int32_t* targets, i
     LOOM_RETURN_IF_ERROR(tp_.comm->AllReduce(sum, 2 * n_));  // sum-exp and target logit
   }
   float* loss = ce_dloss_.data<float>();  // reused as per-token loss here
-  CrossEntropyFinish(ce_lse_.data<float>(), loss, mx, sum, zt, n_);
+  CrossEntropyFinish(slot->ce_lse.data<float>(), loss, mx, sum, zt, n_);
   double total = 0;
   for (int64_t i = 0; i < n_; ++i) total += loss[i];
   return total;
 }
 
-Status Gpt::Backward(float dloss, bool last_micro_batch) {
-  const int64_t c = config_.hidden, last = layout_.num_buckets() - 1;
-  float* dl = ce_dloss_.data<float>();
-  std::fill(dl, dl + n_, dloss);
-  float* dlnf = dln_.data<float>();
-  std::fill(dlnf, dlnf + n_ * c, 0.0f);
-  VocabShard vs{n_, c, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
-  CrossEntropyBackward(dlnf, G(0, kWte), lnf_.data<float>(), P(0, kWte), targets_.data(),
-                       ce_lse_.data<float>(), dl, vs, ce_chunk_.data<float>());
-  float* dlnf_local = tp_.size() > 1 ? dln_local_.data<float>() : dlnf;
-  LOOM_RETURN_IF_ERROR(ReduceTokens(dlnf, dlnf_local, c));
+const float* Gpt::OutputActivation(int slot) const {
+  return slots_.at(slot)->resid[chunk_.num_layers].data<float>();
+}
+
+const float* Gpt::InputGradient() const { return dresid_.data<float>(); }
+
+Status Gpt::BackwardChunk(int slot_id, float dloss, const float* dout, bool last_micro_batch) {
+  auto it = slots_.find(slot_id);
+  if (it == slots_.end()) return Internal("backward of a slot that was never forwarded");
+  Slot* slot = it->second.get();
+  cur_ = slot;
+  cur_b_ = slot->b;
+  cur_t_ = slot->t;
+  n_ = cur_b_ * cur_t_;
+  nl_ = tp_.sp ? n_ / tp_.size() : n_;
+  const int64_t c = config_.hidden;
   float* dresid = dresid_.data<float>();
-  std::fill(dresid, dresid + nl_ * c, 0.0f);
-  const int lnf = static_cast<int>(layout_.params.size()) - 2;
-  LayerNormBackward(dresid, G(last, lnf), G(last, lnf + 1), dlnf_local,
-                    resid_[config_.layers].data<float>(), P(last, lnf), lnf_mean_.data<float>(),
-                    lnf_rstd_.data<float>(), nl_, c);
-  LOOM_RETURN_IF_ERROR(store_->GradsReady(static_cast<int>(last), last_micro_batch));
-  for (int l = static_cast<int>(config_.layers) - 1; l >= 0; --l) {
-    LOOM_RETURN_IF_ERROR(store_->AcquireParams(1 + l, l));  // prefetch the layer below
-    LayerActs* a = acts_[0].get();
+  if (chunk_.head) {
+    float* dl = ce_dloss_.data<float>();
+    std::fill(dl, dl + n_, dloss);
+    float* dlnf = dln_.data<float>();
+    std::fill(dlnf, dlnf + n_ * c, 0.0f);
+    VocabShard vs{n_, c, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
+    CrossEntropyBackward(dlnf, DWte(), slot->lnf.data<float>(), Wte(), slot->targets.data(),
+                         slot->ce_lse.data<float>(), dl, vs, ce_chunk_.data<float>());
+    float* dlnf_local = tp_.size() > 1 ? dln_local_.data<float>() : dlnf;
+    LOOM_RETURN_IF_ERROR(ReduceTokens(dlnf, dlnf_local, c));
+    std::fill(dresid, dresid + nl_ * c, 0.0f);
+    LayerNormBackward(dresid, G(lnf_), G(lnf_ + 1), dlnf_local,
+                      slot->resid[chunk_.num_layers].data<float>(), P(lnf_),
+                      slot->lnf_mean.data<float>(), slot->lnf_rstd.data<float>(), nl_, c);
+    LOOM_RETURN_IF_ERROR(store_->GradsReady(Bucket(lnf_), last_micro_batch));
+  } else {
+    std::memcpy(dresid, dout, static_cast<size_t>(nl_ * c) * 4);
+  }
+  for (int k = chunk_.num_layers - 1; k >= 0; --k) {
+    const int l = chunk_.first_layer + k;
+    const int bucket = Bucket(LayerParam(l, 0));
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(bucket, k > 0 ? Bucket(LayerParam(l - 1, 0)) : -1));
+    LayerActs* a = slot->acts[0].get();
     if (rt_.recompute == Recompute::kFull) {
       // Recompute this layer's activations from its stored input; emb_full_ is free until the
       // embedding backward and holds the (discarded) output.
-      LOOM_RETURN_IF_ERROR(LayerForward(l, resid_[l].data<float>(), emb_full_.data<float>(), *a));
+      LOOM_RETURN_IF_ERROR(
+          LayerForward(l, slot->resid[k].data<float>(), emb_full_.data<float>(), *a));
     } else {
-      a = acts_[l].get();
+      a = slot->acts[k].get();
     }
-    LOOM_RETURN_IF_ERROR(LayerBackward(l, resid_[l].data<float>(), *a, dresid));
-    LOOM_RETURN_IF_ERROR(store_->GradsReady(1 + l, last_micro_batch));
-    LOOM_RETURN_IF_ERROR(store_->ReleaseParams(1 + l));
+    LOOM_RETURN_IF_ERROR(LayerBackward(l, slot->resid[k].data<float>(), *a, dresid));
+    LOOM_RETURN_IF_ERROR(store_->GradsReady(bucket, last_micro_batch));
+    LOOM_RETURN_IF_ERROR(store_->ReleaseParams(bucket));
   }
+  if (!chunk_.embedding) return Status::Ok();
   if (tp_.size() == 1) {
     EmbeddingShape es{n_, cur_t_, c, 0, vl_};
-    EmbeddingBackward(G(0, kWte), G(0, kWpe), dresid, tokens_.data(), nullptr, es);
+    EmbeddingBackward(G(wte_), G(wpe_), dresid, slot->tokens.data(), nullptr, es);
   } else {
     // Positions: this rank's rows (all rows without SP); token rows: the whole micro-batch.
     const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
     std::vector<int32_t> pos(static_cast<size_t>(nl_));
     for (int64_t i = 0; i < nl_; ++i) pos[i] = static_cast<int32_t>((first + i) % cur_t_);
     EmbeddingShape local{nl_, cur_t_, c, 0, 0};
-    EmbeddingBackward<float>(nullptr, G(0, kWpe), dresid, tokens_.data() + first, pos.data(),
+    EmbeddingBackward<float>(nullptr, G(wpe_), dresid, slot->tokens.data() + first, pos.data(),
                              local);
     float* dfull = dresid;
     if (tp_.sp) {
@@ -367,17 +439,29 @@ Status Gpt::Backward(float dloss, bool last_micro_batch) {
       LOOM_RETURN_IF_ERROR(GatherTokens(dresid, dfull, c));
     }
     EmbeddingShape es{n_, cur_t_, c, tp_.rank() * vl_, vl_};
-    EmbeddingBackward<float>(G(0, kWte), nullptr, dfull, tokens_.data(), nullptr, es);
+    EmbeddingBackward<float>(G(wte_), nullptr, dfull, slot->tokens.data(), nullptr, es);
   }
-  return store_->GradsReady(0, last_micro_batch);
+  return store_->GradsReady(Bucket(wte_), last_micro_batch);
+}
+
+Result<double> Gpt::ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b,
+                                int64_t t) {
+  return ForwardChunk(0, tokens, targets, nullptr, b, t);
+}
+
+Status Gpt::Backward(float dloss, bool last_micro_batch) {
+  return BackwardChunk(0, dloss, nullptr, last_micro_batch);
 }
 
 Status Gpt::ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits) {
-  if (tp_.size() != 1) return Unimplemented("sampling needs tp = 1");
-  LOOM_RETURN_IF_ERROR(Forward(tokens, 1, t));
+  if (tp_.size() != 1 || !chunk_.embedding || !chunk_.head) {
+    return Unimplemented("sampling needs the whole model on one rank (tp = pp = 1)");
+  }
+  LOOM_ASSIGN_OR_RETURN(double unused, ForwardChunk(0, tokens, nullptr, nullptr, 1, t));
+  (void)unused;
   const int64_t c = config_.hidden;
-  const float* h = lnf_.data<float>() + (t - 1) * c;
-  LinearForward<float>(logits, h, P(0, kWte), nullptr, 1, c, config_.vocab);
+  const float* h = slots_.at(0)->lnf.data<float>() + (t - 1) * c;
+  LinearForward<float>(logits, h, Wte(), nullptr, 1, c, config_.vocab);
   return Status::Ok();
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -49,18 +50,21 @@ struct TensorParallel {
 
 class Gpt {
  public:
-  // The layout must be ParamLayout::ForModel(config, tp.size()); `store` owns its buffers.
+  // The layout must hold this chunk's parameters (ParamLayout::ForModel(config, tp.size()) for the
+  // whole model); `store` owns the buffers. `chunk` defaults to the whole model.
   static Result<std::unique_ptr<Gpt>> Create(const ModelConfig& config, const ModelRuntime& rt,
                                              const ParamLayout& layout, ParamStore* store,
-                                             TensorParallel tp = {});
+                                             TensorParallel tp = {}, ChunkSpec chunk = {-1});
   ~Gpt();
 
   const ModelConfig& config() const { return config_; }
   const ModelRuntime& runtime() const { return rt_; }
   const ParamLayout& layout() const { return layout_; }
+  const ChunkSpec& chunk() const { return chunk_; }
 
-  // Forward over tokens/targets [b, t] (b <= micro_batch, t <= seq; the same on every TP rank),
-  // keeping activations for Backward. Returns the sum of the per-token losses (not the mean).
+  // Whole model, one micro-batch in flight (slot 0): forward over tokens/targets [b, t]
+  // (b <= micro_batch, t <= seq; the same on every TP rank), keeping activations for Backward.
+  // Returns the sum of the per-token losses (not the mean).
   Result<double> ForwardLoss(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t);
   // Backward of the last ForwardLoss; every token's loss has weight `dloss` (1/total tokens of the
   // global batch for a mean). Accumulates into the store's gradients and reports each bucket.
@@ -68,34 +72,67 @@ class Gpt {
   // Logits [vocab] of the last position of a single sequence of length t (for sampling; tp = 1).
   Status ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits);
 
+  // Pipeline form: activations of each in-flight micro-batch live in their own slot, allocated by
+  // ForwardChunk and freed by ReleaseSlot. The chunk's input is `tokens` (first chunk) or `input`
+  // ([rows, hidden] from the previous chunk, rows = b*t, or b*t/tp with SP); `targets` are used by
+  // the last chunk, which returns the loss sum (0 for others).
+  Result<double> ForwardChunk(int slot, const int32_t* tokens, const int32_t* targets,
+                              const float* input, int64_t b, int64_t t);
+  // Output activation of a forwarded slot (chunks without the head).
+  const float* OutputActivation(int slot) const;
+  // Backward of a slot: `dout` is the gradient of OutputActivation (chunks without the head).
+  // Afterwards InputGradient() holds the gradient of the chunk's input (chunks without the
+  // embedding) until the next backward.
+  Status BackwardChunk(int slot, float dloss, const float* dout, bool last_micro_batch);
+  const float* InputGradient() const;
+  void ReleaseSlot(int slot);
+  // Rows of the activations exchanged between chunks for micro-batches of [b, t].
+  int64_t ActivationRows(int64_t b, int64_t t) const;
+
+  // A head chunk without the embedding uses the first chunk's wte (TP-local [vocab/tp, hidden]),
+  // valid for the step, and accumulates its gradient into `dwte` (same shape).
+  void SetTiedEmbedding(const float* wte, float* dwte) {
+    tied_wte_ = wte;
+    tied_dwte_ = dwte;
+  }
+
   // Bytes of activations kept per layer for one micro-batch under the current plan.
   int64_t ActivationBytesPerLayer() const;
 
  private:
   struct LayerActs;
+  struct Slot;
   Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
-      ParamStore* store, TensorParallel tp);
+      ParamStore* store, TensorParallel tp, ChunkSpec chunk);
   Status Allocate();
-  Status Forward(const int32_t* tokens, int64_t b, int64_t t);
+  Result<Slot*> GetSlot(int id);
   Status LayerForward(int layer, const float* x, float* out, LayerActs& a);
   Status LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
   // Tensor-parallel plumbing: the identity when tp = 1.
   Status GatherTokens(const float* local, float* full, int64_t width);        // Nl -> N rows
   Status ReduceTokens(float* partial_full, float* local_out, int64_t width);  // N -> Nl rows
-  const float* P(int bucket, int index) const;  // parameter `index` of the layout
-  float* G(int bucket, int index);
+  const float* P(int index) const;  // parameter `index` of the layout
+  float* G(int index);
+  const float* Wte() const;
+  float* DWte();
+  int LayerParam(int layer, int k) const { return layer_base_[layer - chunk_.first_layer] + k; }
+  int Bucket(int index) const { return layout_.params[static_cast<size_t>(index)].bucket; }
 
   ModelConfig config_;
   ModelRuntime rt_;
   const ParamLayout& layout_;
   ParamStore* store_;
   TensorParallel tp_;
+  ChunkSpec chunk_;
+  int wte_ = -1, wpe_ = -1, lnf_ = -1;  // parameter indices (-1: not in this chunk)
+  std::vector<int> layer_base_;          // index of h.{l}.ln_1.weight per local layer
+  const float* tied_wte_ = nullptr;
+  float* tied_dwte_ = nullptr;
   int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab
-  std::vector<Tensor> resid_;                  // layers + 1 residual-stream tensors [Nl, C]
-  std::vector<std::unique_ptr<LayerActs>> acts_;  // per layer, or one shared when recomputing
-  Tensor ln_local_, rowpar_, lnf_, lnf_mean_, lnf_rstd_, ce_stats_, ce_lse_, ce_chunk_, ce_dloss_;
+  std::map<int, std::unique_ptr<Slot>> slots_;
+  Slot* cur_ = nullptr;  // the slot being computed
+  Tensor ln_local_, rowpar_, ce_stats_, ce_chunk_, ce_dloss_;
   Tensor dresid_, dfull_, dln_, dln_local_, datt_, dqkv_, dfc_, emb_full_;
-  std::vector<int32_t> tokens_, targets_;
   int64_t cur_b_ = 0, cur_t_ = 0, n_ = 0, nl_ = 0;
 };
 

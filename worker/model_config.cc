@@ -19,6 +19,11 @@ Status ModelConfig::Validate() const {
 }
 
 ParamLayout ParamLayout::ForModel(const ModelConfig& m, int tp) {
+  return ForChunks(m, tp, {ChunkSpec{0, static_cast<int>(m.layers), true, true}});
+}
+
+ParamLayout ParamLayout::ForChunks(const ModelConfig& m, int tp,
+                                   const std::vector<ChunkSpec>& chunks) {
   ParamLayout out;
   out.tp = tp;
   out.padded_vocab = (m.vocab + tp - 1) / tp * tp;
@@ -42,29 +47,42 @@ ParamLayout ParamLayout::ForModel(const ModelConfig& m, int tp) {
     bucket_begin = out.total;
     ++bucket;
   };
-  add("wte", {m.vocab, c}, ShardKind::kRows, 1, -1, true, std, 0);
-  add("wpe", {m.max_seq, c}, ShardKind::kReplicated, 1, -1, true, std, 0);
-  close_bucket();
-  for (int l = 0; l < m.layers; ++l) {
-    const std::string h = "h." + std::to_string(l) + ".";
-    add(h + "ln_1.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
-    add(h + "ln_1.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-    add(h + "attn.c_attn.weight", {3 * c, c}, ShardKind::kRows, 3, l, true, std, 0);
-    add(h + "attn.c_attn.bias", {3 * c}, ShardKind::kRows, 3, l, false, 0, 0);
-    add(h + "attn.c_proj.weight", {c, c}, ShardKind::kCols, 1, l, true, proj_std, 0);
-    add(h + "attn.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-    add(h + "ln_2.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
-    add(h + "ln_2.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-    add(h + "mlp.c_fc.weight", {4 * c, c}, ShardKind::kRows, 1, l, true, std, 0);
-    add(h + "mlp.c_fc.bias", {4 * c}, ShardKind::kRows, 1, l, false, 0, 0);
-    add(h + "mlp.c_proj.weight", {c, 4 * c}, ShardKind::kCols, 1, l, true, proj_std, 0);
-    add(h + "mlp.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-    close_bucket();
+  for (const ChunkSpec& chunk : chunks) {
+    if (chunk.embedding) {
+      add("wte", {m.vocab, c}, ShardKind::kRows, 1, -1, true, std, 0);
+      add("wpe", {m.max_seq, c}, ShardKind::kReplicated, 1, -1, true, std, 0);
+      close_bucket();
+    }
+    for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
+      const std::string h = "h." + std::to_string(l) + ".";
+      add(h + "ln_1.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
+      add(h + "ln_1.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+      add(h + "attn.c_attn.weight", {3 * c, c}, ShardKind::kRows, 3, l, true, std, 0);
+      add(h + "attn.c_attn.bias", {3 * c}, ShardKind::kRows, 3, l, false, 0, 0);
+      add(h + "attn.c_proj.weight", {c, c}, ShardKind::kCols, 1, l, true, proj_std, 0);
+      add(h + "attn.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+      add(h + "ln_2.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
+      add(h + "ln_2.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+      add(h + "mlp.c_fc.weight", {4 * c, c}, ShardKind::kRows, 1, l, true, std, 0);
+      add(h + "mlp.c_fc.bias", {4 * c}, ShardKind::kRows, 1, l, false, 0, 0);
+      add(h + "mlp.c_proj.weight", {c, 4 * c}, ShardKind::kCols, 1, l, true, proj_std, 0);
+      add(h + "mlp.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
+      close_bucket();
+    }
+    if (chunk.head) {
+      add("ln_f.weight", {c}, ShardKind::kReplicated, 1, -1, false, 0, 1);
+      add("ln_f.bias", {c}, ShardKind::kReplicated, 1, -1, false, 0, 0);
+      close_bucket();
+    }
   }
-  add("ln_f.weight", {c}, ShardKind::kReplicated, 1, -1, false, 0, 1);
-  add("ln_f.bias", {c}, ShardKind::kReplicated, 1, -1, false, 0, 0);
-  close_bucket();
   return out;
+}
+
+int ParamLayout::IndexOf(const std::string& name) const {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 int64_t ParamInfo::GlobalIndex(int64_t i, int tp_rank, int tp) const {
@@ -110,9 +128,8 @@ void InitParams(const ParamLayout& layout, uint64_t seed, float* data, int tp_ra
 
 void ScatterToFull(const ParamLayout& local, const float* data, int tp_rank,
                    const ParamLayout& full_layout, float* full) {
-  for (size_t k = 0; k < local.params.size(); ++k) {
-    const ParamInfo& p = local.params[k];
-    const ParamInfo& f = full_layout.params[k];
+  for (const ParamInfo& p : local.params) {
+    const ParamInfo& f = *full_layout.Find(p.name);
     for (int64_t i = 0; i < p.numel(); ++i) {
       const int64_t g = p.GlobalIndex(i, tp_rank, local.tp);
       if (g >= 0) full[f.offset + g] = data[p.offset + i];

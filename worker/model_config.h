@@ -48,7 +48,7 @@ struct ParamInfo {
   int parts = 1;       // kRows: independent row blocks split separately (3 for c_attn)
   int64_t offset = 0;  // elements from the start of the local flat parameter buffer
   int layer = -1;      // -1 for embeddings and the final norm
-  int bucket = 0;      // gradient/ZeRO bucket: 0 embeddings, 1 + layer, layers + 1 final norm
+  int bucket = 0;      // gradient/ZeRO bucket (per chunk: embeddings, each layer, final norm)
   int64_t bucket_offset = 0;  // elements from the start of its bucket
   bool decay = false;  // AdamW weight decay applies (matrices and embeddings, not biases/norms)
   float init_std = 0;  // > 0: normal(0, init_std); otherwise constant init_value
@@ -59,8 +59,20 @@ struct ParamInfo {
   int64_t GlobalIndex(int64_t i, int tp_rank, int tp) const;
 };
 
-// The parameters of one tensor-parallel rank in storage order; a pure function of the config and
-// the TP size (tp = 1: the whole model). Buckets are contiguous ranges of the flat buffer.
+// A run of consecutive layers held together (a pipeline chunk), with the embedding (wte, wpe)
+// if it is the first chunk of the model and the final norm if it is the last. The LM head of the
+// last chunk uses the first chunk's wte (tied); a chunk that has the head but not the embedding
+// gets wte from outside (see Gpt::SetTiedEmbedding) and does not own it.
+struct ChunkSpec {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool embedding = true;
+  bool head = true;
+};
+
+// The parameters of one rank (its tensor-parallel shard of its pipeline chunks) in storage order;
+// a pure function of the config, the TP size and the chunks (default: the whole model). Buckets
+// are contiguous ranges of the flat buffer: per chunk, embeddings, one per layer, final norm.
 struct ParamLayout {
   std::vector<ParamInfo> params;
   int64_t total = 0;
@@ -70,6 +82,10 @@ struct ParamLayout {
   std::vector<std::pair<int64_t, int64_t>> buckets;
 
   static ParamLayout ForModel(const ModelConfig& config, int tp = 1);
+  static ParamLayout ForChunks(const ModelConfig& config, int tp,
+                               const std::vector<ChunkSpec>& chunks);
+  // Index into `params` by name, or -1.
+  int IndexOf(const std::string& name) const;
   const ParamInfo* Find(const std::string& name) const;
   int num_buckets() const { return static_cast<int>(buckets.size()); }
 };
@@ -81,8 +97,9 @@ struct ParamLayout {
 // same slice of a single-process initialisation.
 void InitParams(const ParamLayout& layout, uint64_t seed, float* data, int tp_rank = 0);
 
-// Copies a TP rank's local parameters into their places in a single-process (tp = 1) flat buffer
-// `full` of `full_layout` (padding rows are dropped). Used to gather and compare layouts.
+// Copies a rank's local parameters into their places in a single-process (tp = 1, one chunk)
+// flat buffer `full` of `full_layout`, matching tensors by name (padding rows are dropped). Used
+// to gather and compare layouts.
 void ScatterToFull(const ParamLayout& local, const float* data, int tp_rank,
                    const ParamLayout& full_layout, float* full);
 

@@ -72,6 +72,11 @@ class ShardedParamStore : public ParamStore {
     const int64_t opt_n = zero == 0 ? full : shard;
     LOOM_ASSIGN_OR_RETURN(m_, Tensor::Zeros({opt_n}, DType::kF32, MemTag::kOptimizer));
     LOOM_ASSIGN_OR_RETURN(v_, Tensor::Zeros({opt_n}, DType::kF32, MemTag::kOptimizer));
+    // Embedding and final-norm buckets (no layer parameters) stay gathered for the whole step.
+    persistent_.assign(nb, true);
+    for (const ParamInfo& p : layout_.params) {
+      if (p.layer >= 0) persistent_[p.bucket] = false;
+    }
     gathered_.resize(nb);
     gather_pending_.resize(nb);
     gtemp_.resize(nb);
@@ -129,7 +134,7 @@ class ShardedParamStore : public ParamStore {
   }
 
   Status ReleaseParams(int b) override {
-    if (opt_.zero != 3 || b == 0 || b == layout_.num_buckets() - 1) return Status::Ok();
+    if (opt_.zero != 3 || persistent_[b]) return Status::Ok();
     if (gather_pending_[b]) {  // never free memory a transfer is still writing
       LOOM_RETURN_IF_ERROR(gather_pending_[b]->Wait(opt_.dp->DefaultDeadline()));
       gather_pending_[b].reset();
@@ -199,8 +204,9 @@ class ShardedParamStore : public ParamStore {
         if (!opt_.overlap) LOOM_RETURN_IF_ERROR(WaitGather(b));
       }
     } else if (opt_.zero == 3) {
-      gathered_[0] = Tensor();  // stale: re-gathered by the next forward
-      gathered_[layout_.num_buckets() - 1] = Tensor();
+      for (int b = 0; b < layout_.num_buckets(); ++b) {
+        if (persistent_[b]) gathered_[b] = Tensor();  // stale: re-gathered by the next forward
+      }
     }
     return norm;
   }
@@ -342,6 +348,7 @@ class ShardedParamStore : public ParamStore {
   int64_t step_ = 0;
   Status deferred_;  // a failed reduction noticed where no Status could be returned
   std::vector<int64_t> pbase_, padded_, chunk_, sbase_;
+  std::vector<bool> persistent_;
   std::vector<std::vector<Segment>> segments_;
   Tensor params_, pshard_, grads_, gshard_, m_, v_;
   std::vector<Tensor> gathered_, gtemp_, rs_out_;

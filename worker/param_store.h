@@ -73,7 +73,8 @@ struct ParamStoreOptions {
 // reaches them), 2 also shards the
 // gradients (reduce-scattered per micro-batch from per-bucket buffers), 3 also shards the
 // parameters (all-gathered per bucket on AcquireParams, the next bucket prefetched, freed on
-// ReleaseParams; the embedding and final-norm buckets stay gathered for the whole step). The
+// ReleaseParams; buckets without layers — embeddings, final norm — stay gathered for the whole
+// step). The
 // gradient norm counts tensor-parallel replicated parameters once.
 Result<std::unique_ptr<ParamStore>> MakeParamStore(const ParamLayout& layout,
                                                    const AdamWConfig& cfg,
