@@ -92,7 +92,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
   ConfigureThreads(threads);
   Placement place;
   place.layout = layout;
-  std::unique_ptr<Communicator> world_comm, tp_comm, dp_comm;
+  std::unique_ptr<Communicator> world_comm, tp_comm, dp_comm, pp_comm;
   if (*mpi) {
     const int r = (*mpi)->world_rank();
     place.world_rank = r;
@@ -102,6 +102,11 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
       LOOM_ASSIGN_OR_RETURN(tp_comm,
                             (*mpi)->CreateGroup("tp", layout.GroupOf(GroupKind::kTensor, r)));
       place.tp = tp_comm.get();
+    }
+    if (layout.pp > 1) {
+      LOOM_ASSIGN_OR_RETURN(pp_comm,
+                            (*mpi)->CreateGroup("pp", layout.GroupOf(GroupKind::kPipeline, r)));
+      place.pp = pp_comm.get();
     }
     if (layout.dp > 1) {
       LOOM_ASSIGN_OR_RETURN(dp_comm,

@@ -109,6 +109,13 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
 }
 
 Status Gpt::Allocate() {
+  const int64_t before = GetMemUsage(MemTag::kActivations).current;
+  LOOM_RETURN_IF_ERROR(AllocateScratch());
+  scratch_bytes_ = GetMemUsage(MemTag::kActivations).current - before;
+  return Status::Ok();
+}
+
+Status Gpt::AllocateScratch() {
   const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, t = tp_.size();
   const int64_t nl = tp_.sp ? n / t : n;
   auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
@@ -141,6 +148,7 @@ Result<Gpt::Slot*> Gpt::GetSlot(int id) {
   const int64_t nl = tp_.sp ? n / t : n;
   const int64_t lse_n = rt_.micro_batch * hl_ * rt_.seq;
   auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
+  const int64_t before = GetMemUsage(MemTag::kActivations).current;
   auto slot = std::make_unique<Slot>();
   for (int l = 0; l <= chunk_.num_layers; ++l) {
     LOOM_ASSIGN_OR_RETURN(Tensor r, act({nl, c}));
@@ -171,6 +179,7 @@ Result<Gpt::Slot*> Gpt::GetSlot(int id) {
   }
   slot->tokens.resize(static_cast<size_t>(n));
   slot->targets.resize(static_cast<size_t>(n));
+  slot_bytes_ = GetMemUsage(MemTag::kActivations).current - before;
   Slot* raw = slot.get();
   slots_.emplace(id, std::move(slot));
   return raw;

@@ -98,6 +98,11 @@ class Gpt {
 
   // Bytes of activations kept per layer for one micro-batch under the current plan.
   int64_t ActivationBytesPerLayer() const;
+  // Activation bytes of one in-flight slot (0 before the first forward) and of the scratch
+  // buffers every chunk keeps (allocated at creation). Peak activation memory of a rank is
+  // sum over its chunks of scratch + in-flight slots * slot bytes.
+  int64_t SlotBytes() const { return slot_bytes_; }
+  int64_t ScratchBytes() const { return scratch_bytes_; }
 
  private:
   struct LayerActs;
@@ -105,6 +110,7 @@ class Gpt {
   Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
       ParamStore* store, TensorParallel tp, ChunkSpec chunk);
   Status Allocate();
+  Status AllocateScratch();
   Result<Slot*> GetSlot(int id);
   Status LayerForward(int layer, const float* x, float* out, LayerActs& a);
   Status LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
@@ -134,6 +140,7 @@ class Gpt {
   Tensor ln_local_, rowpar_, ce_stats_, ce_chunk_, ce_dloss_;
   Tensor dresid_, dfull_, dln_, dln_local_, datt_, dqkv_, dfc_, emb_full_;
   int64_t cur_b_ = 0, cur_t_ = 0, n_ = 0, nl_ = 0;
+  int64_t slot_bytes_ = 0, scratch_bytes_ = 0;
 };
 
 }  // namespace loom

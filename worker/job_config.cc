@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/config_reader.h"
+#include "parallel/pipeline/schedule.h"
 
 namespace loom {
 namespace {
@@ -132,13 +133,19 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(par.Int("zero", &p.zero, false, 0, 3));
   LOOM_RETURN_IF_ERROR(par.Bool("sp", &p.sp, false));
   LOOM_RETURN_IF_ERROR(par.Bool("overlap", &p.overlap, false));
+  LOOM_RETURN_IF_ERROR(par.String("schedule", &p.schedule, false));
+  if (!p.schedule.empty() && !ParseScheduleKind(p.schedule).ok()) {
+    return InvalidArgument(par.Where("schedule") +
+                           ": expected gpipe, 1f1b, interleaved or zb-h1, got '" + p.schedule + "'");
+  }
+  if (p.schedule == "zb-h1") {
+    return Unimplemented(par.Where("schedule") +
+                         ": zb-h1 is simulated only (loom schedule); the executor runs gpipe, "
+                         "1f1b and interleaved");
+  }
   LOOM_RETURN_IF_ERROR(par.Finish());
-  if (p.cp > 1 || p.pp > 1 || p.vpp > 1) {
-    return Unimplemented(par.Where(p.cp > 1   ? "cp"
-                                   : p.pp > 1 ? "pp"
-                                              : "vpp") +
-                         ": context and pipeline parallelism are not implemented yet "
-                         "(supported: tp, dp, sp, zero)");
+  if (p.cp > 1) {
+    return Unimplemented(par.Where("cp") + ": context parallelism is not implemented yet");
   }
   return root.Finish();
 }

@@ -182,6 +182,7 @@ class ShardedParamStore : public ParamStore {
     float partial = static_cast<float>(sumsq);
     if (opt_.zero >= 1 && opt_.dp) LOOM_RETURN_IF_ERROR(opt_.dp->AllReduce(&partial, 1));
     if (opt_.tp && opt_.tp->size() > 1) LOOM_RETURN_IF_ERROR(opt_.tp->AllReduce(&partial, 1));
+    if (opt_.pp && opt_.pp->size() > 1) LOOM_RETURN_IF_ERROR(opt_.pp->AllReduce(&partial, 1));
     const double norm = std::sqrt(static_cast<double>(partial));
     const double clip = ClipScale(norm, cfg_.grad_clip);
     ++step_;

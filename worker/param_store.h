@@ -65,6 +65,7 @@ struct ParamStoreOptions {
   Communicator* tp = nullptr;  // tensor-parallel group (null: one rank)
   bool sp = false;             // sequence parallelism: replicated params' grads are partial sums
   bool overlap = true;         // start reductions as buckets complete (off: wait for each)
+  Communicator* pp = nullptr;  // pipeline group: the gradient norm sums over its stages
 };
 
 // The store for every layout: flat buffers padded per bucket to a multiple of the dp size; stage 0

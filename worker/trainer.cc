@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 #include "core/file_util.h"
+#include "core/kernels/elementwise.h"
 #include "core/logging.h"
+#include "parallel/pipeline/simulator.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "worker/data/token_file.h"
@@ -86,10 +89,19 @@ Status Trainer::Init() {
         std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed, kEvalStream);
   }
   const Layout& lay = place_.layout;
-  layout_ = ParamLayout::ForModel(job_.model, lay.tp);
+  // This rank's pipeline chunks: local chunk k of pipeline rank r is global chunk k*pp + r.
+  const int pp_rank = lay.CoordOf(place_.world_rank).pp;
+  const int chunks_total = lay.pp * lay.vpp;
+  const int per_chunk = static_cast<int>(job_.model.layers) / chunks_total;
+  std::vector<ChunkSpec> chunks;
+  for (int k = 0; k < lay.vpp; ++k) {
+    const int g = k * lay.pp + pp_rank;
+    chunks.push_back({g * per_chunk, per_chunk, g == 0, g == chunks_total - 1});
+  }
+  layout_ = ParamLayout::ForChunks(job_.model, lay.tp, chunks);
   AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,
                  job_.optim.grad_clip};
-  ParamStoreOptions so{lay.zero, place_.dp, place_.tp, lay.sp, job_.parallel.overlap};
+  ParamStoreOptions so{lay.zero, place_.dp, place_.tp, lay.sp, job_.parallel.overlap, place_.pp};
   LOOM_ASSIGN_OR_RETURN(store_, MakeParamStore(layout_, oc, so));
   ModelRuntime rt{d.micro_batch,
                   d.seq,
@@ -98,7 +110,29 @@ Status Trainer::Init() {
                   job_.runtime.attn_block_q,
                   job_.runtime.attn_block_k};
   TensorParallel tp{place_.tp, lay.sp};
-  LOOM_ASSIGN_OR_RETURN(model_, Gpt::Create(job_.model, rt, layout_, store_.get(), tp));
+  for (const ChunkSpec& chunk : chunks) {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> g,
+                          Gpt::Create(job_.model, rt, layout_, store_.get(), tp, chunk));
+    models_.push_back(std::move(g));
+  }
+  if (lay.pp > 1) {
+    const int64_t micro = d.global_batch / lay.dp / d.micro_batch;
+    ScheduleKind kind = lay.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+    if (!job_.parallel.schedule.empty()) {
+      LOOM_ASSIGN_OR_RETURN(kind, ParseScheduleKind(job_.parallel.schedule));
+    }
+    Result<Schedule> sched = MakeSchedule(kind, lay.pp, lay.vpp, static_cast<int>(micro));
+    if (!sched.ok()) return sched.status().WithContext(job_.path + ": section 'parallel'");
+    schedule_ = std::move(*sched);
+    // The head chunk on the last stage uses the first stage's wte (tied embeddings).
+    Gpt& last = *models_.back();
+    if (last.chunk().head && !last.chunk().embedding) {
+      const int64_t n = layout_.padded_vocab / lay.tp * job_.model.hidden;
+      tied_wte_.assign(static_cast<size_t>(n), 0.0f);
+      tied_dwte_.assign(static_cast<size_t>(n), 0.0f);
+      last.SetTiedEmbedding(tied_wte_.data(), tied_dwte_.data());
+    }
+  }
   std::vector<float> init(static_cast<size_t>(layout_.total));
   InitParams(layout_, job_.seed, init.data(), tp.rank());
   LOOM_RETURN_IF_ERROR(store_->LoadParams(init.data()));
@@ -117,12 +151,18 @@ Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* t
   const int32_t* tgt = targets + dp_rank * per_rank * d.seq;
   LOOM_RETURN_IF_ERROR(store_->BeginStep());
   double loss_sum = 0;
-  for (int64_t mb = 0; mb < micro_batches; ++mb) {
+  if (place_.pp) {
+    LOOM_ASSIGN_OR_RETURN(loss_sum, RunPipeline(in, tgt));
+    float l = static_cast<float>(loss_sum);  // only the last stage has a loss
+    LOOM_RETURN_IF_ERROR(place_.pp->AllReduce(&l, 1));
+    loss_sum = l;
+  }
+  for (int64_t mb = 0; mb < (place_.pp ? 0 : micro_batches); ++mb) {
     LOOM_ASSIGN_OR_RETURN(
         double l,
-        model_->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens, d.micro_batch, d.seq));
+        models_[0]->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens, d.micro_batch, d.seq));
     loss_sum += l;
-    LOOM_RETURN_IF_ERROR(model_->Backward(dloss, mb + 1 == micro_batches));
+    LOOM_RETURN_IF_ERROR(models_[0]->Backward(dloss, mb + 1 == micro_batches));
   }
   if (place_.dp) {
     float l = static_cast<float>(loss_sum);
@@ -153,13 +193,186 @@ Result<double> Trainer::Evaluate() {
   const DataConfig& d = job_.data;
   std::vector<int32_t> in(static_cast<size_t>(d.micro_batch * d.seq)), tgt(in.size());
   double sum = 0;
+  if (place_.pp) return EvaluatePipeline(in, tgt);
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
     eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
     LOOM_ASSIGN_OR_RETURN(double l,
-                          model_->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq));
+                          models_[0]->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq));
     sum += l;
   }
   return sum / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
+}
+
+namespace {
+
+// Message tags on the pipeline communicator: activations and gradients of (micro-batch,
+// destination global chunk), and the tied-embedding exchange.
+constexpr int kTagWte = 30000, kTagDwte = 30001, kTagEval = 20000;
+int PipeTag(bool grad, int micro, int chunk, int chunks) {
+  return (micro * chunks + chunk) * 2 + (grad ? 1 : 0);
+}
+
+}  // namespace
+
+Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* targets) {
+  const DataConfig& d = job_.data;
+  const Layout& lay = place_.layout;
+  Communicator& pp = *place_.pp;
+  const int r = pp.rank(), chunks = lay.pp * lay.vpp;
+  const int micro = schedule_.micro;
+  const int64_t rows = models_[0]->ActivationRows(d.micro_batch, d.seq);
+  const int64_t width = rows * job_.model.hidden;
+  const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
+  auto key = [&](int mb, int k) { return mb * lay.vpp + k; };
+  std::map<int, std::vector<float>> act_in, grad_in, grad_out;
+  std::map<int, HandlePtr> recvs;
+  std::vector<HandlePtr> sends;
+  std::map<int, std::vector<HandlePtr>> slot_sends;  // sends reading a slot's output activation
+  auto wait = [&](const HandlePtr& h) { return h->Wait(pp.DefaultDeadline()); };
+
+  // Tied embeddings: the first stage owns wte and sends it to the last stage for its LM head.
+  const int wte = layout_.IndexOf("wte");
+  if (wte >= 0 && lay.pp > 1) {
+    const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(p.bucket, -1));
+    sends.push_back(pp.SendAsync(store_->Params(p.bucket) + p.bucket_offset, p.numel(), lay.pp - 1,
+                                 kTagWte));
+  }
+  if (!tied_wte_.empty()) {
+    std::fill(tied_dwte_.begin(), tied_dwte_.end(), 0.0f);
+    LOOM_RETURN_IF_ERROR(wait(pp.RecvAsync(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()),
+                                           0, kTagWte)));
+  }
+  double loss_sum = 0;
+  for (const Instr& in : schedule_.ranks[static_cast<size_t>(r)]) {
+    const int k = in.chunk, g = schedule_.GlobalChunk(r, k);
+    Gpt& model = *models_[static_cast<size_t>(std::max(0, k))];
+    switch (in.kind) {
+      case InstrKind::kRecvAct: {
+        auto& buf = act_in[key(in.micro, k)];
+        buf.resize(static_cast<size_t>(width));
+        recvs[key(in.micro, k) * 2] =
+            pp.RecvAsync(buf.data(), width, in.peer, PipeTag(false, in.micro, g, chunks));
+        break;
+      }
+      case InstrKind::kForward: {
+        auto it = recvs.find(key(in.micro, k) * 2);
+        if (it != recvs.end()) {
+          LOOM_RETURN_IF_ERROR(wait(it->second));
+          recvs.erase(it);
+        }
+        const int64_t off = in.micro * d.micro_batch * d.seq;
+        const float* input = g > 0 ? act_in[key(in.micro, k)].data() : nullptr;
+        LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off,
+                                                           input, d.micro_batch, d.seq));
+        loss_sum += l;
+        act_in.erase(key(in.micro, k));
+        break;
+      }
+      case InstrKind::kSendAct: {
+        HandlePtr h = pp.SendAsync(model.OutputActivation(in.micro), width, in.peer,
+                                   PipeTag(false, in.micro, g + 1, chunks));
+        slot_sends[key(in.micro, k)].push_back(h);
+        break;
+      }
+      case InstrKind::kRecvGrad: {
+        auto& buf = grad_in[key(in.micro, k)];
+        buf.resize(static_cast<size_t>(width));
+        recvs[key(in.micro, k) * 2 + 1] =
+            pp.RecvAsync(buf.data(), width, in.peer, PipeTag(true, in.micro, g, chunks));
+        break;
+      }
+      case InstrKind::kBackward: {
+        auto it = recvs.find(key(in.micro, k) * 2 + 1);
+        if (it != recvs.end()) {
+          LOOM_RETURN_IF_ERROR(wait(it->second));
+          recvs.erase(it);
+        }
+        const bool last = in.micro == micro - 1;
+        if (g == 0 && last && lay.pp > 1) {
+          // The last stage's LM-head gradient of wte joins the embedding gradient before its
+          // bucket is reduced across data-parallel ranks.
+          const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
+          std::vector<float> dwte(static_cast<size_t>(p.numel()));
+          LOOM_RETURN_IF_ERROR(wait(pp.RecvAsync(dwte.data(), p.numel(), lay.pp - 1, kTagDwte)));
+          Axpy(store_->Grads(p.bucket) + p.bucket_offset, dwte.data(), 1.0f, p.numel());
+        }
+        const float* dout = g < chunks - 1 ? grad_in[key(in.micro, k)].data() : nullptr;
+        LOOM_RETURN_IF_ERROR(model.BackwardChunk(in.micro, dloss, dout, last));
+        grad_in.erase(key(in.micro, k));
+        if (g > 0) {
+          const float* dx = model.InputGradient();
+          grad_out[key(in.micro, k)].assign(dx, dx + width);
+        }
+        for (HandlePtr& h : slot_sends[key(in.micro, k)]) LOOM_RETURN_IF_ERROR(wait(h));
+        slot_sends.erase(key(in.micro, k));
+        model.ReleaseSlot(in.micro);
+        break;
+      }
+      case InstrKind::kSendGrad:
+        sends.push_back(pp.SendAsync(grad_out[key(in.micro, k)].data(), width, in.peer,
+                                     PipeTag(true, in.micro, g - 1, chunks)));
+        break;
+      case InstrKind::kOptimizerStep:
+        if (!tied_dwte_.empty()) {
+          sends.push_back(pp.SendAsync(tied_dwte_.data(), static_cast<int64_t>(tied_dwte_.size()),
+                                       0, kTagDwte));
+        }
+        break;
+      default:
+        return Internal("pipeline executor: unsupported instruction " + ToString(in));
+    }
+  }
+  for (HandlePtr& h : sends) LOOM_RETURN_IF_ERROR(wait(h));
+  return loss_sum;
+}
+
+Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
+                                         const std::vector<int32_t>& tgt) {
+  // Forward only, one micro-batch at a time through the chunks in global order.
+  const DataConfig& d = job_.data;
+  const Layout& lay = place_.layout;
+  Communicator& pp = *place_.pp;
+  const int r = pp.rank(), chunks = lay.pp * lay.vpp;
+  const int64_t width = models_[0]->ActivationRows(d.micro_batch, d.seq) * job_.model.hidden;
+  std::vector<int32_t> bin(in.size()), btgt(tgt.size());
+  std::vector<float> buf(static_cast<size_t>(width));
+  double sum = 0;
+  const int wte = layout_.IndexOf("wte");
+  if (wte >= 0) {
+    const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
+    LOOM_RETURN_IF_ERROR(store_->AcquireParams(p.bucket, -1));
+    LOOM_RETURN_IF_ERROR(pp.Send(store_->Params(p.bucket) + p.bucket_offset, p.numel(),
+                                 lay.pp - 1, kTagWte));
+  }
+  if (!tied_wte_.empty()) {
+    LOOM_RETURN_IF_ERROR(
+        pp.Recv(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()), 0, kTagWte));
+  }
+  for (int64_t b = 0; b < job_.eval.batches; ++b) {
+    eval_sampler_->Fill(b, 0, d.micro_batch, bin.data(), btgt.data());
+    for (int k = 0; k < lay.vpp; ++k) {
+      const int g = schedule_.GlobalChunk(r, k);
+      Gpt& model = *models_[static_cast<size_t>(k)];
+      const int slot = 1000000 + static_cast<int>(b);
+      if (g > 0) {
+        LOOM_RETURN_IF_ERROR(
+            pp.Recv(buf.data(), width, (r + lay.pp - 1) % lay.pp, kTagEval + g));
+      }
+      LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(slot, bin.data(), btgt.data(),
+                                                         g > 0 ? buf.data() : nullptr,
+                                                         d.micro_batch, d.seq));
+      sum += l;
+      if (g < chunks - 1) {
+        LOOM_RETURN_IF_ERROR(
+            pp.Send(model.OutputActivation(slot), width, (r + 1) % lay.pp, kTagEval + g + 1));
+      }
+      model.ReleaseSlot(slot);
+    }
+  }
+  float total = static_cast<float>(sum);
+  LOOM_RETURN_IF_ERROR(pp.AllReduce(&total, 1));
+  return total / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
 }
 
 Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,
@@ -175,7 +388,7 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < tokens; ++i) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), window);
-    LOOM_RETURN_IF_ERROR(model_->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
+    LOOM_RETURN_IF_ERROR(models_[0]->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
     int32_t next = 0;
     if (temperature <= 0) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -213,9 +426,13 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
   LOOM_RETURN_IF_ERROR(store_->CopyParams(local.data()));
   const ParamLayout full = ParamLayout::ForModel(job_.model, 1);
   out->assign(static_cast<size_t>(full.total), 0.0f);
+  // Every parameter lives in one pipeline stage: the sum over pp assembles the model.
+  auto GatherOverPipeline = [&](std::vector<float>* v, int64_t n) -> Status {
+    return place_.pp ? place_.pp->AllReduce(v->data(), n) : Status::Ok();
+  };
   if (!place_.tp) {
     ScatterToFull(layout_, local.data(), 0, full, out->data());
-    return Status::Ok();
+    return GatherOverPipeline(out, full.total);
   }
   // Each TP rank fills what it holds; replicated tensors come from tp rank 0 only; then sum.
   const int r = place_.tp->rank();
@@ -228,7 +445,8 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
     }
   }
   ScatterToFull(layout_, local.data(), r, full, out->data());
-  return place_.tp->AllReduce(out->data(), full.total);
+  LOOM_RETURN_IF_ERROR(place_.tp->AllReduce(out->data(), full.total));
+  return GatherOverPipeline(out, full.total);
 }
 
 Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepStats&)>& on_step) {
@@ -244,7 +462,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
         place_.layout.ToString().c_str(), NumThreads(), static_cast<long long>(steps),
         static_cast<long long>(tokens_per_step));
     std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
-                model_->ActivationBytesPerLayer() / 1048576.0,
+                models_[0]->ActivationBytesPerLayer() / 1048576.0,
                 job_.runtime.recompute == Recompute::kFull ? "full" : "none");
     std::fflush(stdout);
   }
@@ -314,7 +532,22 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
         summary.tokens_per_second);
   }
   LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
-  if (job_.sample.tokens > 0 && place_.layout.tp == 1) {
+  if (place_.pp && place_.layout.vpp == 1) {
+    // Activation memory against the schedule: the peak must be the chunk's scratch plus the
+    // simulator's peak number of in-flight micro-batches times one slot.
+    LOOM_ASSIGN_OR_RETURN(SimResult sim, Simulate(schedule_, PipelineCosts{}));
+    const Gpt& g = *models_[0];
+    const int64_t peak = GetMemUsage(MemTag::kActivations).peak;
+    LOOM_LOG(INFO, TRAIN) << "pipeline activations: peak " << peak << " bytes = scratch "
+                          << g.ScratchBytes() << " + " << (peak - g.ScratchBytes()) / std::max<int64_t>(1, g.SlotBytes())
+                          << " in flight x slot " << g.SlotBytes() << " (remainder "
+                          << (peak - g.ScratchBytes()) % std::max<int64_t>(1, g.SlotBytes())
+                          << "); simulated peak in flight "
+                          << sim.peak_in_flight[static_cast<size_t>(place_.pp->rank())] << " ("
+                          << ScheduleKindName(schedule_.kind) << ", pp rank " << place_.pp->rank()
+                          << ")";
+  }
+  if (job_.sample.tokens > 0 && place_.layout.tp == 1 && place_.layout.pp == 1) {
     LOOM_ASSIGN_OR_RETURN(summary.sample,
                           Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
                                  job_.sample.top_k, job_.seed));
@@ -324,7 +557,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
                   job_.sample.prompt.c_str(), summary.sample.c_str());
     }
   } else if (job_.sample.tokens > 0 && root) {
-    std::printf("(sampling skipped: it runs with tp = 1 only)\n");
+    std::printf("(sampling skipped: it runs with tp = pp = 1 only)\n");
   }
   std::fflush(stdout);
   return summary;

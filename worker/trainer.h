@@ -14,6 +14,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "parallel/layout.h"
+#include "parallel/pipeline/schedule.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
 #include "worker/job_config.h"
@@ -27,6 +28,7 @@ struct Placement {
   int world_rank = 0;
   Communicator* tp = nullptr;     // null when tp = 1
   Communicator* dp = nullptr;     // null when dp = 1
+  Communicator* pp = nullptr;     // null when pp = 1
   Communicator* world = nullptr;  // null for one process
 };
 
@@ -67,7 +69,7 @@ class Trainer {
   // The whole model in single-process layout (canonical order), on every rank.
   Status GatherFullParams(std::vector<float>* out);
 
-  Gpt& model() { return *model_; }
+  Gpt& model() { return *models_[0]; }  // the first local chunk (the whole model when pp = 1)
   ParamStore& store() { return *store_; }
   const ParamLayout& layout() const { return layout_; }
   const JobConfig& job() const { return job_; }
@@ -76,12 +78,17 @@ class Trainer {
  private:
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
   Status Init();
+  // Pipeline parallelism: runs this rank's schedule for one step; returns the local loss sum.
+  Result<double> RunPipeline(const int32_t* inputs, const int32_t* targets);
+  Result<double> EvaluatePipeline(const std::vector<int32_t>& in, const std::vector<int32_t>& tgt);
 
   JobConfig job_;
   Placement place_;
   ParamLayout layout_;
   std::unique_ptr<ParamStore> store_;
-  std::unique_ptr<Gpt> model_;
+  std::vector<std::unique_ptr<Gpt>> models_;  // one per local pipeline chunk
+  Schedule schedule_;
+  std::vector<float> tied_wte_, tied_dwte_;  // last stage: the first stage's wte and its gradient
   std::vector<int32_t> train_tokens_, val_tokens_;
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;
