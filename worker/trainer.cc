@@ -263,8 +263,11 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
         }
         const int64_t off = in.micro * d.micro_batch * d.seq;
         const float* input = g > 0 ? act_in[key(in.micro, k)].data() : nullptr;
+        const auto t0 = std::chrono::steady_clock::now();
         LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off,
                                                            input, d.micro_batch, d.seq));
+        timings_.forward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++timings_.forwards;
         loss_sum += l;
         act_in.erase(key(in.micro, k));
         break;
@@ -298,7 +301,10 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
           Axpy(store_->Grads(p.bucket) + p.bucket_offset, dwte.data(), 1.0f, p.numel());
         }
         const float* dout = g < chunks - 1 ? grad_in[key(in.micro, k)].data() : nullptr;
+        const auto t0 = std::chrono::steady_clock::now();
         LOOM_RETURN_IF_ERROR(model.BackwardChunk(in.micro, dloss, dout, last));
+        timings_.backward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++timings_.backwards;
         grad_in.erase(key(in.micro, k));
         if (g > 0) {
           const float* dx = model.InputGradient();

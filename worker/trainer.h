@@ -38,6 +38,12 @@ struct StepStats {
   double lr = 0;
 };
 
+// Measured compute time of the pipeline instructions (for comparing with the simulator).
+struct PipelineTimings {
+  double forward_s = 0, backward_s = 0;
+  int forwards = 0, backwards = 0;
+};
+
 struct TrainSummary {
   std::vector<double> losses;                     // per step
   std::vector<std::pair<int64_t, double>> evals;  // (step, val loss)
@@ -74,6 +80,8 @@ class Trainer {
   const ParamLayout& layout() const { return layout_; }
   const JobConfig& job() const { return job_; }
   bool is_root() const { return place_.world_rank == 0; }
+  const Schedule& schedule() const { return schedule_; }
+  PipelineTimings& pipeline_timings() { return timings_; }
 
  private:
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
@@ -88,7 +96,8 @@ class Trainer {
   std::unique_ptr<ParamStore> store_;
   std::vector<std::unique_ptr<Gpt>> models_;  // one per local pipeline chunk
   Schedule schedule_;
-  std::vector<float> tied_wte_, tied_dwte_;  // last stage: the first stage's wte and its gradient
+  std::vector<float> tied_wte_, tied_dwte_;
+  PipelineTimings timings_;  // last stage: the first stage's wte and its gradient
   std::vector<int32_t> train_tokens_, val_tokens_;
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;
