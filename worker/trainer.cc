@@ -244,17 +244,43 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
                                            0, kTagWte)));
   }
   double loss_sum = 0;
-  for (const Instr& in : schedule_.ranks[static_cast<size_t>(r)]) {
+  const std::vector<Instr>& program = schedule_.ranks[static_cast<size_t>(r)];
+  // Receives are posted ahead of time (the next two of the program), so a transfer lands while
+  // the rank is still computing the instructions before it.
+  size_t next_recv = 0;
+  int posted_ahead = 0;
+  auto post = [&](const Instr& in) {
+    const bool grad = in.kind == InstrKind::kRecvGrad;
+    const int g = schedule_.GlobalChunk(r, in.chunk), id = key(in.micro, in.chunk) * 2 + grad;
+    if (recvs.count(id)) return;
+    auto& buf = (grad ? grad_in : act_in)[key(in.micro, in.chunk)];
+    buf.resize(static_cast<size_t>(width));
+    recvs[id] = pp.RecvAsync(buf.data(), width, in.peer, PipeTag(grad, in.micro, g, chunks));
+  };
+  auto post_ahead = [&](size_t pc) {
+    while (posted_ahead < 2 && next_recv < program.size()) {
+      if (next_recv < pc) {
+        ++next_recv;
+        continue;
+      }
+      const Instr& in = program[next_recv++];
+      if (in.kind == InstrKind::kRecvAct || in.kind == InstrKind::kRecvGrad) {
+        post(in);
+        ++posted_ahead;
+      }
+    }
+  };
+  for (size_t pc = 0; pc < program.size(); ++pc) {
+    const Instr& in = program[pc];
+    post_ahead(pc);
     const int k = in.chunk, g = schedule_.GlobalChunk(r, k);
     Gpt& model = *models_[static_cast<size_t>(std::max(0, k))];
     switch (in.kind) {
-      case InstrKind::kRecvAct: {
-        auto& buf = act_in[key(in.micro, k)];
-        buf.resize(static_cast<size_t>(width));
-        recvs[key(in.micro, k) * 2] =
-            pp.RecvAsync(buf.data(), width, in.peer, PipeTag(false, in.micro, g, chunks));
+      case InstrKind::kRecvAct:
+      case InstrKind::kRecvGrad:
+        post(in);  // already posted ahead in the usual case
+        --posted_ahead;
         break;
-      }
       case InstrKind::kForward: {
         auto it = recvs.find(key(in.micro, k) * 2);
         if (it != recvs.end()) {
@@ -276,13 +302,6 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
         HandlePtr h = pp.SendAsync(model.OutputActivation(in.micro), width, in.peer,
                                    PipeTag(false, in.micro, g + 1, chunks));
         slot_sends[key(in.micro, k)].push_back(h);
-        break;
-      }
-      case InstrKind::kRecvGrad: {
-        auto& buf = grad_in[key(in.micro, k)];
-        buf.resize(static_cast<size_t>(width));
-        recvs[key(in.micro, k) * 2 + 1] =
-            pp.RecvAsync(buf.data(), width, in.peer, PipeTag(true, in.micro, g, chunks));
         break;
       }
       case InstrKind::kBackward: {
