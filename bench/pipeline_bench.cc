@@ -2,7 +2,8 @@
 // 1F1B and interleaved (v = 2) for m in {2, 4, 8}. The prediction runs the same schedule through
 // the simulator with per-instruction costs measured in this run (mean forward and backward of a
 // chunk, half a ping-pong of one activation for a transfer, the optimizer step).
-// Run: mpirun -np 2 build/bench/pipeline_bench. Last line: pipeline_max_error=<worst |pred/meas - 1|>
+// Run: mpirun -np 2 build/bench/pipeline_bench. Last line: pipeline_max_error=<worst |pred/meas -
+// 1|>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
   base.data.micro_batch = 2;
   base.optim.lr = 1e-4;
   // One activation transfer: half a ping-pong of micro_batch * seq * hidden floats.
-  std::vector<float> act(static_cast<size_t>(base.data.micro_batch * base.data.seq * base.model.hidden));
+  std::vector<float> act(
+      static_cast<size_t>(base.data.micro_batch * base.data.seq * base.model.hidden));
   std::vector<double> rtts;
   for (int i = 0; i < 12; ++i) {
     auto t0 = Clock::now();
@@ -61,9 +63,12 @@ int main(int argc, char** argv) {
   }
   const double p2p = Median(rtts) / 2;
   if (root) {
-    std::printf("pp=2, 2 ranks x 1 thread; model 8 layers x 256 hidden, micro-batch 2 x 128 tokens; "
-                "p2p transfer %.2f ms\n", p2p * 1e3);
-    std::printf("%-12s %3s %12s %12s %8s\n", "schedule", "m", "measured ms", "predicted ms", "error");
+    std::printf(
+        "pp=2, 2 ranks x 1 thread; model 8 layers x 256 hidden, micro-batch 2 x 128 tokens; "
+        "p2p transfer %.2f ms\n",
+        p2p * 1e3);
+    std::printf("%-12s %3s %12s %12s %8s\n", "schedule", "m", "measured ms", "predicted ms",
+                "error");
   }
   double worst = 0;
   struct Case {
@@ -92,8 +97,9 @@ int main(int argc, char** argv) {
         if (s == 2) (*trainer)->pipeline_timings() = {};
         if (!comm.Barrier().ok()) return 1;
         auto t0 = Clock::now();
-        auto loss = (*trainer)->ComputeGradients(std::vector<int32_t>(job.data.global_batch * job.data.seq, 1).data(),
-                                                 std::vector<int32_t>(job.data.global_batch * job.data.seq, 2).data());
+        auto loss = (*trainer)->ComputeGradients(
+            std::vector<int32_t>(job.data.global_batch * job.data.seq, 1).data(),
+            std::vector<int32_t>(job.data.global_batch * job.data.seq, 2).data());
         auto t1 = Clock::now();
         auto norm = (*trainer)->ApplyUpdate(1e-4);
         if (!loss.ok() || !norm.ok()) return 1;

@@ -99,7 +99,8 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
   if (chunk.head) g->lnf_ = layout.IndexOf("ln_f.weight");
   for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
     g->layer_base_.push_back(layout.IndexOf("h." + std::to_string(l) + ".ln_1.weight"));
-    if (g->layer_base_.back() < 0) return InvalidArgument("layout lacks layer " + std::to_string(l));
+    if (g->layer_base_.back() < 0)
+      return InvalidArgument("layout lacks layer " + std::to_string(l));
   }
   if ((chunk.embedding && (g->wte_ < 0 || g->wpe_ < 0)) || (chunk.head && g->lnf_ < 0)) {
     return InvalidArgument("layout lacks the chunk's embedding or final norm");
@@ -185,7 +186,9 @@ Result<Gpt::Slot*> Gpt::GetSlot(int id) {
   return raw;
 }
 
-void Gpt::ReleaseSlot(int slot) { slots_.erase(slot); }
+void Gpt::ReleaseSlot(int slot) {
+  slots_.erase(slot);
+}
 
 int64_t Gpt::ActivationRows(int64_t b, int64_t t) const {
   return tp_.sp ? b * t / tp_.size() : b * t;
@@ -209,8 +212,12 @@ float* Gpt::G(int index) {
   const ParamInfo& p = layout_.params[static_cast<size_t>(index)];
   return store_->Grads(p.bucket) + p.bucket_offset;
 }
-const float* Gpt::Wte() const { return wte_ >= 0 ? P(wte_) : tied_wte_; }
-float* Gpt::DWte() { return wte_ >= 0 ? G(wte_) : tied_dwte_; }
+const float* Gpt::Wte() const {
+  return wte_ >= 0 ? P(wte_) : tied_wte_;
+}
+float* Gpt::DWte() {
+  return wte_ >= 0 ? G(wte_) : tied_dwte_;
+}
 
 Status Gpt::GatherTokens(const float* local, float* full, int64_t width) {
   if (tp_.size() == 1 || !tp_.sp) {
@@ -247,8 +254,8 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
   AddBiasResidual(a.res2.data<float>(), w(kProjB), x, nl_, c);
 
   ln_out = sp ? ln_local_.data<float>() : a.ln2.data<float>();
-  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                   a.res2.data<float>(), w(kLn2W), w(kLn2B), nl_, c);
+  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), a.res2.data<float>(),
+                   w(kLn2W), w(kLn2B), nl_, c);
   if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, a.ln2.data<float>(), c));
   LinearForward(a.fc.data<float>(), a.ln2.data<float>(), w(kFcW), w(kFcB), n_, c, fl_);
   GeluForward(a.gelu.data<float>(), a.fc.data<float>(), n_ * fl_);
@@ -288,8 +295,8 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
                     a.lse.data<float>(), as);
-  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_,
-                 c, 3 * cl_);
+  LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_, c,
+                 3 * cl_);
   LOOM_RETURN_IF_ERROR(ReduceTokens(dln, dln_local, c));
   LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
                     a.ln1_rstd.data<float>(), nl_, c);
@@ -316,8 +323,8 @@ Result<double> Gpt::ForwardChunk(int slot_id, const int32_t* tokens, const int32
     LOOM_RETURN_IF_ERROR(store_->AcquireParams(Bucket(wte_), -1));
     if (tp_.size() == 1) {
       EmbeddingShape es{n_, t, c, 0, vl_};
-      EmbeddingForward(slot->resid[0].data<float>(), slot->tokens.data(), nullptr, P(wte_),
-                       P(wpe_), es);
+      EmbeddingForward(slot->resid[0].data<float>(), slot->tokens.data(), nullptr, P(wte_), P(wpe_),
+                       es);
     } else {
       // Vocab-parallel lookup: each rank contributes the rows it holds; the sum is the embedding.
       EmbeddingShape es{n_, t, c, tp_.rank() * vl_, vl_};
@@ -382,7 +389,9 @@ const float* Gpt::OutputActivation(int slot) const {
   return slots_.at(slot)->resid[chunk_.num_layers].data<float>();
 }
 
-const float* Gpt::InputGradient() const { return dresid_.data<float>(); }
+const float* Gpt::InputGradient() const {
+  return dresid_.data<float>();
+}
 
 Status Gpt::BackwardChunk(int slot_id, float dloss, const float* dout, bool last_micro_batch) {
   auto it = slots_.find(slot_id);

@@ -131,7 +131,7 @@ class Gpt {
   TensorParallel tp_;
   ChunkSpec chunk_;
   int wte_ = -1, wpe_ = -1, lnf_ = -1;  // parameter indices (-1: not in this chunk)
-  std::vector<int> layer_base_;          // index of h.{l}.ln_1.weight per local layer
+  std::vector<int> layer_base_;         // index of h.{l}.ln_1.weight per local layer
   const float* tied_wte_ = nullptr;
   float* tied_dwte_ = nullptr;
   int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab

@@ -136,7 +136,8 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(par.String("schedule", &p.schedule, false));
   if (!p.schedule.empty() && !ParseScheduleKind(p.schedule).ok()) {
     return InvalidArgument(par.Where("schedule") +
-                           ": expected gpipe, 1f1b, interleaved or zb-h1, got '" + p.schedule + "'");
+                           ": expected gpipe, 1f1b, interleaved or zb-h1, got '" + p.schedule +
+                           "'");
   }
   if (p.schedule == "zb-h1") {
     return Unimplemented(par.Where("schedule") +

@@ -63,7 +63,8 @@ struct ParallelConfig {
   int64_t zero = 0;
   bool sp = false;
   bool overlap = true;  // start gradient reductions during the backward
-  std::string schedule;  // pipeline: gpipe | 1f1b | interleaved | zb-h1 ("": 1f1b, interleaved if vpp > 1)
+  std::string
+      schedule;  // pipeline: gpipe | 1f1b | interleaved | zb-h1 ("": 1f1b, interleaved if vpp > 1)
 };
 
 struct JobConfig {

@@ -14,9 +14,9 @@
 #include "core/file_util.h"
 #include "core/kernels/elementwise.h"
 #include "core/logging.h"
-#include "parallel/pipeline/simulator.h"
 #include "core/rng.h"
 #include "core/threads.h"
+#include "parallel/pipeline/simulator.h"
 #include "worker/data/token_file.h"
 #include "worker/lr_schedule.h"
 
@@ -158,9 +158,9 @@ Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* t
     loss_sum = l;
   }
   for (int64_t mb = 0; mb < (place_.pp ? 0 : micro_batches); ++mb) {
-    LOOM_ASSIGN_OR_RETURN(
-        double l,
-        models_[0]->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens, d.micro_batch, d.seq));
+    LOOM_ASSIGN_OR_RETURN(double l,
+                          models_[0]->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens,
+                                                  d.micro_batch, d.seq));
     loss_sum += l;
     LOOM_RETURN_IF_ERROR(models_[0]->Backward(dloss, mb + 1 == micro_batches));
   }
@@ -235,13 +235,13 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
   if (wte >= 0 && lay.pp > 1) {
     const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
     LOOM_RETURN_IF_ERROR(store_->AcquireParams(p.bucket, -1));
-    sends.push_back(pp.SendAsync(store_->Params(p.bucket) + p.bucket_offset, p.numel(), lay.pp - 1,
-                                 kTagWte));
+    sends.push_back(
+        pp.SendAsync(store_->Params(p.bucket) + p.bucket_offset, p.numel(), lay.pp - 1, kTagWte));
   }
   if (!tied_wte_.empty()) {
     std::fill(tied_dwte_.begin(), tied_dwte_.end(), 0.0f);
-    LOOM_RETURN_IF_ERROR(wait(pp.RecvAsync(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()),
-                                           0, kTagWte)));
+    LOOM_RETURN_IF_ERROR(
+        wait(pp.RecvAsync(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()), 0, kTagWte)));
   }
   double loss_sum = 0;
   const std::vector<Instr>& program = schedule_.ranks[static_cast<size_t>(r)];
@@ -292,7 +292,8 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
         const auto t0 = std::chrono::steady_clock::now();
         LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off,
                                                            input, d.micro_batch, d.seq));
-        timings_.forward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        timings_.forward_s +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++timings_.forwards;
         loss_sum += l;
         act_in.erase(key(in.micro, k));
@@ -322,7 +323,8 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
         const float* dout = g < chunks - 1 ? grad_in[key(in.micro, k)].data() : nullptr;
         const auto t0 = std::chrono::steady_clock::now();
         LOOM_RETURN_IF_ERROR(model.BackwardChunk(in.micro, dloss, dout, last));
-        timings_.backward_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        timings_.backward_s +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++timings_.backwards;
         grad_in.erase(key(in.micro, k));
         if (g > 0) {
@@ -367,8 +369,8 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   if (wte >= 0) {
     const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
     LOOM_RETURN_IF_ERROR(store_->AcquireParams(p.bucket, -1));
-    LOOM_RETURN_IF_ERROR(pp.Send(store_->Params(p.bucket) + p.bucket_offset, p.numel(),
-                                 lay.pp - 1, kTagWte));
+    LOOM_RETURN_IF_ERROR(
+        pp.Send(store_->Params(p.bucket) + p.bucket_offset, p.numel(), lay.pp - 1, kTagWte));
   }
   if (!tied_wte_.empty()) {
     LOOM_RETURN_IF_ERROR(
@@ -381,12 +383,11 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
       Gpt& model = *models_[static_cast<size_t>(k)];
       const int slot = 1000000 + static_cast<int>(b);
       if (g > 0) {
-        LOOM_RETURN_IF_ERROR(
-            pp.Recv(buf.data(), width, (r + lay.pp - 1) % lay.pp, kTagEval + g));
+        LOOM_RETURN_IF_ERROR(pp.Recv(buf.data(), width, (r + lay.pp - 1) % lay.pp, kTagEval + g));
       }
-      LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(slot, bin.data(), btgt.data(),
-                                                         g > 0 ? buf.data() : nullptr,
-                                                         d.micro_batch, d.seq));
+      LOOM_ASSIGN_OR_RETURN(
+          double l, model.ForwardChunk(slot, bin.data(), btgt.data(), g > 0 ? buf.data() : nullptr,
+                                       d.micro_batch, d.seq));
       sum += l;
       if (g < chunks - 1) {
         LOOM_RETURN_IF_ERROR(
@@ -413,7 +414,8 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < tokens; ++i) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), window);
-    LOOM_RETURN_IF_ERROR(models_[0]->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
+    LOOM_RETURN_IF_ERROR(
+        models_[0]->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
     int32_t next = 0;
     if (temperature <= 0) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -564,7 +566,8 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     const Gpt& g = *models_[0];
     const int64_t peak = GetMemUsage(MemTag::kActivations).peak;
     LOOM_LOG(INFO, TRAIN) << "pipeline activations: peak " << peak << " bytes = scratch "
-                          << g.ScratchBytes() << " + " << (peak - g.ScratchBytes()) / std::max<int64_t>(1, g.SlotBytes())
+                          << g.ScratchBytes() << " + "
+                          << (peak - g.ScratchBytes()) / std::max<int64_t>(1, g.SlotBytes())
                           << " in flight x slot " << g.SlotBytes() << " (remainder "
                           << (peak - g.ScratchBytes()) % std::max<int64_t>(1, g.SlotBytes())
                           << "); simulated peak in flight "
