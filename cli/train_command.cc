@@ -92,7 +92,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
   ConfigureThreads(threads);
   Placement place;
   place.layout = layout;
-  std::unique_ptr<Communicator> world_comm, tp_comm, dp_comm, pp_comm;
+  std::unique_ptr<Communicator> world_comm, tp_comm, dp_comm, pp_comm, cp_comm, dpcp_comm;
   if (*mpi) {
     const int r = (*mpi)->world_rank();
     place.world_rank = r;
@@ -102,6 +102,14 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
       LOOM_ASSIGN_OR_RETURN(tp_comm,
                             (*mpi)->CreateGroup("tp", layout.GroupOf(GroupKind::kTensor, r)));
       place.tp = tp_comm.get();
+    }
+    if (layout.cp > 1) {
+      LOOM_ASSIGN_OR_RETURN(cp_comm,
+                            (*mpi)->CreateGroup("cp", layout.GroupOf(GroupKind::kContext, r)));
+      place.cp = cp_comm.get();
+      LOOM_ASSIGN_OR_RETURN(
+          dpcp_comm, (*mpi)->CreateGroup("dp-cp", layout.GroupOf(GroupKind::kDataContext, r)));
+      place.dpcp = dpcp_comm.get();
     }
     if (layout.pp > 1) {
       LOOM_ASSIGN_OR_RETURN(pp_comm,

@@ -12,6 +12,7 @@
 #include "core/kernels/embedding.h"
 #include "core/kernels/layernorm.h"
 #include "core/kernels/linear.h"
+#include "parallel/ring_attention.h"
 
 namespace loom {
 namespace {
@@ -59,8 +60,8 @@ struct Gpt::Slot {
 };
 
 Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
-         ParamStore* store, TensorParallel tp, ChunkSpec chunk)
-    : config_(config), rt_(rt), layout_(layout), store_(store), tp_(tp), chunk_(chunk) {
+         ParamStore* store, TensorParallel tp, ChunkSpec chunk, ContextParallel cp)
+    : config_(config), rt_(rt), layout_(layout), store_(store), tp_(tp), chunk_(chunk), cp_(cp) {
   const int t = tp_.size();
   cl_ = config_.hidden / t;
   fl_ = config_.ffn() / t;
@@ -72,7 +73,8 @@ Gpt::~Gpt() = default;
 
 Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelRuntime& rt,
                                          const ParamLayout& layout, ParamStore* store,
-                                         TensorParallel tp, ChunkSpec chunk) {
+                                         TensorParallel tp, ChunkSpec chunk,
+                                         ContextParallel cp) {
   LOOM_RETURN_IF_ERROR(config.Validate());
   ModelRuntime r = rt;
   if (r.seq == 0) r.seq = config.max_seq;
@@ -91,7 +93,7 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
     return InvalidArgument("sequence parallelism needs micro_batch*seq divisible by tp");
   }
   if (chunk.first_layer < 0) chunk = {0, static_cast<int>(config.layers), true, true};
-  std::unique_ptr<Gpt> g(new Gpt(config, r, layout, store, tp, chunk));
+  std::unique_ptr<Gpt> g(new Gpt(config, r, layout, store, tp, chunk, cp));
   if (chunk.embedding) {
     g->wte_ = layout.IndexOf("wte");
     g->wpe_ = layout.IndexOf("wpe");
@@ -245,8 +247,13 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
                    w(kLn1B), nl_, c);
   if (sp) LOOM_RETURN_IF_ERROR(GatherTokens(ln_out, a.ln1.data<float>(), c));
   LinearForward(a.qkv.data<float>(), a.ln1.data<float>(), w(kQkvW), w(kQkvB), n_, c, 3 * cl_);
-  AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
-  AttentionForward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), as);
+  if (cp_.size() > 1) {
+    LOOM_RETURN_IF_ERROR(RingForward(a));
+  } else {
+    AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q,
+                      rt_.attn_block_k};
+    AttentionForward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), as);
+  }
   // Row-parallel projection: partial sums reduced across tp, then bias and residual once.
   float* proj = tp_.size() > 1 ? rowpar_.data<float>() : a.res2.data<float>();
   LinearForward<float>(proj, a.att.data<float>(), w(kProjW), nullptr, n_, cl_, c);
@@ -292,14 +299,101 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   LinearBackward<float>(datt, g(kProjW), nullptr, dfull, a.att.data<float>(), w(kProjW), n_, cl_,
                         c);
   LinearBackward<float>(nullptr, nullptr, g(kProjB), dresid, nullptr, nullptr, nl_, 0, c);
-  AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
-  AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
-                    a.lse.data<float>(), as);
+  if (cp_.size() > 1) {
+    LOOM_RETURN_IF_ERROR(RingBackward(a, datt));
+  } else {
+    AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q,
+                      rt_.attn_block_k};
+    AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
+                      a.lse.data<float>(), as);
+  }
   LinearBackward(dln, g(kQkvW), g(kQkvB), dqkv_.data<float>(), a.ln1.data<float>(), w(kQkvW), n_, c,
                  3 * cl_);
   LOOM_RETURN_IF_ERROR(ReduceTokens(dln, dln_local, c));
   LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
                     a.ln1_rstd.data<float>(), nl_, c);
+  return Status::Ok();
+}
+
+int64_t Gpt::Position(int64_t i) const {
+  const int64_t row = i % cur_t_;
+  if (cp_.size() == 1) return row;
+  return ContextSplit{cur_t_ * cp_.size(), cp_.size()}.Position(cp_.rank(), row);
+}
+
+// K/V blocks go around the ring (to rank+1, from rank-1) while the block just received is
+// folded in, so the transfer of step s+1 overlaps the compute of step s.
+Status Gpt::RingForward(LayerActs& a) {
+  const int cp = cp_.size(), r = cp_.rank();
+  const ContextSplit split{cur_t_ * cp, cp};
+  const int64_t kvn = cur_b_ * cur_t_ * 2 * cl_;
+  kv_a_.resize(static_cast<size_t>(kvn));
+  kv_b_.resize(static_cast<size_t>(kvn));
+  PackKeyValue(a.qkv.data<float>(), kv_a_.data(), cur_b_, cur_t_, cl_);
+  RingAttention<float> ring(split, r, cur_b_, hl_, config_.head_dim(), rt_.attn_block_q,
+                            rt_.attn_block_k);
+  ring.ForwardBegin();
+  float* cur = kv_a_.data();
+  float* next = kv_b_.data();
+  for (int s = 0; s < cp; ++s) {
+    HandlePtr send, recv;
+    if (s + 1 < cp) {
+      recv = cp_.comm->RecvAsync(next, kvn, (r + cp - 1) % cp, 100 + s);
+      send = cp_.comm->SendAsync(cur, kvn, (r + 1) % cp, 100 + s);
+    }
+    ring.ForwardStep(a.qkv.data<float>(), cur, (r - s + cp) % cp);
+    if (send) {
+      LOOM_RETURN_IF_ERROR(send->Wait(cp_.comm->DefaultDeadline()));
+      LOOM_RETURN_IF_ERROR(recv->Wait(cp_.comm->DefaultDeadline()));
+      std::swap(cur, next);
+    }
+  }
+  ring.ForwardEnd(a.att.data<float>(), a.lse.data<float>());
+  return Status::Ok();
+}
+
+// Backward: K/V and their gradient accumulators travel together; after cp steps each dK/dV has
+// visited every rank and the last hop returns it to its owner.
+Status Gpt::RingBackward(LayerActs& a, const float* datt) {
+  const int cp = cp_.size(), r = cp_.rank();
+  const ContextSplit split{cur_t_ * cp, cp};
+  const int64_t kvn = cur_b_ * cur_t_ * 2 * cl_;
+  for (auto* v : {&kv_a_, &kv_b_, &dkv_a_, &dkv_b_}) v->assign(static_cast<size_t>(kvn), 0.0f);
+  PackKeyValue(a.qkv.data<float>(), kv_a_.data(), cur_b_, cur_t_, cl_);
+  RingAttention<float> ring(split, r, cur_b_, hl_, config_.head_dim(), rt_.attn_block_q,
+                            rt_.attn_block_k);
+  float* dqkv = dqkv_.data<float>();
+  ring.BackwardBegin(datt, a.att.data<float>(), dqkv);
+  float *kv = kv_a_.data(), *kv_next = kv_b_.data();
+  float *dkv = dkv_a_.data(), *dkv_next = dkv_b_.data();
+  const int prev = (r + cp - 1) % cp, next = (r + 1) % cp;
+  auto deadline = [&] { return cp_.comm->DefaultDeadline(); };
+  for (int s = 0; s < cp; ++s) {
+    HandlePtr kv_recv, kv_send;
+    if (s + 1 < cp) {  // the K/V of the next step travel while this step computes
+      kv_recv = cp_.comm->RecvAsync(kv_next, kvn, prev, 200 + s);
+      kv_send = cp_.comm->SendAsync(kv, kvn, next, 200 + s);
+    }
+    ring.BackwardStep(a.qkv.data<float>(), kv, (r - s + cp) % cp, datt, a.lse.data<float>(), dqkv,
+                      dkv);
+    // The accumulated dK/dV follows its K/V (after the last step: one hop home to its owner).
+    HandlePtr d_recv = cp_.comm->RecvAsync(dkv_next, kvn, prev, 300 + s);
+    HandlePtr d_send = cp_.comm->SendAsync(dkv, kvn, next, 300 + s);
+    LOOM_RETURN_IF_ERROR(d_send->Wait(deadline()));
+    LOOM_RETURN_IF_ERROR(d_recv->Wait(deadline()));
+    std::swap(dkv, dkv_next);
+    if (kv_send) {
+      LOOM_RETURN_IF_ERROR(kv_send->Wait(deadline()));
+      LOOM_RETURN_IF_ERROR(kv_recv->Wait(deadline()));
+      std::swap(kv, kv_next);
+    }
+  }
+  // dkv now holds this rank's own dK/dV: the k and v parts of dqkv.
+  const int64_t rows = cur_b_ * cur_t_;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    std::copy(dkv + i * 2 * cl_, dkv + (i + 1) * 2 * cl_, dqkv + i * 3 * cl_ + cl_);
+  }
   return Status::Ok();
 }
 
@@ -323,8 +417,13 @@ Result<double> Gpt::ForwardChunk(int slot_id, const int32_t* tokens, const int32
     LOOM_RETURN_IF_ERROR(store_->AcquireParams(Bucket(wte_), -1));
     if (tp_.size() == 1) {
       EmbeddingShape es{n_, t, c, 0, vl_};
-      EmbeddingForward(slot->resid[0].data<float>(), slot->tokens.data(), nullptr, P(wte_), P(wpe_),
-                       es);
+      std::vector<int32_t> pos;
+      if (cp_.size() > 1) {
+        pos.resize(static_cast<size_t>(n_));
+        for (int64_t i = 0; i < n_; ++i) pos[i] = static_cast<int32_t>(Position(i));
+      }
+      EmbeddingForward(slot->resid[0].data<float>(), slot->tokens.data(),
+                       pos.empty() ? nullptr : pos.data(), P(wte_), P(wpe_), es);
     } else {
       // Vocab-parallel lookup: each rank contributes the rows it holds; the sum is the embedding.
       EmbeddingShape es{n_, t, c, tp_.rank() * vl_, vl_};
@@ -336,7 +435,7 @@ Result<double> Gpt::ForwardChunk(int slot_id, const int32_t* tokens, const int32
       float* r = slot->resid[0].data<float>();
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < nl_; ++i) {
-        const float* p = wpe + ((first + i) % t) * c;
+        const float* p = wpe + Position(first + i) * c;
         for (int64_t j = 0; j < c; ++j) r[i * c + j] += p[j];
       }
     }
@@ -442,12 +541,18 @@ Status Gpt::BackwardChunk(int slot_id, float dloss, const float* dout, bool last
   if (!chunk_.embedding) return Status::Ok();
   if (tp_.size() == 1) {
     EmbeddingShape es{n_, cur_t_, c, 0, vl_};
-    EmbeddingBackward(G(wte_), G(wpe_), dresid, slot->tokens.data(), nullptr, es);
+    std::vector<int32_t> pos;
+    if (cp_.size() > 1) {
+      pos.resize(static_cast<size_t>(n_));
+      for (int64_t i = 0; i < n_; ++i) pos[i] = static_cast<int32_t>(Position(i));
+    }
+    EmbeddingBackward(G(wte_), G(wpe_), dresid, slot->tokens.data(),
+                      pos.empty() ? nullptr : pos.data(), es);
   } else {
     // Positions: this rank's rows (all rows without SP); token rows: the whole micro-batch.
     const int64_t first = tp_.sp ? tp_.rank() * nl_ : 0;
     std::vector<int32_t> pos(static_cast<size_t>(nl_));
-    for (int64_t i = 0; i < nl_; ++i) pos[i] = static_cast<int32_t>((first + i) % cur_t_);
+    for (int64_t i = 0; i < nl_; ++i) pos[i] = static_cast<int32_t>(Position(first + i));
     EmbeddingShape local{nl_, cur_t_, c, 0, 0};
     EmbeddingBackward<float>(nullptr, G(wpe_), dresid, slot->tokens.data() + first, pos.data(),
                              local);

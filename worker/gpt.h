@@ -41,6 +41,15 @@ struct ModelRuntime {
   int64_t attn_block_k = 256;  // key/value rows per attention block
 };
 
+// Context parallelism: the sequence is split over `comm` with the load-balanced causal split
+// (parallel/ring_attention.h); each rank holds seq/cp tokens of every sequence and attention
+// runs as ring attention, K/V travelling around the ring while blocks are computed.
+struct ContextParallel {
+  Communicator* comm = nullptr;  // null: cp = 1
+  int size() const { return comm ? comm->size() : 1; }
+  int rank() const { return comm ? comm->rank() : 0; }
+};
+
 struct TensorParallel {
   Communicator* comm = nullptr;  // null: tp = 1
   bool sp = false;               // sequence parallelism
@@ -54,7 +63,8 @@ class Gpt {
   // whole model); `store` owns the buffers. `chunk` defaults to the whole model.
   static Result<std::unique_ptr<Gpt>> Create(const ModelConfig& config, const ModelRuntime& rt,
                                              const ParamLayout& layout, ParamStore* store,
-                                             TensorParallel tp = {}, ChunkSpec chunk = {-1});
+                                             TensorParallel tp = {}, ChunkSpec chunk = {-1},
+                                             ContextParallel cp = {});
   ~Gpt();
 
   const ModelConfig& config() const { return config_; }
@@ -108,7 +118,11 @@ class Gpt {
   struct LayerActs;
   struct Slot;
   Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
-      ParamStore* store, TensorParallel tp, ChunkSpec chunk);
+      ParamStore* store, TensorParallel tp, ChunkSpec chunk, ContextParallel cp);
+  // Global position of row `i` of the current micro-batch (rows are [b, t] row-major).
+  int64_t Position(int64_t i) const;
+  Status RingForward(LayerActs& a);
+  Status RingBackward(LayerActs& a, const float* datt);
   Status Allocate();
   Status AllocateScratch();
   Result<Slot*> GetSlot(int id);
@@ -130,6 +144,8 @@ class Gpt {
   ParamStore* store_;
   TensorParallel tp_;
   ChunkSpec chunk_;
+  ContextParallel cp_;
+  std::vector<float> kv_a_, kv_b_, dkv_a_, dkv_b_;  // ring buffers [B, T/cp, 2 * C/tp]
   int wte_ = -1, wpe_ = -1, lnf_ = -1;  // parameter indices (-1: not in this chunk)
   std::vector<int> layer_base_;         // index of h.{l}.ln_1.weight per local layer
   const float* tied_wte_ = nullptr;

@@ -145,9 +145,6 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
                          "1f1b and interleaved");
   }
   LOOM_RETURN_IF_ERROR(par.Finish());
-  if (p.cp > 1) {
-    return Unimplemented(par.Where("cp") + ": context parallelism is not implemented yet");
-  }
   return root.Finish();
 }
 

@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "parallel/pipeline/simulator.h"
+#include "parallel/ring_attention.h"
 #include "worker/data/token_file.h"
 #include "worker/lr_schedule.h"
 
@@ -101,10 +102,13 @@ Status Trainer::Init() {
   layout_ = ParamLayout::ForChunks(job_.model, lay.tp, chunks);
   AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,
                  job_.optim.grad_clip};
-  ParamStoreOptions so{lay.zero, place_.dp, place_.tp, lay.sp, job_.parallel.overlap, place_.pp};
+  // Parameters are replicated over data and context ranks: gradients are summed (and ZeRO shards)
+  // over both.
+  Communicator* reduce = place_.dpcp ? place_.dpcp : place_.dp;
+  ParamStoreOptions so{lay.zero, reduce, place_.tp, lay.sp, job_.parallel.overlap, place_.pp};
   LOOM_ASSIGN_OR_RETURN(store_, MakeParamStore(layout_, oc, so));
   ModelRuntime rt{d.micro_batch,
-                  d.seq,
+                  d.seq / lay.cp,
                   job_.runtime.recompute,
                   job_.runtime.vocab_chunk,
                   job_.runtime.attn_block_q,
@@ -112,7 +116,8 @@ Status Trainer::Init() {
   TensorParallel tp{place_.tp, lay.sp};
   for (const ChunkSpec& chunk : chunks) {
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> g,
-                          Gpt::Create(job_.model, rt, layout_, store_.get(), tp, chunk));
+                          Gpt::Create(job_.model, rt, layout_, store_.get(), tp, chunk,
+                                      ContextParallel{place_.cp}));
     models_.push_back(std::move(g));
   }
   if (lay.pp > 1) {
@@ -144,11 +149,14 @@ Status Trainer::Init() {
 Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* targets) {
   const DataConfig& d = job_.data;
   const int dp = place_.layout.dp, dp_rank = place_.layout.CoordOf(place_.world_rank).dp;
-  const int64_t per_rank = d.global_batch / dp, micro_tokens = d.micro_batch * d.seq;
+  const int64_t per_rank = d.global_batch / dp, micro_tokens = d.micro_batch * local_seq();
   const int64_t micro_batches = per_rank / d.micro_batch;
   const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
-  const int32_t* in = inputs + dp_rank * per_rank * d.seq;
-  const int32_t* tgt = targets + dp_rank * per_rank * d.seq;
+  std::vector<int32_t> local_in, local_tgt;
+  LocalRows(inputs + dp_rank * per_rank * d.seq, per_rank, &local_in);
+  LocalRows(targets + dp_rank * per_rank * d.seq, per_rank, &local_tgt);
+  const int32_t* in = local_in.data();
+  const int32_t* tgt = local_tgt.data();
   LOOM_RETURN_IF_ERROR(store_->BeginStep());
   double loss_sum = 0;
   if (place_.pp) {
@@ -160,16 +168,30 @@ Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* t
   for (int64_t mb = 0; mb < (place_.pp ? 0 : micro_batches); ++mb) {
     LOOM_ASSIGN_OR_RETURN(double l,
                           models_[0]->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens,
-                                                  d.micro_batch, d.seq));
+                                                  d.micro_batch, local_seq()));
     loss_sum += l;
     LOOM_RETURN_IF_ERROR(models_[0]->Backward(dloss, mb + 1 == micro_batches));
   }
-  if (place_.dp) {
+  if (Communicator* reduce = place_.dpcp ? place_.dpcp : place_.dp) {
     float l = static_cast<float>(loss_sum);
-    LOOM_RETURN_IF_ERROR(place_.dp->AllReduce(&l, 1));
+    LOOM_RETURN_IF_ERROR(reduce->AllReduce(&l, 1));
     loss_sum = l;
   }
   return loss_sum / static_cast<double>(d.global_batch * d.seq);
+}
+
+void Trainer::LocalRows(const int32_t* full, int64_t count, std::vector<int32_t>* out) const {
+  const int64_t seq = job_.data.seq, ls = local_seq();
+  out->resize(static_cast<size_t>(count * ls));
+  if (place_.layout.cp == 1) {
+    std::copy(full, full + count * seq, out->begin());
+    return;
+  }
+  const ContextSplit split{seq, place_.layout.cp};
+  const int rank = place_.cp->rank();
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < ls; ++i) (*out)[b * ls + i] = full[b * seq + split.Position(rank, i)];
+  }
 }
 
 Result<StepStats> Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
@@ -192,13 +214,21 @@ Result<double> Trainer::Evaluate() {
   if (!eval_sampler_) return std::nan("");
   const DataConfig& d = job_.data;
   std::vector<int32_t> in(static_cast<size_t>(d.micro_batch * d.seq)), tgt(in.size());
-  double sum = 0;
+  std::vector<int32_t> lin, ltgt;
   if (place_.pp) return EvaluatePipeline(in, tgt);
+  double sum = 0;
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
     eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
-    LOOM_ASSIGN_OR_RETURN(double l,
-                          models_[0]->ForwardLoss(in.data(), tgt.data(), d.micro_batch, d.seq));
+    LocalRows(in.data(), d.micro_batch, &lin);
+    LocalRows(tgt.data(), d.micro_batch, &ltgt);
+    LOOM_ASSIGN_OR_RETURN(double l, models_[0]->ForwardLoss(lin.data(), ltgt.data(),
+                                                            d.micro_batch, local_seq()));
     sum += l;
+  }
+  if (place_.cp) {  // each context rank saw its part of every sequence
+    float s = static_cast<float>(sum);
+    LOOM_RETURN_IF_ERROR(place_.cp->AllReduce(&s, 1));
+    sum = s;
   }
   return sum / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
 }
@@ -220,7 +250,7 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
   Communicator& pp = *place_.pp;
   const int r = pp.rank(), chunks = lay.pp * lay.vpp;
   const int micro = schedule_.micro;
-  const int64_t rows = models_[0]->ActivationRows(d.micro_batch, d.seq);
+  const int64_t rows = models_[0]->ActivationRows(d.micro_batch, local_seq());
   const int64_t width = rows * job_.model.hidden;
   const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
   auto key = [&](int mb, int k) { return mb * lay.vpp + k; };
@@ -287,11 +317,10 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
           LOOM_RETURN_IF_ERROR(wait(it->second));
           recvs.erase(it);
         }
-        const int64_t off = in.micro * d.micro_batch * d.seq;
+        const int64_t off = in.micro * d.micro_batch * local_seq();
         const float* input = g > 0 ? act_in[key(in.micro, k)].data() : nullptr;
         const auto t0 = std::chrono::steady_clock::now();
-        LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off,
-                                                           input, d.micro_batch, d.seq));
+        LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off, input, d.micro_batch, local_seq()));
         timings_.forward_s +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++timings_.forwards;
@@ -361,8 +390,9 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   const Layout& lay = place_.layout;
   Communicator& pp = *place_.pp;
   const int r = pp.rank(), chunks = lay.pp * lay.vpp;
-  const int64_t width = models_[0]->ActivationRows(d.micro_batch, d.seq) * job_.model.hidden;
-  std::vector<int32_t> bin(in.size()), btgt(tgt.size());
+  const int64_t width =
+      models_[0]->ActivationRows(d.micro_batch, local_seq()) * job_.model.hidden;
+  std::vector<int32_t> bin(in.size()), btgt(tgt.size()), lin, ltgt;
   std::vector<float> buf(static_cast<size_t>(width));
   double sum = 0;
   const int wte = layout_.IndexOf("wte");
@@ -378,6 +408,8 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   }
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
     eval_sampler_->Fill(b, 0, d.micro_batch, bin.data(), btgt.data());
+    LocalRows(bin.data(), d.micro_batch, &lin);
+    LocalRows(btgt.data(), d.micro_batch, &ltgt);
     for (int k = 0; k < lay.vpp; ++k) {
       const int g = schedule_.GlobalChunk(r, k);
       Gpt& model = *models_[static_cast<size_t>(k)];
@@ -386,8 +418,8 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
         LOOM_RETURN_IF_ERROR(pp.Recv(buf.data(), width, (r + lay.pp - 1) % lay.pp, kTagEval + g));
       }
       LOOM_ASSIGN_OR_RETURN(
-          double l, model.ForwardChunk(slot, bin.data(), btgt.data(), g > 0 ? buf.data() : nullptr,
-                                       d.micro_batch, d.seq));
+          double l, model.ForwardChunk(slot, lin.data(), ltgt.data(), g > 0 ? buf.data() : nullptr,
+                                       d.micro_batch, local_seq()));
       sum += l;
       if (g < chunks - 1) {
         LOOM_RETURN_IF_ERROR(
@@ -398,6 +430,7 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   }
   float total = static_cast<float>(sum);
   LOOM_RETURN_IF_ERROR(pp.AllReduce(&total, 1));
+  if (place_.cp) LOOM_RETURN_IF_ERROR(place_.cp->AllReduce(&total, 1));
   return total / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
 }
 
@@ -559,6 +592,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
         summary.tokens_per_second);
   }
   LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
+  LOOM_LOG(INFO, TRAIN) << "activation peak bytes " << GetMemUsage(MemTag::kActivations).peak;
   if (place_.pp && place_.layout.vpp == 1) {
     // Activation memory against the schedule: the peak must be the chunk's scratch plus the
     // simulator's peak number of in-flight micro-batches times one slot.
@@ -575,7 +609,8 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
                           << ScheduleKindName(schedule_.kind) << ", pp rank " << place_.pp->rank()
                           << ")";
   }
-  if (job_.sample.tokens > 0 && place_.layout.tp == 1 && place_.layout.pp == 1) {
+  if (job_.sample.tokens > 0 && place_.layout.tp == 1 && place_.layout.pp == 1 &&
+      place_.layout.cp == 1) {
     LOOM_ASSIGN_OR_RETURN(summary.sample,
                           Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
                                  job_.sample.top_k, job_.seed));
@@ -585,7 +620,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
                   job_.sample.prompt.c_str(), summary.sample.c_str());
     }
   } else if (job_.sample.tokens > 0 && root) {
-    std::printf("(sampling skipped: it runs with tp = pp = 1 only)\n");
+    std::printf("(sampling skipped: it runs with tp = pp = cp = 1 only)\n");
   }
   std::fflush(stdout);
   return summary;

@@ -29,6 +29,8 @@ struct Placement {
   Communicator* tp = nullptr;     // null when tp = 1
   Communicator* dp = nullptr;     // null when dp = 1
   Communicator* pp = nullptr;     // null when pp = 1
+  Communicator* cp = nullptr;     // null when cp = 1
+  Communicator* dpcp = nullptr;   // data x context group (gradient reduction); null when cp = 1
   Communicator* world = nullptr;  // null for one process
 };
 
@@ -86,6 +88,10 @@ class Trainer {
  private:
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
   Status Init();
+  // Context parallelism: this rank's tokens of every sequence of [count, seq] (load-balanced
+  // split) into [count, seq / cp]; a plain copy when cp = 1.
+  void LocalRows(const int32_t* full, int64_t count, std::vector<int32_t>* out) const;
+  int64_t local_seq() const { return job_.data.seq / place_.layout.cp; }
   // Pipeline parallelism: runs this rank's schedule for one step; returns the local loss sum.
   Result<double> RunPipeline(const int32_t* inputs, const int32_t* targets);
   Result<double> EvaluatePipeline(const std::vector<int32_t>& in, const std::vector<int32_t>& tgt);
