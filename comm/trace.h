@@ -20,6 +20,7 @@ struct TraceRecord {
   uint64_t seq = 0;   // per-communicator sequence number (same on every member)
   int64_t bytes = 0;
   int peer = -1;                                     // send/recv: group rank of the peer
+  int tag = -1;                                      // send/recv: message tag
   int64_t enqueue_ns = 0, start_ns = 0, end_ns = 0;  // steady clock
   int64_t wait_ns = 0;  // time the caller spent blocked in Wait() on this call
 };

@@ -73,8 +73,7 @@ Gpt::~Gpt() = default;
 
 Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelRuntime& rt,
                                          const ParamLayout& layout, ParamStore* store,
-                                         TensorParallel tp, ChunkSpec chunk,
-                                         ContextParallel cp) {
+                                         TensorParallel tp, ChunkSpec chunk, ContextParallel cp) {
   LOOM_RETURN_IF_ERROR(config.Validate());
   ModelRuntime r = rt;
   if (r.seq == 0) r.seq = config.max_seq;
@@ -250,8 +249,7 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
   if (cp_.size() > 1) {
     LOOM_RETURN_IF_ERROR(RingForward(a));
   } else {
-    AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q,
-                      rt_.attn_block_k};
+    AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
     AttentionForward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), as);
   }
   // Row-parallel projection: partial sums reduced across tp, then bias and residual once.
@@ -302,8 +300,7 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   if (cp_.size() > 1) {
     LOOM_RETURN_IF_ERROR(RingBackward(a, datt));
   } else {
-    AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q,
-                      rt_.attn_block_k};
+    AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
     AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),
                       a.lse.data<float>(), as);
   }

@@ -146,8 +146,8 @@ class Gpt {
   ChunkSpec chunk_;
   ContextParallel cp_;
   std::vector<float> kv_a_, kv_b_, dkv_a_, dkv_b_;  // ring buffers [B, T/cp, 2 * C/tp]
-  int wte_ = -1, wpe_ = -1, lnf_ = -1;  // parameter indices (-1: not in this chunk)
-  std::vector<int> layer_base_;         // index of h.{l}.ln_1.weight per local layer
+  int wte_ = -1, wpe_ = -1, lnf_ = -1;              // parameter indices (-1: not in this chunk)
+  std::vector<int> layer_base_;                     // index of h.{l}.ln_1.weight per local layer
   const float* tied_wte_ = nullptr;
   float* tied_dwte_ = nullptr;
   int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab

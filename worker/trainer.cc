@@ -115,9 +115,9 @@ Status Trainer::Init() {
                   job_.runtime.attn_block_k};
   TensorParallel tp{place_.tp, lay.sp};
   for (const ChunkSpec& chunk : chunks) {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> g,
-                          Gpt::Create(job_.model, rt, layout_, store_.get(), tp, chunk,
-                                      ContextParallel{place_.cp}));
+    LOOM_ASSIGN_OR_RETURN(
+        std::unique_ptr<Gpt> g,
+        Gpt::Create(job_.model, rt, layout_, store_.get(), tp, chunk, ContextParallel{place_.cp}));
     models_.push_back(std::move(g));
   }
   if (lay.pp > 1) {
@@ -221,8 +221,8 @@ Result<double> Trainer::Evaluate() {
     eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
     LocalRows(in.data(), d.micro_batch, &lin);
     LocalRows(tgt.data(), d.micro_batch, &ltgt);
-    LOOM_ASSIGN_OR_RETURN(double l, models_[0]->ForwardLoss(lin.data(), ltgt.data(),
-                                                            d.micro_batch, local_seq()));
+    LOOM_ASSIGN_OR_RETURN(
+        double l, models_[0]->ForwardLoss(lin.data(), ltgt.data(), d.micro_batch, local_seq()));
     sum += l;
   }
   if (place_.cp) {  // each context rank saw its part of every sequence
@@ -320,7 +320,8 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
         const int64_t off = in.micro * d.micro_batch * local_seq();
         const float* input = g > 0 ? act_in[key(in.micro, k)].data() : nullptr;
         const auto t0 = std::chrono::steady_clock::now();
-        LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off, input, d.micro_batch, local_seq()));
+        LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off,
+                                                           input, d.micro_batch, local_seq()));
         timings_.forward_s +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++timings_.forwards;
@@ -390,8 +391,7 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   const Layout& lay = place_.layout;
   Communicator& pp = *place_.pp;
   const int r = pp.rank(), chunks = lay.pp * lay.vpp;
-  const int64_t width =
-      models_[0]->ActivationRows(d.micro_batch, local_seq()) * job_.model.hidden;
+  const int64_t width = models_[0]->ActivationRows(d.micro_batch, local_seq()) * job_.model.hidden;
   std::vector<int32_t> bin(in.size()), btgt(tgt.size()), lin, ltgt;
   std::vector<float> buf(static_cast<size_t>(width));
   double sum = 0;

@@ -225,13 +225,13 @@ class MpiCommunicator : public Communicator {
   }
   HandlePtr SendAsync(const float* data, int64_t n, int peer, int tag) override {
     MPI_Comm c = comm_;
-    return Issue(CommOp::kSend, n, peer, [=](MPI_Request* r) {
+    return Issue(CommOp::kSend, n, peer, tag, [=](MPI_Request* r) {
       return MPI_Isend(data, static_cast<int>(n), MPI_FLOAT, peer, tag, c, r);
     });
   }
   HandlePtr RecvAsync(float* data, int64_t n, int peer, int tag) override {
     MPI_Comm c = comm_;
-    return Issue(CommOp::kRecv, n, peer, [=](MPI_Request* r) {
+    return Issue(CommOp::kRecv, n, peer, tag, [=](MPI_Request* r) {
       return MPI_Irecv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, c, r);
     });
   }
@@ -245,7 +245,12 @@ class MpiCommunicator : public Communicator {
 
  private:
   HandlePtr Issue(CommOp op, int64_t floats, int peer, std::function<int(MPI_Request*)> start) {
+    return Issue(op, floats, peer, -1, std::move(start));
+  }
+  HandlePtr Issue(CommOp op, int64_t floats, int peer, int tag,
+                  std::function<int(MPI_Request*)> start) {
     TraceRecord rec;
+    rec.tag = tag;
     rec.op = op;
     rec.group = name_;
     rec.seq = next_seq_++;
