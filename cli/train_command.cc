@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "comm/mpi/mpi_runtime.h"
@@ -92,35 +93,27 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
   ConfigureThreads(threads);
   Placement place;
   place.layout = layout;
-  std::unique_ptr<Communicator> world_comm, tp_comm, dp_comm, pp_comm, cp_comm, dpcp_comm;
+  std::unique_ptr<Communicator> world_comm;
+  std::vector<std::unique_ptr<Communicator>> groups;  // outlive the trainer
   if (*mpi) {
     const int r = (*mpi)->world_rank();
     place.world_rank = r;
     LOOM_ASSIGN_OR_RETURN(world_comm, (*mpi)->World());
     place.world = world_comm.get();
-    if (layout.tp > 1) {
-      LOOM_ASSIGN_OR_RETURN(tp_comm,
-                            (*mpi)->CreateGroup("tp", layout.GroupOf(GroupKind::kTensor, r)));
-      place.tp = tp_comm.get();
-    }
-    if (layout.cp > 1) {
-      LOOM_ASSIGN_OR_RETURN(cp_comm,
-                            (*mpi)->CreateGroup("cp", layout.GroupOf(GroupKind::kContext, r)));
-      place.cp = cp_comm.get();
-      LOOM_ASSIGN_OR_RETURN(
-          dpcp_comm, (*mpi)->CreateGroup("dp-cp", layout.GroupOf(GroupKind::kDataContext, r)));
-      place.dpcp = dpcp_comm.get();
-    }
-    if (layout.pp > 1) {
-      LOOM_ASSIGN_OR_RETURN(pp_comm,
-                            (*mpi)->CreateGroup("pp", layout.GroupOf(GroupKind::kPipeline, r)));
-      place.pp = pp_comm.get();
-    }
-    if (layout.dp > 1) {
-      LOOM_ASSIGN_OR_RETURN(dp_comm,
-                            (*mpi)->CreateGroup("dp", layout.GroupOf(GroupKind::kData, r)));
-      place.dp = dp_comm.get();
-    }
+    // Every rank creates its groups in the same order (group creation is collective).
+    auto join = [&](GroupKind kind, bool needed, Communicator** slot) -> Status {
+      if (!needed) return Status::Ok();
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c,
+                            (*mpi)->CreateGroup(GroupKindName(kind), layout.GroupOf(kind, r)));
+      *slot = c.get();
+      groups.push_back(std::move(c));
+      return Status::Ok();
+    };
+    LOOM_RETURN_IF_ERROR(join(GroupKind::kTensor, layout.tp > 1, &place.tp));
+    LOOM_RETURN_IF_ERROR(join(GroupKind::kContext, layout.cp > 1, &place.cp));
+    LOOM_RETURN_IF_ERROR(join(GroupKind::kDataContext, layout.cp > 1, &place.dpcp));
+    LOOM_RETURN_IF_ERROR(join(GroupKind::kPipeline, layout.pp > 1, &place.pp));
+    LOOM_RETURN_IF_ERROR(join(GroupKind::kData, layout.dp > 1, &place.dp));
   }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, place));
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary, trainer->Run());
