@@ -111,6 +111,98 @@ Result<ConfigSection> ConfigSection::Section(const std::string& key, bool requir
   return ConfigSection(file_, n, path);
 }
 
+Result<std::vector<ConfigSection>> ConfigSection::List(const std::string& key, bool required) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, "a list of mappings"));
+  std::vector<ConfigSection> items;
+  if (!opt) return items;
+  const YAML::Node& n = *opt;
+  if (!n.IsSequence()) return Bad(key, n, "a list of mappings");
+  std::string path = path_.empty() ? key : path_ + "." + key;
+  for (size_t i = 0; i < n.size(); ++i) {
+    std::string item = path + "[" + std::to_string(i) + "]";
+    if (!n[i].IsMap()) {
+      int line = n[i].Mark().line;
+      return InvalidArgument(file_ + (line >= 0 ? ":" + std::to_string(line + 1) : "") +
+                             ": field '" + item + "': expected a mapping");
+    }
+    items.emplace_back(file_, n[i], item);
+  }
+  return items;
+}
+
+Result<double> ConfigSection::ListNumber(const std::string& key, const YAML::Node& e,
+                                         const std::string& index, double min, double max) const {
+  double v = 0;
+  if (e.IsScalar() && YAML::convert<double>::decode(e, v) && std::isfinite(v) && v >= min &&
+      v <= max) {
+    return v;
+  }
+  int line = e.Mark().line >= 0 ? e.Mark().line : node_[key].Mark().line;
+  std::string where = file_ + (line >= 0 ? ":" + std::to_string(line + 1) : "");
+  std::string field = (path_.empty() ? key : path_ + "." + key) + index;
+  return InvalidArgument(where + ": field '" + field + "': expected a number in [" +
+                         std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                         (e.IsScalar() ? "'" + e.Scalar() + "'" : std::string("a collection")));
+}
+
+Status ConfigSection::StringList(const std::string& key, std::vector<std::string>* out,
+                                 bool required) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, "a list of strings"));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  if (!n.IsSequence()) return Bad(key, n, "a list of strings");
+  std::vector<std::string> v;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].IsScalar()) return Bad(key, n[i], "a list of strings");
+    v.push_back(n[i].Scalar());
+  }
+  *out = std::move(v);
+  return Status::Ok();
+}
+
+Status ConfigSection::DoubleList(const std::string& key, std::vector<double>* out, bool required,
+                                 double min, double max) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt, Get(key, required, "a list of numbers"));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  if (!n.IsSequence()) return Bad(key, n, "a list of numbers");
+  std::vector<double> v;
+  for (size_t i = 0; i < n.size(); ++i) {
+    LOOM_ASSIGN_OR_RETURN(double x, ListNumber(key, n[i], "[" + std::to_string(i) + "]", min, max));
+    v.push_back(x);
+  }
+  *out = std::move(v);
+  return Status::Ok();
+}
+
+Status ConfigSection::DoubleMatrix(const std::string& key, std::vector<std::vector<double>>* out,
+                                   bool required, double min, double max) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<YAML::Node> opt,
+                        Get(key, required, "a list of lists of numbers"));
+  if (!opt) return Status::Ok();
+  const YAML::Node& n = *opt;
+  if (!n.IsSequence()) return Bad(key, n, "a list of lists of numbers");
+  std::vector<std::vector<double>> m;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (!n[i].IsSequence()) return Bad(key, n[i], "a list of lists of numbers");
+    std::vector<double> row;
+    for (size_t j = 0; j < n[i].size(); ++j) {
+      std::string index = "[" + std::to_string(i) + "][" + std::to_string(j) + "]";
+      LOOM_ASSIGN_OR_RETURN(double x, ListNumber(key, n[i][j], index, min, max));
+      row.push_back(x);
+    }
+    m.push_back(std::move(row));
+  }
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+std::vector<std::string> ConfigSection::Keys() const {
+  std::vector<std::string> keys;
+  for (auto it = node_.begin(); it != node_.end(); ++it) keys.push_back(it->first.Scalar());
+  return keys;
+}
+
 Status ConfigSection::Finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     std::string key = it->first.Scalar();

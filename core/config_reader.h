@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -30,6 +31,18 @@ class ConfigSection {
   Status Bool(const std::string& key, bool* out, bool required);
   // Nested mapping; absent optional sections give an empty mapping.
   Result<ConfigSection> Section(const std::string& key, bool required);
+  // A list of mappings; item i is a section whose path is "key[i]" (errors inside it read
+  // "file:line: field 'nodes[2].devices'"). Absent optional lists give no items.
+  Result<std::vector<ConfigSection>> List(const std::string& key, bool required);
+  // Lists of scalars, each element checked like the scalar readers (min/max inclusive).
+  Status StringList(const std::string& key, std::vector<std::string>* out, bool required);
+  Status DoubleList(const std::string& key, std::vector<double>* out, bool required, double min,
+                    double max);
+  // A list of lists of numbers (rows may differ in length; callers check the shape).
+  Status DoubleMatrix(const std::string& key, std::vector<std::vector<double>>* out, bool required,
+                      double min, double max);
+  // Keys of this mapping in file order (for mappings keyed by user-chosen names).
+  std::vector<std::string> Keys() const;
   // Error unless every key of the mapping has been read.
   Status Finish() const;
 
@@ -42,6 +55,10 @@ class ConfigSection {
   Result<std::optional<YAML::Node>> Get(const std::string& key, bool required,
                                         const char* expected);
   Status Bad(const std::string& key, const YAML::Node& node, const std::string& expected) const;
+  // Element `index` ("[2]" or "[2][3]") of list `key` as a number in [min, max]; errors name the
+  // element's own line and "key[2]".
+  Result<double> ListNumber(const std::string& key, const YAML::Node& e, const std::string& index,
+                            double min, double max) const;
 
   std::string file_;
   YAML::Node node_;

@@ -64,5 +64,38 @@ TEST(ConfigSection, SyntaxAndMissingFile) {
   EXPECT_EQ(ConfigSection::LoadFile("/nonexistent/x.yaml").status().code(), StatusCode::kNotFound);
 }
 
+TEST(ConfigSection, ListsOfMappingsAndNumbers) {
+  auto path = Write("loom_cfg_lists.yaml",
+                    "nodes:\n  - name: a\n    devices: 8\n  - name: b\n    devices: x\n"
+                    "names: [a, b]\nbw: [1, 2.5]\nm:\n  - [0, 1]\n  - [1, oops]\n");
+  auto root = ConfigSection::LoadFile(path);
+  ASSERT_TRUE(root.ok());
+  auto nodes = root->List("nodes", true);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  ASSERT_EQ(nodes->size(), 2u);
+  int64_t devices = 0;
+  EXPECT_TRUE((*nodes)[0].Int("devices", &devices, true, 1, 64).ok());
+  EXPECT_EQ(devices, 8);
+  Status bad = (*nodes)[1].Int("devices", &devices, true, 1, 64);
+  EXPECT_NE(bad.message().find(path + ":5: field 'nodes[1].devices': expected an integer"),
+            std::string::npos)
+      << bad.message();
+  std::vector<std::string> names;
+  ASSERT_TRUE(root->StringList("names", &names, true).ok());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b"}));
+  std::vector<double> bw;
+  ASSERT_TRUE(root->DoubleList("bw", &bw, true, 0, 10).ok());
+  EXPECT_EQ(bw, (std::vector<double>{1, 2.5}));
+  std::vector<std::vector<double>> m;
+  Status bad_m = root->DoubleMatrix("m", &m, true, 0, 10);
+  EXPECT_NE(bad_m.message().find(path + ":10: field 'm[1][1]': expected a number"),
+            std::string::npos)
+      << bad_m.message();
+  EXPECT_EQ(root->Keys(), (std::vector<std::string>{"nodes", "names", "bw", "m"}));
+  Status not_list = root->List("names", true).status();
+  EXPECT_NE(not_list.message().find("field 'names[0]': expected a mapping"), std::string::npos)
+      << not_list.message();
+}
+
 }  // namespace
 }  // namespace loom
