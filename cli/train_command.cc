@@ -25,6 +25,8 @@ struct TrainOptions {
   int64_t steps = 0;
   std::string dump_losses;  // per-step losses, one "step loss" line each (world rank 0)
   std::string dump_params;  // final parameters in single-process layout (safetensors)
+  std::string checkpoint_dir, load;  // override checkpoint.dir / checkpoint.load
+  bool no_resume = false;
 };
 
 bool LaunchedByMpi() {
@@ -66,7 +68,9 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
     std::ofstream f(opt.dump_losses);
     for (size_t i = 0; i < summary.losses.size(); ++i) {
       char line[64];
-      std::snprintf(line, sizeof(line), "%zu %.9g\n", i + 1, summary.losses[i]);
+      std::snprintf(line, sizeof(line), "%lld %.9g\n",
+                    static_cast<long long>(summary.first_step) + static_cast<long long>(i) + 1,
+                    summary.losses[i]);
       f << line;
     }
     if (!f) return IoError("write '" + opt.dump_losses + "'");
@@ -77,6 +81,9 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
 Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(opt.config));
   if (opt.steps > 0) job.steps = opt.steps;
+  if (!opt.checkpoint_dir.empty()) job.checkpoint.dir = opt.checkpoint_dir;
+  if (!opt.load.empty()) job.checkpoint.load = opt.load;
+  if (opt.no_resume) job.checkpoint.resume = false;
   int world = 1, local = 1;
   if (LaunchedByMpi() || job.parallel.present) {
     int argc = 0;
@@ -134,7 +141,13 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", opt->steps, "Override the job's number of steps")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--dump-losses", opt->dump_losses, "Write per-step losses to this file");
+  cmd->add_option("--checkpoint-dir", opt->checkpoint_dir,
+                  "Save checkpoints here (overrides checkpoint.dir)");
+  cmd->add_option("--load", opt->load,
+                  "Resume from this checkpoint root or step directory (overrides checkpoint.load)");
+  cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
+  cmd->add_option("--dump-losses", opt->dump_losses,
+                  "Write per-step losses (\"step loss\" lines) to this file");
   cmd->add_option("--dump-params", opt->dump_params,
                   "Write the final parameters (single-process layout) to this safetensors file");
   cmd->callback([opt, exit_code] {

@@ -25,7 +25,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "worker/model_config.h"
+#include "parallel/param_layout.h"
 #include "worker/param_store.h"
 
 namespace loom {

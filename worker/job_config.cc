@@ -145,6 +145,21 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
                          "1f1b and interleaved");
   }
   LOOM_RETURN_IF_ERROR(par.Finish());
+
+  LOOM_ASSIGN_OR_RETURN(ConfigSection ck, root.Section("checkpoint", false));
+  CheckpointConfig& c = job->checkpoint;
+  LOOM_RETURN_IF_ERROR(ck.String("dir", &c.dir, false));
+  LOOM_RETURN_IF_ERROR(ck.Int("every", &c.every, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(ck.Int("keep", &c.keep, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(ck.Bool("async", &c.async, false));
+  LOOM_RETURN_IF_ERROR(ck.Bool("final", &c.final, false));
+  LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
+  LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
+  if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
+    return InvalidArgument(ck.Where("dir") +
+                           ": expected a directory when checkpoint.every or checkpoint.keep is set");
+  }
+  LOOM_RETURN_IF_ERROR(ck.Finish());
   return root.Finish();
 }
 
@@ -162,6 +177,8 @@ Result<JobConfig> LoadJobConfig(const std::string& path) {
   job.data.text = Resolve(path, job.data.text);
   job.data.train = Resolve(path, job.data.train);
   job.data.val = Resolve(path, job.data.val);
+  job.checkpoint.dir = Resolve(path, job.checkpoint.dir);
+  job.checkpoint.load = Resolve(path, job.checkpoint.load);
   return job;
 }
 

@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 #include "worker/gpt.h"
-#include "worker/model_config.h"
+#include "parallel/param_layout.h"
 
 namespace loom {
 
@@ -67,6 +67,17 @@ struct ParallelConfig {
       schedule;  // pipeline: gpipe | 1f1b | interleaved | zb-h1 ("": 1f1b, interleaved if vpp > 1)
 };
 
+// Universal checkpoints (docs/CHECKPOINT.md). Saving is on when `dir` is set.
+struct CheckpointConfig {
+  std::string dir;        // save root: <dir>/step_<N>/, <dir>/latest ("" : no saving)
+  int64_t every = 0;      // save every N steps (0: only the final save)
+  int64_t keep = 0;       // newest checkpoints kept under `dir` (0: all)
+  bool async = true;      // write in the background while training continues
+  bool final = true;      // save after the last step
+  bool resume = true;     // start from the newest valid checkpoint under `load`
+  std::string load;       // a root or one step directory to resume from ("": `dir`)
+};
+
 struct JobConfig {
   std::string path;  // the job file
   ModelConfig model;
@@ -77,6 +88,7 @@ struct JobConfig {
   SampleConfig sample;
   RuntimeConfig runtime;
   ParallelConfig parallel;
+  CheckpointConfig checkpoint;
   int64_t steps = 100;
   uint64_t seed = 1337;
 };

@@ -248,6 +248,29 @@ class ShardedParamStore : public ParamStore {
     return Status::Ok();
   }
 
+  float* StateData(StateKind state, int b, int64_t* lo, int64_t* hi) override {
+    const bool sharded = state == StateKind::kParam ? opt_.zero == 3 : opt_.zero >= 1;
+    *lo = sharded ? dp_rank_ * chunk_[b] : 0;
+    *hi = sharded ? *lo + chunk_[b] : padded_[b];
+    if (state == StateKind::kParam) {
+      return sharded ? pshard_.data<float>() + sbase_[b] : params_.data<float>() + pbase_[b];
+    }
+    Tensor& t = state == StateKind::kExpAvg ? m_ : v_;
+    return t.data<float>() + (sharded ? sbase_[b] : pbase_[b]);
+  }
+
+  Status Quiesce() override {
+    if (opt_.zero == 1 || opt_.zero == 2) return WaitAllGathers();
+    return Status::Ok();
+  }
+
+  void StateLoaded() override {
+    for (Tensor& g : gathered_) g = Tensor();
+  }
+
+  int64_t optimizer_steps() const override { return step_; }
+  void set_optimizer_steps(int64_t steps) override { step_ = steps; }
+
   Status CopyGrads(float* out) override {
     if (opt_.zero != 0) return FailedPrecondition("CopyGrads needs ZeRO stage 0");
     for (int b = 0; b < layout_.num_buckets(); ++b) {

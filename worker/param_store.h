@@ -14,9 +14,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "checkpoint/shard_plan.h"
 #include "comm/communicator.h"
 #include "core/status.h"
-#include "worker/model_config.h"
+#include "parallel/param_layout.h"
 
 namespace loom {
 
@@ -51,6 +52,23 @@ class ParamStore {
   // Copies the gradients of the last step (after reduction, before clipping) for parameters
   // this rank holds completely (stage 0 only; others return FailedPrecondition).
   virtual Status CopyGrads(float* out) = 0;
+
+  // Checkpoint access (checkpoint/shard_plan.h names the states). For bucket `bucket`, returns a
+  // pointer to element *lo of `state` and sets [*lo, *hi) to the bucket-relative elements this
+  // rank holds (the padded bucket: zero beyond the bucket's real size):
+  //   stage 0: everything; stages 1-2: all parameters, the moments of its shard; stage 3: its
+  //   shard of everything. A shard is [r * chunk, (r + 1) * chunk) for data(-context) rank r,
+  //   chunk = padded bucket size / group size -- the split checkpoint/shard_plan.h writes.
+  // Right after Step(), under stages 1-2, only the shard's parameters are current until the
+  // background gather lands: a reader of other parameters calls Quiesce() first.
+  virtual float* StateData(StateKind state, int bucket, int64_t* lo, int64_t* hi) = 0;
+  // Waits for background parameter gathers.
+  virtual Status Quiesce() = 0;
+  // After states were written through StateData: drops gathered copies built from old values.
+  virtual void StateLoaded() = 0;
+  // AdamW updates applied so far (bias correction); restored with the moments.
+  virtual int64_t optimizer_steps() const = 0;
+  virtual void set_optimizer_steps(int64_t steps) = 0;
 };
 
 struct AdamWConfig {

@@ -50,6 +50,17 @@ std::pair<int, int64_t> FaultHangPoint() {
 Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place) {
   std::unique_ptr<Trainer> t(new Trainer(job, place));
   LOOM_RETURN_IF_ERROR(t->Init());
+  const CheckpointConfig& c = job.checkpoint;
+  if (!c.dir.empty() || !c.load.empty()) {
+    t->ckpt_ = std::make_unique<Checkpointer>(job, place.layout, place.world_rank, place.world,
+                                              t->store_.get(), t->layout_);
+    LOOM_ASSIGN_OR_RETURN(t->start_step_, t->ckpt_->Restore());
+    if (t->start_step_ > job.steps) {
+      return InvalidArgument(job.path + ": field 'steps': the checkpoint is at step " +
+                             std::to_string(t->start_step_) + ", past the job's " +
+                             std::to_string(job.steps) + " steps");
+    }
+  }
   return t;
 }
 
@@ -90,15 +101,7 @@ Status Trainer::Init() {
         std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed, kEvalStream);
   }
   const Layout& lay = place_.layout;
-  // This rank's pipeline chunks: local chunk k of pipeline rank r is global chunk k*pp + r.
-  const int pp_rank = lay.CoordOf(place_.world_rank).pp;
-  const int chunks_total = lay.pp * lay.vpp;
-  const int per_chunk = static_cast<int>(job_.model.layers) / chunks_total;
-  std::vector<ChunkSpec> chunks;
-  for (int k = 0; k < lay.vpp; ++k) {
-    const int g = k * lay.pp + pp_rank;
-    chunks.push_back({g * per_chunk, per_chunk, g == 0, g == chunks_total - 1});
-  }
+  const std::vector<ChunkSpec> chunks = RankChunks(job_.model, lay, place_.world_rank);
   layout_ = ParamLayout::ForChunks(job_.model, lay.tp, chunks);
   AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,
                  job_.optim.grad_clip};
@@ -511,6 +514,7 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
 
 Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepStats&)>& on_step) {
   TrainSummary summary;
+  summary.first_step = start_step_;
   const bool root = is_root();
   const bool tty = root && isatty(STDOUT_FILENO) != 0;
   const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
@@ -524,6 +528,10 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
                 models_[0]->ActivationBytesPerLayer() / 1048576.0,
                 job_.runtime.recompute == Recompute::kFull ? "full" : "none");
+    if (ckpt_ && !ckpt_->stats().resumed_from.empty()) {
+      std::printf("resumed from %s: continuing at step %lld\n",
+                  ckpt_->stats().resumed_from.c_str(), static_cast<long long>(start_step_ + 1));
+    }
     std::fflush(stdout);
   }
   const auto start = Clock::now();
@@ -531,7 +539,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
   double window_seconds = 0;
   int64_t window_steps = 0;
   const std::pair<int, int64_t> hang = FaultHangPoint();
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = start_step_; step < steps; ++step) {
     if (hang.first == place_.world_rank && hang.second == step + 1) {
       std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld\n",
                    place_.world_rank, static_cast<long long>(step + 1));
@@ -546,6 +554,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     }
     summary.losses.push_back(st.loss);
     if (on_step) on_step(step, st);
+    if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->AfterStep(step + 1));
     const auto now = Clock::now();
     window_seconds += std::chrono::duration<double>(now - last).count();
     ++window_steps;
@@ -575,8 +584,10 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
       }
     }
   }
+  if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->Finish(steps));
   const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
-  summary.tokens_per_second = static_cast<double>(steps * tokens_per_step) / total_s;
+  const int64_t steps_run = steps - start_step_;
+  summary.tokens_per_second = static_cast<double>(steps_run * tokens_per_step) / total_s;
   LOOM_ASSIGN_OR_RETURN(double vl, Evaluate());
   summary.evals.emplace_back(steps, vl);
   const size_t tail = std::min<size_t>(10, summary.losses.size());
@@ -584,12 +595,20 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
   for (size_t i = summary.losses.size() - tail; i < summary.losses.size(); ++i) {
     tail_mean += summary.losses[i] / static_cast<double>(tail);
   }
-  if (root) {
+  if (root && summary.losses.empty()) {
+    std::printf("done: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
+                static_cast<long long>(start_step_), static_cast<long long>(steps), vl);
+  } else if (root) {
     std::printf(
         "done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
         "%.4f | %.0f tok/s\n",
         FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
         summary.tokens_per_second);
+  }
+  if (root && ckpt_ && ckpt_->stats().saves > 0) {
+    const CheckpointStats& cs = ckpt_->stats();
+    std::printf("checkpoints: %d saved to %s | training blocked %.1f ms in total (rank 0)\n",
+                cs.saves, job_.checkpoint.dir.c_str(), cs.stall_s * 1e3);
   }
   LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
   LOOM_LOG(INFO, TRAIN) << "activation peak bytes " << GetMemUsage(MemTag::kActivations).peak;

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline/schedule.h"
+#include "worker/checkpointer.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
 #include "worker/job_config.h"
@@ -47,7 +48,8 @@ struct PipelineTimings {
 };
 
 struct TrainSummary {
-  std::vector<double> losses;                     // per step
+  int64_t first_step = 0;                         // steps done before this run (resumed)
+  std::vector<double> losses;                     // per step run: steps first_step+1, ...
   std::vector<std::pair<int64_t, double>> evals;  // (step, val loss)
   double tokens_per_second = 0;
   std::string sample;
@@ -55,10 +57,13 @@ struct TrainSummary {
 
 class Trainer {
  public:
-  // Loads the data, builds and initialises this rank's model part (seeded) and its store.
+  // Loads the data, builds and initialises this rank's model part (seeded) and its store, then
+  // resumes from the newest valid checkpoint when the job's `checkpoint` section says so
+  // (collective over the world).
   static Result<std::unique_ptr<Trainer>> Create(const JobConfig& job, const Placement& place = {});
 
-  // Runs job.steps steps; progress on stdout from world rank 0. `on_step` sees every step.
+  // Runs steps start_step()+1 .. job.steps, saving checkpoints as configured; progress on stdout
+  // from world rank 0. `on_step` sees every step.
   Result<TrainSummary> Run(const std::function<void(int64_t, const StepStats&)>& on_step = {});
 
   // One optimizer step on an explicit global batch [global_batch, seq] (every rank passes the
@@ -82,6 +87,8 @@ class Trainer {
   const ParamLayout& layout() const { return layout_; }
   const JobConfig& job() const { return job_; }
   bool is_root() const { return place_.world_rank == 0; }
+  int64_t start_step() const { return start_step_; }
+  const Checkpointer* checkpointer() const { return ckpt_.get(); }
   const Schedule& schedule() const { return schedule_; }
   PipelineTimings& pipeline_timings() { return timings_; }
 
@@ -107,6 +114,8 @@ class Trainer {
   std::vector<int32_t> train_tokens_, val_tokens_;
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;
+  std::unique_ptr<Checkpointer> ckpt_;
+  int64_t start_step_ = 0;  // optimizer steps already applied (restored from a checkpoint)
 };
 
 }  // namespace loom

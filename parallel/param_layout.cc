@@ -1,5 +1,5 @@
 // Parameter layout and seeded initialisation.
-#include "worker/model_config.h"
+#include "parallel/param_layout.h"
 
 #include <cmath>
 
@@ -76,6 +76,18 @@ ParamLayout ParamLayout::ForChunks(const ModelConfig& m, int tp,
     }
   }
   return out;
+}
+
+std::vector<ChunkSpec> RankChunks(const ModelConfig& m, const Layout& lay, int rank) {
+  const int pp_rank = lay.CoordOf(rank).pp;
+  const int chunks_total = lay.pp * lay.vpp;
+  const int per_chunk = static_cast<int>(m.layers) / chunks_total;
+  std::vector<ChunkSpec> chunks;
+  for (int k = 0; k < lay.vpp; ++k) {
+    const int g = k * lay.pp + pp_rank;
+    chunks.push_back({g * per_chunk, per_chunk, g == 0, g == chunks_total - 1});
+  }
+  return chunks;
 }
 
 int ParamLayout::IndexOf(const std::string& name) const {

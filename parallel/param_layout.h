@@ -16,6 +16,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "parallel/layout.h"
 
 namespace loom {
 
@@ -89,6 +90,11 @@ struct ParamLayout {
   const ParamInfo* Find(const std::string& name) const;
   int num_buckets() const { return static_cast<int>(buckets.size()); }
 };
+
+// The pipeline chunks held by world rank `rank` under `layout`: local chunk k of pipeline rank r
+// is global chunk k*pp + r, each of layers / (pp*vpp) layers; the first global chunk has the
+// embedding, the last the final norm and head.
+std::vector<ChunkSpec> RankChunks(const ModelConfig& config, const Layout& layout, int rank);
 
 // Fills `data` (layout.total floats, TP rank `tp_rank`) with the GPT-2 initialisation: normal(0,
 // 0.02) for matrices and embeddings, 0.02/sqrt(2*layers) for residual projections (attn.c_proj,

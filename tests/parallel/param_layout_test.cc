@@ -1,6 +1,6 @@
 // Parameter layout and buckets: contiguous buckets (embeddings, one per layer, final norm) that
 // partition the flat buffer; tensor-parallel local shapes; global index mapping.
-#include "worker/model_config.h"
+#include "parallel/param_layout.h"
 
 #include <gtest/gtest.h>
 

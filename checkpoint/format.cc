@@ -1,0 +1,187 @@
+// Checkpoint metadata I/O and directory conventions.
+#include "checkpoint/format.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <isa-l/crc.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/file_util.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+
+std::string StepDirName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string RankFileName(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "rank_%05d.safetensors", rank);
+  return buf;
+}
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  return (fs::path(a) / b).string();
+}
+
+uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  // ISA-L's crc32_iscsi takes an int length and its own (inverted) seed convention.
+  uint32_t c = ~crc;
+  while (n > 0) {
+    const size_t step = std::min<size_t>(n, 1u << 30);
+    c = crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(step), c);
+    p += step;
+    n -= step;
+  }
+  return ~c;
+}
+
+std::vector<uint32_t> BlockCrcs(const void* data, size_t n) {
+  std::vector<uint32_t> out;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t at = 0; at < n; at += kChecksumBlockBytes) {
+    out.push_back(Crc32c(p + at, std::min<size_t>(kChecksumBlockBytes, n - at)));
+  }
+  return out;
+}
+
+namespace {
+
+std::string ChunkWhere(const std::string& path, const proto::TensorEntry& t, int k) {
+  return path + ": tensor '" + t.name() + "' state '" + t.state() + "' chunk " +
+         std::to_string(k);
+}
+
+Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
+  if (m.format_version() != kCheckpointFormatVersion) {
+    return DataLoss(path + ": field 'format_version': expected " +
+                    std::to_string(kCheckpointFormatVersion) + ", got " +
+                    std::to_string(m.format_version()));
+  }
+  if (m.checksum_block_bytes() == 0) {
+    return DataLoss(path + ": field 'checksum_block_bytes': expected a positive block size");
+  }
+  const proto::ModelSpec& mo = m.model();
+  if (mo.vocab() <= 0 || mo.layers() <= 0 || mo.heads() <= 0 || mo.hidden() <= 0 ||
+      mo.max_seq() <= 0) {
+    return DataLoss(path + ": field 'model': expected positive vocab, max_seq, layers, heads, "
+                           "hidden");
+  }
+  std::vector<std::string> files;
+  for (const proto::FileEntry& f : m.files()) files.push_back(f.name());
+  for (const proto::TensorEntry& t : m.tensors()) {
+    if (t.dtype() != "F32") {
+      return DataLoss(path + ": tensor '" + t.name() + "' field 'dtype': expected F32, got '" +
+                      t.dtype() + "'");
+    }
+    if (t.shape_size() < 1 || t.shape_size() > 2) {
+      return DataLoss(path + ": tensor '" + t.name() + "' field 'shape': expected 1 or 2 dims");
+    }
+    const int64_t rows = t.shape(0), cols = t.shape_size() > 1 ? t.shape(1) : 1;
+    for (int k = 0; k < t.chunks_size(); ++k) {
+      const proto::Chunk& c = t.chunks(k);
+      if (c.region_offsets_size() != t.shape_size() || c.region_sizes_size() != t.shape_size()) {
+        return DataLoss(ChunkWhere(path, t, k) + ": region has the wrong number of dimensions");
+      }
+      const int64_t r0 = c.region_offsets(0), rs = c.region_sizes(0);
+      const int64_t c0 = t.shape_size() > 1 ? c.region_offsets(1) : 0;
+      const int64_t cs = t.shape_size() > 1 ? c.region_sizes(1) : 1;
+      if (r0 < 0 || rs < 0 || c0 < 0 || cs < 0 || r0 + rs > rows || c0 + cs > cols ||
+          c.flat_begin() < 0 || c.flat_begin() >= c.flat_end() || c.flat_end() > rs * cs) {
+        return DataLoss(ChunkWhere(path, t, k) + ": region outside the tensor's shape");
+      }
+      const uint64_t bytes = static_cast<uint64_t>(c.flat_end() - c.flat_begin()) * 4;
+      if (c.length() != bytes) {
+        return DataLoss(ChunkWhere(path, t, k) + ": field 'length' is " +
+                        std::to_string(c.length()) + ", expected " + std::to_string(bytes));
+      }
+      const uint64_t blocks = (bytes + m.checksum_block_bytes() - 1) / m.checksum_block_bytes();
+      if (static_cast<uint64_t>(c.crc32c_size()) != blocks) {
+        return DataLoss(ChunkWhere(path, t, k) + ": expected " + std::to_string(blocks) +
+                        " checksums, got " + std::to_string(c.crc32c_size()));
+      }
+      if (std::find(files.begin(), files.end(), c.file()) == files.end()) {
+        return DataLoss(ChunkWhere(path, t, k) + ": file '" + c.file() +
+                        "' is not listed in 'files'");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
+  const std::string path = JoinPath(dir, kMetadataFile);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  proto::CheckpointMetadata m;
+  google::protobuf::util::JsonParseOptions opt;
+  opt.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(*text, &m, opt);
+  if (!st.ok()) {
+    return DataLoss(path + ": not a checkpoint metadata file: " + std::string(st.message()));
+  }
+  LOOM_RETURN_IF_ERROR(Validate(path, m));
+  return m;
+}
+
+Result<std::string> MetadataToJson(const proto::CheckpointMetadata& meta) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = true;
+  opt.preserve_proto_field_names = true;
+  opt.always_print_primitive_fields = true;
+  auto st = google::protobuf::util::MessageToJsonString(meta, &json, opt);
+  if (!st.ok()) return Internal("serialise checkpoint metadata: " + std::string(st.message()));
+  return json;
+}
+
+Status WriteMetadata(const std::string& dir, const proto::CheckpointMetadata& meta) {
+  LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(meta));
+  return WriteFileAtomic(JoinPath(dir, kMetadataFile), json);
+}
+
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    long long step = -1;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "step_%lld%c", &step, &tail) != 1 || step < 0) continue;
+    if (!fs::exists(e.path() / kMetadataFile, ec)) continue;
+    out.emplace_back(step, e.path().string());
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  return out;
+}
+
+std::string ReadLatest(const std::string& root) {
+  Result<std::string> text = ReadFile(JoinPath(root, kLatestFile));
+  if (!text.ok()) return "";
+  std::string s = *text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Result<std::string> ResolveCheckpointDir(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / kMetadataFile, ec)) return path;
+  if (!fs::is_directory(path, ec)) return NotFound(path + ": no such checkpoint directory");
+  auto list = ListCheckpoints(path);
+  if (list.empty()) {
+    return NotFound(path + ": no committed checkpoint (expected a step_<N> directory with " +
+                    kMetadataFile + ")");
+  }
+  return list.front().second;
+}
+
+}  // namespace loom

@@ -1,0 +1,55 @@
+// The on-disk layout of universal checkpoints (docs/CHECKPOINT.md):
+//
+//   <root>/latest                 "step_00000020\n", replaced atomically after each commit
+//   <root>/step_00000020/         one committed checkpoint
+//       metadata.json             proto/checkpoint.proto as JSON, written last
+//       rank_00000.safetensors    data written by world rank 0 (safetensors layout)
+//   <root>/step_00000030.tmp/     a save in progress (never loaded; removed by later saves)
+//
+// A directory is a checkpoint only if it is named step_<N> and holds a metadata.json: the
+// directory is renamed into place after its metadata and every data file are fsynced.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "proto/checkpoint.pb.h"
+
+namespace loom {
+
+constexpr int kCheckpointFormatVersion = 1;
+constexpr uint64_t kChecksumBlockBytes = 1 << 20;
+constexpr char kMetadataFile[] = "metadata.json";
+constexpr char kLatestFile[] = "latest";
+
+std::string StepDirName(int64_t step);  // "step_00000020"
+std::string RankFileName(int rank);     // "rank_00003.safetensors"
+std::string JoinPath(const std::string& a, const std::string& b);
+
+// CRC-32C (Castagnoli) of `n` bytes, continuing from `crc` (0 to start).
+uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+// Per-block CRCs of a chunk's bytes (blocks of kChecksumBlockBytes).
+std::vector<uint32_t> BlockCrcs(const void* data, size_t n);
+
+// Parses `<dir>/metadata.json` and checks it is self-consistent: version, model, every chunk's
+// region inside its tensor's shape, byte length = elements x 4, one CRC per block, files listed.
+// Errors name the file and, for a chunk, the tensor, state and chunk number.
+Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir);
+// Writes the metadata as JSON atomically (temporary file, fsync, rename, directory fsync).
+Status WriteMetadata(const std::string& dir, const proto::CheckpointMetadata& meta);
+Result<std::string> MetadataToJson(const proto::CheckpointMetadata& meta);
+
+// Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
+// A missing root is an empty list.
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);
+// The step directory `latest` names, or "" (absent or unreadable).
+std::string ReadLatest(const std::string& root);
+// A path given by the user: a step directory (has metadata.json) or a root (its newest
+// committed checkpoint). NotFound when neither.
+Result<std::string> ResolveCheckpointDir(const std::string& path);
+
+}  // namespace loom

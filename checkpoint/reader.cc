@@ -1,0 +1,159 @@
+// Intersecting reads with block checksums.
+#include "checkpoint/reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace loom {
+
+Region ChunkRegion(const proto::Chunk& c, int dims) {
+  Region r;
+  r.row0 = c.region_offsets(0);
+  r.rows = c.region_sizes(0);
+  r.col0 = dims > 1 ? c.region_offsets(1) : 0;
+  r.cols = dims > 1 ? c.region_sizes(1) : 1;
+  r.flat_begin = c.flat_begin();
+  r.flat_end = c.flat_end();
+  return r;
+}
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& dir) {
+  std::unique_ptr<CheckpointReader> r(new CheckpointReader());
+  r->dir_ = dir;
+  LOOM_ASSIGN_OR_RETURN(r->meta_, ReadMetadata(dir));
+  for (const proto::FileEntry& f : r->meta_.files()) {
+    const std::string path = JoinPath(dir, f.name());
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      return DataLoss(path + ": missing data file of the checkpoint (" + std::strerror(errno) +
+                      ")");
+    }
+    if (static_cast<uint64_t>(st.st_size) != f.bytes()) {
+      return DataLoss(path + ": truncated or overwritten: " + std::to_string(st.st_size) +
+                      " bytes, the metadata says " + std::to_string(f.bytes()));
+    }
+  }
+  for (const proto::TensorEntry& t : r->meta_.tensors()) {
+    Entry& e = r->index_[{t.name(), t.state()}];
+    e.tensor = &t;
+    for (int k = 0; k < t.chunks_size(); ++k) {
+      e.chunks.push_back({&t.chunks(k), ChunkRegion(t.chunks(k), t.shape_size()), k});
+    }
+  }
+  return r;
+}
+
+CheckpointReader::~CheckpointReader() {
+  for (auto& [name, fd] : fds_) ::close(fd);
+}
+
+Result<int> CheckpointReader::Fd(const std::string& file) {
+  auto it = fds_.find(file);
+  if (it != fds_.end()) return it->second;
+  const std::string path = JoinPath(dir_, file);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open '" + path + "'", errno);
+  fds_[file] = fd;
+  return fd;
+}
+
+Status CheckpointReader::ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t first,
+                                    uint64_t last, std::vector<char>* buf) {
+  const proto::Chunk& ch = *c.chunk;
+  const uint64_t block = meta_.checksum_block_bytes();
+  const uint64_t begin = first * block, end = std::min(ch.length(), (last + 1) * block);
+  buf->resize(end - begin);
+  const std::string where = JoinPath(dir_, ch.file()) + ": tensor '" + e.tensor->name() +
+                            "' state '" + e.tensor->state() + "' chunk " +
+                            std::to_string(c.index);
+  LOOM_ASSIGN_OR_RETURN(int fd, Fd(ch.file()));
+  uint64_t done = 0;
+  while (done < buf->size()) {
+    ssize_t n = ::pread(fd, buf->data() + done, buf->size() - done,
+                        static_cast<off_t>(ch.offset() + begin + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("read " + where, errno);
+    if (n == 0) return DataLoss(where + ": file ends inside the chunk");
+    done += static_cast<uint64_t>(n);
+  }
+  bytes_read_ += done;
+  for (uint64_t b = first; b <= last; ++b) {
+    const uint64_t at = b * block - begin;
+    const uint64_t len = std::min(block, ch.length() - b * block);
+    if (Crc32c(buf->data() + at, len) != ch.crc32c(static_cast<int>(b))) {
+      return DataLoss(where + ": checksum mismatch in block " + std::to_string(b) +
+                      " (bytes " + std::to_string(ch.offset() + b * block) + ".." +
+                      std::to_string(ch.offset() + b * block + len) + " of the file)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckpointReader::Read(const std::string& name, StateKind state, const Region& region,
+                              float* dst) {
+  auto it = index_.find({name, StateName(state)});
+  if (it == index_.end()) {
+    return DataLoss(JoinPath(dir_, kMetadataFile) + ": no tensor '" + name + "' state '" +
+                    StateName(state) + "' (missing from the checkpoint)");
+  }
+  const Entry& e = it->second;
+  const uint64_t block = meta_.checksum_block_bytes();
+  int64_t covered = 0;
+  std::vector<CopySegment> segs;
+  std::vector<char> buf;
+  for (const ChunkRef& c : e.chunks) {
+    segs.clear();
+    const int64_t n = Intersect(c.region, region, &segs);
+    if (n == 0) continue;
+    covered += n;
+    int64_t lo = segs.front().src, hi = 0;
+    for (const CopySegment& s : segs) {
+      lo = std::min(lo, s.src);
+      hi = std::max(hi, s.src + s.count);
+    }
+    const uint64_t first = static_cast<uint64_t>(lo) * 4 / block;
+    const uint64_t last = (static_cast<uint64_t>(hi) * 4 - 1) / block;
+    LOOM_RETURN_IF_ERROR(ReadBlocks(e, c, first, last, &buf));
+    const char* base = buf.data() - first * block;
+    for (const CopySegment& s : segs) {
+      std::memcpy(dst + s.dst, base + s.src * 4, static_cast<size_t>(s.count) * 4);
+    }
+  }
+  if (covered != region.size()) {
+    return DataLoss(JoinPath(dir_, kMetadataFile) + ": tensor '" + name + "' state '" +
+                    StateName(state) + "': the chunks cover " + std::to_string(covered) + " of " +
+                    std::to_string(region.size()) + " elements of " + region.ToString() +
+                    " (a chunk is missing)");
+  }
+  return Status::Ok();
+}
+
+Status CheckpointReader::VerifyAll() {
+  std::vector<char> buf;
+  for (auto& [key, e] : index_) {
+    int64_t elements = 0;
+    for (const ChunkRef& c : e.chunks) {
+      elements += c.region.size();
+      const uint64_t blocks = static_cast<uint64_t>(c.chunk->crc32c_size());
+      // Whole chunk, a bounded number of blocks at a time.
+      for (uint64_t b = 0; b < blocks; b += 64) {
+        LOOM_RETURN_IF_ERROR(ReadBlocks(e, c, b, std::min(blocks, b + 64) - 1, &buf));
+      }
+    }
+    int64_t numel = 1;
+    for (int64_t d : e.tensor->shape()) numel *= d;
+    if (elements != numel) {
+      return DataLoss(JoinPath(dir_, kMetadataFile) + ": tensor '" + key.first + "' state '" +
+                      key.second + "': chunks hold " + std::to_string(elements) + " of " +
+                      std::to_string(numel) + " elements (a chunk is missing or duplicated)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

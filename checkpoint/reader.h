@@ -1,0 +1,67 @@
+// Reading a universal checkpoint into any region of any tensor: the reader finds the chunks that
+// intersect the region, reads only the checksum blocks that hold the wanted bytes, verifies each
+// block's CRC-32C and copies the intersecting runs. Errors name the file, tensor, state and chunk.
+//
+// Not thread-safe (one reader per thread); file descriptors are kept open until destruction.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/format.h"
+#include "checkpoint/region.h"
+#include "checkpoint/shard_plan.h"
+#include "core/status.h"
+
+namespace loom {
+
+class CheckpointReader {
+ public:
+  // Parses and validates the metadata and checks every data file's size against its listing
+  // (a truncated file is refused here).
+  static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& dir);
+  ~CheckpointReader();
+
+  const proto::CheckpointMetadata& meta() const { return meta_; }
+  const std::string& dir() const { return dir_; }
+
+  // Fills dst[0 .. region.size()) with tensor `name`'s `state` over `region` (global coordinates
+  // of the tensor viewed as a matrix). Every element must be covered by some chunk.
+  Status Read(const std::string& name, StateKind state, const Region& region, float* dst);
+  // Reads every chunk and checks every checksum and that each tensor is covered exactly once.
+  Status VerifyAll();
+
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  struct ChunkRef {
+    const proto::Chunk* chunk;
+    Region region;
+    int index;
+  };
+  struct Entry {
+    const proto::TensorEntry* tensor;
+    std::vector<ChunkRef> chunks;
+  };
+  CheckpointReader() = default;
+  Result<int> Fd(const std::string& file);
+  // Reads blocks [first, last] of chunk `c` into buf (chunk-relative, from block `first`) and
+  // checks their CRCs.
+  Status ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t first, uint64_t last,
+                    std::vector<char>* buf);
+
+  std::string dir_;
+  proto::CheckpointMetadata meta_;
+  std::map<std::pair<std::string, std::string>, Entry> index_;
+  std::map<std::string, int> fds_;
+  uint64_t bytes_read_ = 0;
+};
+
+// The metadata region of chunk `c` of a tensor with `dims` dimensions as a matrix Region.
+Region ChunkRegion(const proto::Chunk& c, int dims);
+
+}  // namespace loom

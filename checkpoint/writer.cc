@@ -1,0 +1,298 @@
+// Distributed checkpoint writing and the commit protocol.
+#include "checkpoint/writer.h"
+
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "core/logging.h"
+
+namespace loom {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string FragmentName(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "rank_%05d.index.json", rank);
+  return buf;
+}
+
+Status WriteAllFd(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ErrnoError("write '" + path + "'", errno);
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+void FillRegion(const Region& r, int dims, proto::Chunk* c) {
+  c->add_region_offsets(r.row0);
+  c->add_region_sizes(r.rows);
+  if (dims > 1) {
+    c->add_region_offsets(r.col0);
+    c->add_region_sizes(r.cols);
+  }
+  c->set_flat_begin(r.flat_begin);
+  c->set_flat_end(r.flat_end);
+}
+
+}  // namespace
+
+void CheckpointCrashPoint(int world_rank, const char* where) {
+  static std::atomic<int> reached{0};
+  static const std::pair<int, int> target = [] {
+    const char* v = std::getenv("LOOM_FAULT_CKPT_KILL");
+    int rank = -1, n = -1;
+    if (v == nullptr || std::sscanf(v, "%d:%d", &rank, &n) != 2) return std::pair{-1, -1};
+    return std::pair{rank, n};
+  }();
+  if (target.first != world_rank) return;
+  if (reached.fetch_add(1) + 1 == target.second) {
+    std::fprintf(stderr, "loom: fault injection: rank %d killed while saving (%s)\n", world_rank,
+                 where);
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  }
+}
+
+std::string TempStepDir(const std::string& root, int64_t step) {
+  return JoinPath(root, StepDirName(step) + ".tmp");
+}
+
+Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const RankShardPlan& plan,
+                                const PieceSource& source) {
+  LOOM_RETURN_IF_ERROR(MakeDirs(tmp_dir));
+  const std::string file = RankFileName(rank);
+  const std::string path = JoinPath(tmp_dir, file);
+  // Header first: every chunk's place is known from the plan alone.
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t data_bytes = 0;
+  for (int s = 0; s < kNumStates; ++s) {
+    for (size_t k = 0; k < plan.writes.size(); ++k) {
+      const Piece& p = plan.writes[k];
+      const uint64_t n = static_cast<uint64_t>(p.region.size()) * 4;
+      header[plan.layout.params[static_cast<size_t>(p.param)].name + "/" +
+             StateName(static_cast<StateKind>(s)) + "/" + std::to_string(k)] = {
+          {"dtype", "F32"}, {"shape", {p.region.size()}}, {"data_offsets", {data_bytes, data_bytes + n}}};
+      data_bytes += n;
+    }
+  }
+  header["__metadata__"] = {{"format", "loom-universal-checkpoint"},
+                            {"rank", std::to_string(rank)}};
+  std::string htext = header.dump();
+  htext.append((8 - (htext.size() % 8)) % 8, ' ');
+  const uint64_t hlen = htext.size();
+  const uint64_t data_start = 8 + hlen;
+
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("create '" + path + "'", errno);
+  proto::CheckpointMetadata frag;
+  Status st = WriteAllFd(fd, &hlen, 8, path);
+  if (st.ok()) st = WriteAllFd(fd, htext.data(), htext.size(), path);
+  uint64_t at = data_start;
+  std::vector<float> scratch;
+  for (int s = 0; s < kNumStates && st.ok(); ++s) {
+    for (size_t k = 0; k < plan.writes.size() && st.ok(); ++k) {
+      const Piece& p = plan.writes[k];
+      const ParamInfo& info = plan.layout.params[static_cast<size_t>(p.param)];
+      Result<const float*> data = source(static_cast<StateKind>(s), k, &scratch);
+      if (!data.ok()) {
+        st = data.status();
+        break;
+      }
+      const size_t n = static_cast<size_t>(p.region.size()) * 4;
+      // A crash point in the middle of a chunk: a torn write must never be loadable.
+      st = WriteAllFd(fd, *data, n / 2, path);
+      CheckpointCrashPoint(rank, "inside a data write");
+      if (st.ok()) st = WriteAllFd(fd, reinterpret_cast<const char*>(*data) + n / 2, n - n / 2, path);
+      proto::TensorEntry* t = frag.add_tensors();
+      t->set_name(info.name);
+      t->set_state(StateName(static_cast<StateKind>(s)));
+      t->set_dtype("F32");
+      for (int64_t d : info.global_shape) t->add_shape(d);
+      proto::Chunk* c = t->add_chunks();
+      c->set_file(file);
+      c->set_offset(at);
+      c->set_length(n);
+      FillRegion(p.region, static_cast<int>(info.global_shape.size()), c);
+      for (uint32_t crc : BlockCrcs(*data, n)) c->add_crc32c(crc);
+      at += n;
+    }
+  }
+  if (st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + path + "'", errno);
+  if (::close(fd) != 0 && st.ok()) st = ErrnoError("close '" + path + "'", errno);
+  if (!st.ok()) return st;
+  CheckpointCrashPoint(rank, "after the data file's fsync");
+  proto::FileEntry* f = frag.add_files();
+  f->set_name(file);
+  f->set_bytes(at);
+  f->set_rank(rank);
+  LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(frag));
+  LOOM_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp_dir, FragmentName(rank)), json));
+  CheckpointCrashPoint(rank, "after the index fragment");
+  return data_bytes;
+}
+
+Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,
+                        const ModelConfig& model, proto::CheckpointMetadata base, int keep) {
+  const int rank = 0;
+  // Merge the fragments: tensors in canonical order, states in order, chunks by position.
+  std::map<std::pair<std::string, std::string>, proto::TensorEntry> merged;
+  for (int r = 0; r < world; ++r) {
+    const std::string path = JoinPath(tmp_dir, FragmentName(r));
+    LOOM_ASSIGN_OR_RETURN(std::string json, ReadFile(path));
+    proto::CheckpointMetadata frag;
+    auto st = google::protobuf::util::JsonStringToMessage(json, &frag);
+    if (!st.ok()) return DataLoss(path + ": bad index fragment: " + std::string(st.message()));
+    for (const proto::FileEntry& f : frag.files()) *base.add_files() = f;
+    for (proto::TensorEntry& t : *frag.mutable_tensors()) {
+      proto::TensorEntry& m = merged[{t.name(), t.state()}];
+      if (m.name().empty()) {
+        m = t;
+      } else {
+        for (proto::Chunk& c : *t.mutable_chunks()) *m.add_chunks() = std::move(c);
+      }
+    }
+  }
+  const ParamLayout canonical = ParamLayout::ForModel(model, 1);
+  for (const ParamInfo& p : canonical.params) {
+    for (int s = 0; s < kNumStates; ++s) {
+      auto it = merged.find({p.name, StateName(static_cast<StateKind>(s))});
+      if (it == merged.end()) {
+        return Internal(tmp_dir + ": no rank wrote tensor '" + p.name + "' state '" +
+                        StateName(static_cast<StateKind>(s)) + "'");
+      }
+      proto::TensorEntry& t = it->second;
+      std::stable_sort(t.mutable_chunks()->begin(), t.mutable_chunks()->end(),
+                       [](const proto::Chunk& a, const proto::Chunk& b) {
+                         for (int d = 0; d < a.region_offsets_size(); ++d) {
+                           if (a.region_offsets(d) != b.region_offsets(d)) {
+                             return a.region_offsets(d) < b.region_offsets(d);
+                           }
+                         }
+                         return a.flat_begin() < b.flat_begin();
+                       });
+      *base.add_tensors() = std::move(t);
+    }
+  }
+  base.set_format_version(kCheckpointFormatVersion);
+  base.set_checksum_block_bytes(kChecksumBlockBytes);
+  CheckpointCrashPoint(rank, "before the metadata");
+  LOOM_RETURN_IF_ERROR(WriteMetadata(tmp_dir, base));
+  for (int r = 0; r < world; ++r) ::unlink(JoinPath(tmp_dir, FragmentName(r)).c_str());
+  LOOM_RETURN_IF_ERROR(FsyncDir(tmp_dir));
+  CheckpointCrashPoint(rank, "before the rename");
+  const std::string final_dir = JoinPath(root, StepDirName(base.step()));
+  std::error_code ec;
+  if (fs::exists(final_dir, ec)) {
+    // Re-saving a step (e.g. a final save right after resuming at it): move the old one aside.
+    const std::string old = final_dir + ".replaced.tmp";
+    fs::remove_all(old, ec);
+    if (::rename(final_dir.c_str(), old.c_str()) != 0) {
+      return ErrnoError("rename '" + final_dir + "' to '" + old + "'", errno);
+    }
+  }
+  if (::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) {
+    return ErrnoError("rename '" + tmp_dir + "' to '" + final_dir + "'", errno);
+  }
+  LOOM_RETURN_IF_ERROR(FsyncDir(root));
+  CheckpointCrashPoint(rank, "after the rename");
+  LOOM_RETURN_IF_ERROR(
+      WriteFileAtomic(JoinPath(root, kLatestFile), StepDirName(base.step()) + "\n"));
+  CheckpointCrashPoint(rank, "after replacing latest");
+  // Retention, and leftovers of interrupted saves (never the directory just committed).
+  auto list = ListCheckpoints(root);
+  for (size_t i = static_cast<size_t>(keep); keep > 0 && i < list.size(); ++i) {
+    fs::remove_all(list[i].second, ec);
+  }
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    // Saves run one after another, but other ranks may already be writing the next one: only
+    // directories of earlier steps are leftovers.
+    const std::string name = e.path().filename().string();
+    long long step = -1;
+    char dot = 0;
+    if (std::sscanf(name.c_str(), "step_%lld%c", &step, &dot) == 2 && dot == '.' &&
+        step <= base.step() && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+      fs::remove_all(e.path(), ec);
+    }
+  }
+  return FsyncDir(root);
+}
+
+BackgroundWriter::BackgroundWriter() : thread_([this] { Loop(); }) {}
+
+BackgroundWriter::~BackgroundWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void BackgroundWriter::Submit(std::function<Status()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+bool BackgroundWriter::Idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && !busy_;
+}
+
+Status BackgroundWriter::WaitIdle(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                    [&] { return queue_.empty() && !busy_; })) {
+    return DeadlineExceeded("checkpoint writer still busy after " + std::to_string(timeout_ms) +
+                            " ms");
+  }
+  return Status::Ok();
+}
+
+Status BackgroundWriter::TakeStatus() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = status_;
+  status_ = Status::Ok();
+  return s;
+}
+
+void BackgroundWriter::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop requested and nothing left
+    std::function<Status()> task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    Status st = task();
+    lock.lock();
+    busy_ = false;
+    if (!st.ok() && status_.ok()) status_ = st;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,342 @@
+// Checkpoint saving and resuming in the training loop.
+#include "worker/checkpointer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/reader.h"
+#include "core/logging.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Deadline for this rank's background writer when a save must complete (LOOM_CKPT_TIMEOUT_MS).
+int64_t WriterTimeoutMs() {
+  const char* v = std::getenv("LOOM_CKPT_TIMEOUT_MS");
+  return v != nullptr && std::atoll(v) > 0 ? std::atoll(v) : 600000;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Flags exchanged while a save is in flight (the maximum over ranks wins).
+constexpr int kWritten = 0, kWriting = 1, kFailed = 2;
+
+}  // namespace
+
+Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world_rank,
+                           Communicator* world, ParamStore* store, const ParamLayout& param_layout)
+    : job_(job),
+      layout_(layout),
+      rank_(world_rank),
+      world_(world),
+      store_(store),
+      params_(param_layout),
+      plan_(PlanRank(job.model, layout, world_rank)) {
+  int64_t at = 0;
+  for (int s = 0; s < kNumStates; ++s) {
+    for (const Piece& p : plan_.writes) {
+      snapshot_offset_.push_back(at);
+      at += p.region.size();
+    }
+  }
+  snapshot_.resize(static_cast<size_t>(at));
+}
+
+Checkpointer::~Checkpointer() {
+  // Finish the write in flight so no thread touches snapshot_ after it is gone; an uncommitted
+  // step_<N>.tmp directory is never loaded and is removed by the next run.
+  (void)writer_.WaitIdle(WriterTimeoutMs());
+}
+
+Result<int> Checkpointer::AllMax(int v) {
+  if (world_ == nullptr) return v;
+  float f = static_cast<float>(v);
+  LOOM_RETURN_IF_ERROR(world_->AllReduce(&f, 1, ReduceOp::kMax));
+  return static_cast<int>(f);
+}
+
+proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
+  proto::CheckpointMetadata m;
+  m.set_step(step);
+  proto::ModelSpec* mo = m.mutable_model();
+  mo->set_arch("gpt2");
+  mo->set_vocab(job_.model.vocab);
+  mo->set_max_seq(job_.model.max_seq);
+  mo->set_layers(job_.model.layers);
+  mo->set_heads(job_.model.heads);
+  mo->set_hidden(job_.model.hidden);
+  proto::LayoutSpec* l = m.mutable_saved_layout();
+  l->set_tp(layout_.tp);
+  l->set_cp(layout_.cp);
+  l->set_pp(layout_.pp);
+  l->set_vpp(layout_.vpp);
+  l->set_dp(layout_.dp);
+  l->set_zero(layout_.zero);
+  l->set_sp(layout_.sp);
+  proto::OptimizerState* o = m.mutable_optimizer();
+  const OptimConfig& oc = job_.optim;
+  o->set_name("adamw");
+  o->set_lr(oc.lr);
+  o->set_min_lr(oc.min_lr);
+  o->set_beta1(oc.beta1);
+  o->set_beta2(oc.beta2);
+  o->set_eps(oc.eps);
+  o->set_weight_decay(oc.weight_decay);
+  o->set_grad_clip(oc.grad_clip);
+  o->set_warmup_steps(job_.schedule.warmup_steps);
+  o->set_decay_steps(job_.schedule.decay_steps);
+  o->set_step_count(store_->optimizer_steps());
+  proto::DataState* d = m.mutable_data();
+  d->set_seed(job_.seed);
+  d->set_seq(job_.data.seq);
+  d->set_global_batch(job_.data.global_batch);
+  d->set_consumed_samples(step * job_.data.global_batch);
+  proto::RngState* r = m.mutable_rng();
+  r->set_seed(job_.seed);
+  r->set_generator("splitmix64-counter (seed, stream, index): the seed is the whole state");
+  return m;
+}
+
+void Checkpointer::RemoveLeftovers() const {
+  // Temporary directories of saves that never committed (a crash, a kill): nothing reads them.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(job_.checkpoint.dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) == 0 && name.find(".tmp") != std::string::npos) {
+      LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted save)";
+      fs::remove_all(e.path(), ec);
+    }
+  }
+}
+
+Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  const proto::CheckpointMetadata& meta = reader->meta();
+  const std::string path = JoinPath(dir, kMetadataFile);
+  const proto::ModelSpec& mo = meta.model();
+  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
+      {"vocab", {mo.vocab(), job_.model.vocab}},     {"max_seq", {mo.max_seq(), job_.model.max_seq}},
+      {"layers", {mo.layers(), job_.model.layers}},  {"heads", {mo.heads(), job_.model.heads}},
+      {"hidden", {mo.hidden(), job_.model.hidden}},
+  };
+  for (const auto& [name, v] : fields) {
+    if (v.first != v.second) {
+      return DataLoss(path + ": field 'model." + name + "': the checkpoint has " +
+                      std::to_string(v.first) + ", the job's model has " +
+                      std::to_string(v.second) + " (a checkpoint of another model)");
+    }
+  }
+  LOOM_RETURN_IF_ERROR(store_->Quiesce());
+  std::vector<Piece> pieces;
+  for (int s = 0; s < kNumStates; ++s) {
+    const StateKind state = static_cast<StateKind>(s);
+    for (int b = 0; b < params_.num_buckets(); ++b) {
+      int64_t lo = 0, hi = 0;
+      float* base = store_->StateData(state, b, &lo, &hi);
+      const int64_t first = params_.buckets[b].first, size = params_.buckets[b].second - first;
+      pieces.clear();
+      MapBucketRange(params_, b, plan_.tp_rank, lo, std::min(hi, size), false, &pieces);
+      for (const Piece& p : pieces) {
+        const std::string& name = params_.params[static_cast<size_t>(p.param)].name;
+        LOOM_RETURN_IF_ERROR(reader->Read(name, state, p.region, base + (p.local - first - lo)));
+      }
+    }
+  }
+  store_->set_optimizer_steps(meta.optimizer().step_count());
+  store_->StateLoaded();
+  *step = meta.step();
+  if (rank_ == 0) {
+    const proto::DataState& d = meta.data();
+    if (d.seed() != job_.seed || d.seq() != job_.data.seq ||
+        d.global_batch() != job_.data.global_batch) {
+      LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (seed " << d.seed() << " -> "
+                           << job_.seed << ", seq " << d.seq() << " -> " << job_.data.seq
+                           << ", global_batch " << d.global_batch() << " -> "
+                           << job_.data.global_batch
+                           << "): training continues at step " << meta.step()
+                           << " with the job's settings, so the data order is not continued";
+    }
+  }
+  return Status::Ok();
+}
+
+Result<int64_t> Checkpointer::Restore() {
+  const CheckpointConfig& c = job_.checkpoint;
+  if (!c.dir.empty()) {
+    if (rank_ == 0) RemoveLeftovers();
+    LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone
+  }
+  const std::string source = c.load.empty() ? c.dir : c.load;
+  const bool explicit_load = !c.load.empty();
+  const std::string where = job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") +
+                            "'";
+  std::vector<std::string> candidates;
+  std::error_code ec;
+  if (c.resume && !source.empty()) {
+    if (fs::exists(fs::path(source) / kMetadataFile, ec)) {
+      candidates.push_back(source);
+    } else {
+      for (const auto& [step, dir] : ListCheckpoints(source)) candidates.push_back(dir);
+    }
+    if (candidates.empty() && explicit_load) {
+      return NotFound(where + ": no checkpoint in '" + source +
+                      "' (expected a step directory with " + kMetadataFile +
+                      " or a directory holding step_<N> ones)");
+    }
+  }
+  // Saving into a directory that already holds other checkpoints would mix two runs.
+  auto existing = c.dir.empty() ? decltype(ListCheckpoints(""))() : ListCheckpoints(c.dir);
+  const bool same_root = !explicit_load || fs::equivalent(c.load, c.dir, ec) ||
+                         (fs::exists(fs::path(c.load) / kMetadataFile, ec) &&
+                          fs::equivalent(fs::path(c.load).parent_path(), c.dir, ec));
+  if (!existing.empty() && (candidates.empty() || !same_root)) {
+    return FailedPrecondition(
+        job_.path + ": field 'checkpoint.dir': '" + c.dir + "' already holds checkpoints (newest: " +
+        existing.front().second + ") of another run; " +
+        (c.resume ? "resume from it (leave checkpoint.load unset)"
+                  : "set checkpoint.resume: true to continue it") +
+        ", remove them, or choose another directory");
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    int64_t step = 0;
+    Status st = LoadFrom(candidates[i], &step);
+    LOOM_ASSIGN_OR_RETURN(int failed, AllMax(st.ok() ? 0 : 1));
+    if (failed == 0) {
+      stats_.resumed_step = step;
+      stats_.resumed_from = candidates[i];
+      last_started_ = same_root ? step : -1;
+      if (rank_ == 0) {
+        LOOM_LOG(INFO, CKPT) << "resumed from " << candidates[i] << " (step " << step << ")";
+      }
+      return step;
+    }
+    if (!st.ok()) {
+      LOOM_LOG(ERROR, CKPT) << "checkpoint " << candidates[i] << " refused: " << st.message();
+    }
+    if (rank_ == 0) {
+      LOOM_LOG(WARN, CKPT) << "checkpoint " << candidates[i] << " cannot be loaded"
+                           << (i + 1 < candidates.size()
+                                   ? "; falling back to the previous one, " + candidates[i + 1]
+                                   : std::string("; no older checkpoint left"));
+    }
+  }
+  if (!candidates.empty()) {
+    std::string tried;
+    for (const std::string& d : candidates) tried += (tried.empty() ? "" : ", ") + d;
+    return DataLoss(where + ": no valid checkpoint in '" + source + "' (tried " + tried +
+                    "; the reasons are logged above)");
+  }
+  return int64_t{0};
+}
+
+Status Checkpointer::Save(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
+  // Snapshot what this rank writes; training may change the store as soon as this returns.
+  size_t at = 0;
+  for (int s = 0; s < kNumStates; ++s) {
+    const StateKind state = static_cast<StateKind>(s);
+    for (const Piece& p : plan_.writes) {
+      int64_t lo = 0, hi = 0;
+      const float* base = store_->StateData(state, p.bucket, &lo, &hi);
+      const int64_t off = p.local - params_.buckets[p.bucket].first;
+      if (off < lo || off + p.region.size() > hi) {
+        return Internal("checkpoint: rank " + std::to_string(rank_) + " does not hold " +
+                        StateName(state) + " elements [" + std::to_string(off) + ", " +
+                        std::to_string(off + p.region.size()) + ") of bucket " +
+                        std::to_string(p.bucket));
+      }
+      std::memcpy(snapshot_.data() + snapshot_offset_[at++], base + (off - lo),
+                  static_cast<size_t>(p.region.size()) * sizeof(float));
+    }
+  }
+  pending_meta_ = BaseMetadata(step);
+  pending_step_ = step;
+  last_started_ = step;
+  ++stats_.saves;
+  const std::string tmp = TempStepDir(job_.checkpoint.dir, step);
+  writer_.Submit([this, tmp] {
+    const auto w0 = std::chrono::steady_clock::now();
+    const size_t pieces = plan_.writes.size();
+    auto source = [this, pieces](StateKind s, size_t k, std::vector<float>*) -> Result<const float*> {
+      return snapshot_.data() + snapshot_offset_[static_cast<size_t>(s) * pieces + k];
+    };
+    Result<uint64_t> bytes = WriteRankFiles(tmp, rank_, plan_, source);
+    stats_.write_s += SecondsSince(w0);
+    if (!bytes.ok()) return bytes.status();
+    stats_.bytes += *bytes;
+    return Status::Ok();
+  });
+  if (!job_.checkpoint.async) LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
+  stats_.stall_s += SecondsSince(t0);
+  return Status::Ok();
+}
+
+Status Checkpointer::Complete(bool wait) {
+  if (pending_step_ < 0) return Status::Ok();
+  if (wait) {
+    Status st = writer_.WaitIdle(WriterTimeoutMs());
+    if (!st.ok()) return st.WithContext("checkpoint step " + std::to_string(pending_step_));
+  }
+  const bool idle = writer_.Idle();
+  const Status written = idle ? writer_.TakeStatus() : Status::Ok();
+  LOOM_ASSIGN_OR_RETURN(int all, AllMax(!idle ? kWriting : written.ok() ? kWritten : kFailed));
+  if (all == kWriting) return Status::Ok();  // poll again after the next step
+  const int64_t step = pending_step_;
+  pending_step_ = -1;
+  if (all == kFailed) {
+    if (!written.ok()) return written.WithContext("checkpoint step " + std::to_string(step));
+    return Internal("checkpoint step " + std::to_string(step) +
+                    ": another rank failed to write its part (see its error)");
+  }
+  if (rank_ == 0) {  // every part is on disk: commit in the background
+    const std::string root = job_.checkpoint.dir, tmp = TempStepDir(root, step);
+    const int world = layout_.world();
+    const int keep = static_cast<int>(job_.checkpoint.keep);
+    proto::CheckpointMetadata meta = pending_meta_;
+    const ModelConfig model = job_.model;
+    writer_.Submit([=] {
+      Status st = CommitCheckpoint(root, tmp, world, model, meta, keep);
+      if (st.ok()) {
+        LOOM_LOG(INFO, CKPT) << "saved " << JoinPath(root, StepDirName(meta.step()));
+      }
+      return st;
+    });
+  }
+  return Status::Ok();
+}
+
+Status Checkpointer::AfterStep(int64_t step) {
+  if (job_.checkpoint.dir.empty()) return Status::Ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = Complete(/*wait=*/false);
+  stats_.stall_s += SecondsSince(t0);
+  LOOM_RETURN_IF_ERROR(st);
+  const int64_t every = job_.checkpoint.every;
+  if (every > 0 && step % every == 0 && step != last_started_) return Save(step);
+  return Status::Ok();
+}
+
+Status Checkpointer::Finish(int64_t step) {
+  if (job_.checkpoint.dir.empty()) return Status::Ok();
+  if (job_.checkpoint.final && step != last_started_) LOOM_RETURN_IF_ERROR(Save(step));
+  const auto t0 = std::chrono::steady_clock::now();
+  LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
+  // Rank 0's commit runs on its writer: wait for it and tell every rank how it went.
+  Status committed = writer_.WaitIdle(WriterTimeoutMs());
+  if (committed.ok()) committed = writer_.TakeStatus();
+  LOOM_ASSIGN_OR_RETURN(int all, AllMax(committed.ok() ? kWritten : kFailed));
+  stats_.stall_s += SecondsSince(t0);
+  if (!committed.ok()) return committed.WithContext("checkpoint commit");
+  if (all != kWritten) return Internal("checkpoint: rank 0 failed to commit (see its error)");
+  return Status::Ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,94 @@
+// Universal checkpoints from the training loop: asynchronous distributed saves and resuming into
+// any layout (format: docs/CHECKPOINT.md, checkpoint/).
+//
+// Saving. At a step boundary every rank copies what it writes (checkpoint/shard_plan.h: its
+// shard of every bucket, replicated tensors once) from the parameter store into a host buffer —
+// the only time the step loop is blocked — and a background thread writes and fsyncs its data
+// file and index fragment into <dir>/step_<N>.tmp/. While a save is in flight, every step ends
+// with one small all-reduce of "written / still writing / failed" over the world; when every rank
+// has written its part, world rank 0 commits in the background (metadata last, rename to
+// step_<N>, `latest`, retention). A save asked for while the previous one is still in flight
+// waits for it. A rank that fails to write fails the job at the next step boundary.
+//
+// Resuming. Every rank computes which saved chunks intersect the states it holds under the
+// current layout and reads only those bytes, checking block checksums. The ranks agree (one
+// all-reduce) whether the newest checkpoint loaded everywhere; if not, each failing rank says
+// why, and all fall back to the previous one. Data position, LR schedule and RNG are functions
+// of (seed, step); the AdamW step count is restored with the moments.
+//
+// Thread-safety: one Checkpointer per rank, called from the training thread only. All public
+// calls are collective over the world (every rank calls them at the same steps).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/shard_plan.h"
+#include "checkpoint/writer.h"
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "parallel/layout.h"
+#include "worker/job_config.h"
+#include "worker/param_store.h"
+
+namespace loom {
+
+struct CheckpointStats {
+  int saves = 0;           // saves started
+  double stall_s = 0;      // time the step loop was blocked by saving (copies, waits, polls)
+  double write_s = 0;      // background time spent writing this rank's files
+  uint64_t bytes = 0;      // tensor bytes written by this rank
+  int64_t resumed_step = 0;
+  std::string resumed_from;  // "" when starting fresh
+};
+
+class Checkpointer {
+ public:
+  // `store` and `param_layout` must outlive the checkpointer; `world` is null for one process.
+  Checkpointer(const JobConfig& job, const Layout& layout, int world_rank, Communicator* world,
+               ParamStore* store, const ParamLayout& param_layout);
+  ~Checkpointer();  // lets an in-flight write finish (it never leaves a committed-looking dir)
+
+  // Collective. Removes leftovers of interrupted saves under checkpoint.dir, then loads the
+  // newest checkpoint under checkpoint.load (or .dir) that every rank reads without error,
+  // falling back to older ones and saying why. Returns the step to continue from (0: fresh).
+  Result<int64_t> Restore();
+  // Collective, after `step` optimizer steps: completes an in-flight save once every rank has
+  // written its part, and starts a save when `step` is a multiple of checkpoint.every.
+  Status AfterStep(int64_t step);
+  // Collective: saves `step` (if checkpoint.final and not saved yet) and returns once every
+  // save is committed.
+  Status Finish(int64_t step);
+
+  const CheckpointStats& stats() const { return stats_; }
+
+ private:
+  Status Save(int64_t step);
+  // Completes the in-flight save if every rank has written its part (`wait`: wait for this
+  // rank's writer first, so it always completes).
+  Status Complete(bool wait);
+  Status LoadFrom(const std::string& dir, int64_t* step);
+  // Maximum of `v` over the world (v itself for one process).
+  Result<int> AllMax(int v);
+  proto::CheckpointMetadata BaseMetadata(int64_t step) const;
+  void RemoveLeftovers() const;
+
+  JobConfig job_;
+  Layout layout_;
+  int rank_;
+  Communicator* world_;
+  ParamStore* store_;
+  const ParamLayout& params_;
+  RankShardPlan plan_;
+  std::vector<int64_t> snapshot_offset_;  // per (state, piece): offset into snapshot_
+  std::vector<float> snapshot_;           // read by the writer while a save is in flight
+  int64_t pending_step_ = -1;             // in flight (written, not yet agreed complete)
+  proto::CheckpointMetadata pending_meta_;
+  int64_t last_started_ = -1;
+  CheckpointStats stats_;
+  BackgroundWriter writer_;  // last: joined first on destruction
+};
+
+}  // namespace loom
