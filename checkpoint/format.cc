@@ -55,8 +55,7 @@ std::vector<uint32_t> BlockCrcs(const void* data, size_t n) {
 namespace {
 
 std::string ChunkWhere(const std::string& path, const proto::TensorEntry& t, int k) {
-  return path + ": tensor '" + t.name() + "' state '" + t.state() + "' chunk " +
-         std::to_string(k);
+  return path + ": tensor '" + t.name() + "' state '" + t.state() + "' chunk " + std::to_string(k);
 }
 
 Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
@@ -71,8 +70,9 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
   const proto::ModelSpec& mo = m.model();
   if (mo.vocab() <= 0 || mo.layers() <= 0 || mo.heads() <= 0 || mo.hidden() <= 0 ||
       mo.max_seq() <= 0) {
-    return DataLoss(path + ": field 'model': expected positive vocab, max_seq, layers, heads, "
-                           "hidden");
+    return DataLoss(path +
+                    ": field 'model': expected positive vocab, max_seq, layers, heads, "
+                    "hidden");
   }
   std::vector<std::string> files;
   for (const proto::FileEntry& f : m.files()) files.push_back(f.name());

@@ -62,33 +62,68 @@ Result<int> CheckpointReader::Fd(const std::string& file) {
   return fd;
 }
 
+std::string CheckpointReader::Where(const Entry& e, const ChunkRef& c) const {
+  return JoinPath(dir_, c.chunk->file()) + ": tensor '" + e.tensor->name() + "' state '" +
+         e.tensor->state() + "' chunk " + std::to_string(c.index);
+}
+
+const proto::TensorEntry* CheckpointReader::Find(const std::string& name, StateKind state) const {
+  auto it = index_.find({name, StateName(state)});
+  return it == index_.end() ? nullptr : it->second.tensor;
+}
+
+namespace {
+
+// pread of exactly n bytes at `offset`; DataLoss when the file ends first.
+Status PreadAll(int fd, char* dst, uint64_t n, uint64_t offset, const std::string& where) {
+  uint64_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoError("read " + where, errno);
+    if (r == 0) return DataLoss(where + ": file ends inside the chunk");
+    done += static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CheckpointReader::ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t first,
                                     uint64_t last, std::vector<char>* buf) {
   const proto::Chunk& ch = *c.chunk;
   const uint64_t block = meta_.checksum_block_bytes();
   const uint64_t begin = first * block, end = std::min(ch.length(), (last + 1) * block);
   buf->resize(end - begin);
-  const std::string where = JoinPath(dir_, ch.file()) + ": tensor '" + e.tensor->name() +
-                            "' state '" + e.tensor->state() + "' chunk " +
-                            std::to_string(c.index);
+  const std::string where = Where(e, c);
   LOOM_ASSIGN_OR_RETURN(int fd, Fd(ch.file()));
-  uint64_t done = 0;
-  while (done < buf->size()) {
-    ssize_t n = ::pread(fd, buf->data() + done, buf->size() - done,
-                        static_cast<off_t>(ch.offset() + begin + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("read " + where, errno);
-    if (n == 0) return DataLoss(where + ": file ends inside the chunk");
-    done += static_cast<uint64_t>(n);
-  }
-  bytes_read_ += done;
+  LOOM_RETURN_IF_ERROR(PreadAll(fd, buf->data(), buf->size(), ch.offset() + begin, where));
+  bytes_read_ += buf->size();
   for (uint64_t b = first; b <= last; ++b) {
     const uint64_t at = b * block - begin;
     const uint64_t len = std::min(block, ch.length() - b * block);
     if (Crc32c(buf->data() + at, len) != ch.crc32c(static_cast<int>(b))) {
-      return DataLoss(where + ": checksum mismatch in block " + std::to_string(b) +
-                      " (bytes " + std::to_string(ch.offset() + b * block) + ".." +
+      return DataLoss(where + ": checksum mismatch in block " + std::to_string(b) + " (bytes " +
+                      std::to_string(ch.offset() + b * block) + ".." +
                       std::to_string(ch.offset() + b * block + len) + " of the file)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckpointReader::ReadWhole(const Entry& e, const ChunkRef& c, char* dst) {
+  const proto::Chunk& ch = *c.chunk;
+  const uint64_t block = meta_.checksum_block_bytes();
+  const std::string where = Where(e, c);
+  LOOM_ASSIGN_OR_RETURN(int fd, Fd(ch.file()));
+  LOOM_RETURN_IF_ERROR(PreadAll(fd, dst, ch.length(), ch.offset(), where));
+  bytes_read_ += ch.length();
+  for (uint64_t at = 0, b = 0; at < ch.length(); at += block, ++b) {
+    const uint64_t len = std::min(block, ch.length() - at);
+    if (Crc32c(dst + at, len) != ch.crc32c(static_cast<int>(b))) {
+      return DataLoss(where + ": checksum mismatch in block " + std::to_string(b) + " (bytes " +
+                      std::to_string(ch.offset() + at) + ".." +
+                      std::to_string(ch.offset() + at + len) + " of the file)");
     }
   }
   return Status::Ok();
@@ -107,6 +142,11 @@ Status CheckpointReader::Read(const std::string& name, StateKind state, const Re
   std::vector<CopySegment> segs;
   std::vector<char> buf;
   for (const ChunkRef& c : e.chunks) {
+    if (c.region == region) {  // saved with this very split: no copy, no intersection
+      LOOM_RETURN_IF_ERROR(ReadWhole(e, c, reinterpret_cast<char*>(dst)));
+      covered += region.size();
+      continue;
+    }
     segs.clear();
     const int64_t n = Intersect(c.region, region, &segs);
     if (n == 0) continue;
@@ -136,21 +176,34 @@ Status CheckpointReader::Read(const std::string& name, StateKind state, const Re
 Status CheckpointReader::VerifyAll() {
   std::vector<char> buf;
   for (auto& [key, e] : index_) {
-    int64_t elements = 0;
+    const int64_t rows = e.tensor->shape(0);
+    const int64_t cols = e.tensor->shape_size() > 1 ? e.tensor->shape(1) : 1;
+    // Which elements the chunks hold: every element exactly once (1 bit per element).
+    std::vector<bool> held(static_cast<size_t>(rows * cols), false);
+    const std::string where =
+        JoinPath(dir_, kMetadataFile) + ": tensor '" + key.first + "' state '" + key.second + "'";
     for (const ChunkRef& c : e.chunks) {
-      elements += c.region.size();
       const uint64_t blocks = static_cast<uint64_t>(c.chunk->crc32c_size());
       // Whole chunk, a bounded number of blocks at a time.
       for (uint64_t b = 0; b < blocks; b += 64) {
         LOOM_RETURN_IF_ERROR(ReadBlocks(e, c, b, std::min(blocks, b + 64) - 1, &buf));
       }
+      const Region& r = c.region;
+      for (int64_t i = r.flat_begin; i < r.flat_end; ++i) {
+        const int64_t g = (r.row0 + i / r.cols) * cols + r.col0 + i % r.cols;
+        if (held[static_cast<size_t>(g)]) {
+          return DataLoss(where + ": chunk " + std::to_string(c.index) + " (" + r.ToString() +
+                          ") overlaps another chunk at element (" + std::to_string(g / cols) +
+                          ", " + std::to_string(g % cols) + ")");
+        }
+        held[static_cast<size_t>(g)] = true;
+      }
     }
-    int64_t numel = 1;
-    for (int64_t d : e.tensor->shape()) numel *= d;
-    if (elements != numel) {
-      return DataLoss(JoinPath(dir_, kMetadataFile) + ": tensor '" + key.first + "' state '" +
-                      key.second + "': chunks hold " + std::to_string(elements) + " of " +
-                      std::to_string(numel) + " elements (a chunk is missing or duplicated)");
+    for (int64_t g = 0; g < rows * cols; ++g) {
+      if (!held[static_cast<size_t>(g)]) {
+        return DataLoss(where + ": no chunk holds element (" + std::to_string(g / cols) + ", " +
+                        std::to_string(g % cols) + ") (a chunk is missing)");
+      }
     }
   }
   return Status::Ok();

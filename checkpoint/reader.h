@@ -34,6 +34,8 @@ class CheckpointReader {
   Status Read(const std::string& name, StateKind state, const Region& region, float* dst);
   // Reads every chunk and checks every checksum and that each tensor is covered exactly once.
   Status VerifyAll();
+  // The metadata entry of (name, state), or null.
+  const proto::TensorEntry* Find(const std::string& name, StateKind state) const;
 
   uint64_t bytes_read() const { return bytes_read_; }
 
@@ -53,6 +55,9 @@ class CheckpointReader {
   // checks their CRCs.
   Status ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t first, uint64_t last,
                     std::vector<char>* buf);
+  // Reads all of chunk `c` straight into dst (its region is exactly the one asked for).
+  Status ReadWhole(const Entry& e, const ChunkRef& c, char* dst);
+  std::string Where(const Entry& e, const ChunkRef& c) const;
 
   std::string dir_;
   proto::CheckpointMetadata meta_;

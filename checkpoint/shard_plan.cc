@@ -65,8 +65,8 @@ void MapBucketRange(const ParamLayout& layout, int bucket, int tp_rank, int64_t 
     }
     const int64_t a = std::max(lo, p.bucket_offset), b = std::min(hi, p.bucket_offset + p.numel());
     if (a < b) {
-      MapParamRange(layout, static_cast<int>(k), tp_rank, a - p.bucket_offset,
-                    b - p.bucket_offset, out);
+      MapParamRange(layout, static_cast<int>(k), tp_rank, a - p.bucket_offset, b - p.bucket_offset,
+                    out);
     }
   }
 }

@@ -26,7 +26,7 @@ const char* StateName(StateKind s);  // "param", "exp_avg", "exp_avg_sq"
 
 // Elements of a rank's local flat buffer that map onto one region of one global tensor.
 struct Piece {
-  int param = 0;      // index into ParamLayout::params
+  int param = 0;  // index into ParamLayout::params
   int bucket = 0;
   int64_t local = 0;  // offset in the local flat buffer (ParamLayout offsets); size = region.size()
   Region region;
@@ -48,9 +48,9 @@ void MapBucketRange(const ParamLayout& layout, int bucket, int tp_rank, int64_t 
 struct RankShardPlan {
   ParamLayout layout;  // this rank's parameters (its TP shard of its pipeline chunks)
   int tp_rank = 0;
-  int owner = 0, owners = 1;     // index in the data(-context) group, and its size
-  std::vector<int64_t> chunk;    // per bucket: padded size / owners
-  std::vector<Piece> writes;     // what this rank writes for each state, in file order
+  int owner = 0, owners = 1;   // index in the data(-context) group, and its size
+  std::vector<int64_t> chunk;  // per bucket: padded size / owners
+  std::vector<Piece> writes;   // what this rank writes for each state, in file order
 
   // Bucket-relative range [begin, end) this rank writes for bucket b.
   int64_t OwnedBegin(int b) const { return owner * chunk[b]; }

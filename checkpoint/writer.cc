@@ -77,22 +77,28 @@ std::string TempStepDir(const std::string& root, int64_t step) {
   return JoinPath(root, StepDirName(step) + ".tmp");
 }
 
-Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const RankShardPlan& plan,
-                                const PieceSource& source) {
+Result<std::unique_ptr<RankFileWriter>> RankFileWriter::Open(const std::string& tmp_dir, int rank,
+                                                             const RankShardPlan& plan) {
   LOOM_RETURN_IF_ERROR(MakeDirs(tmp_dir));
-  const std::string file = RankFileName(rank);
-  const std::string path = JoinPath(tmp_dir, file);
+  std::unique_ptr<RankFileWriter> w(new RankFileWriter());
+  w->tmp_dir_ = tmp_dir;
+  w->rank_ = rank;
+  w->plan_ = &plan;
+  w->file_ = RankFileName(rank);
+  w->path_ = JoinPath(tmp_dir, w->file_);
   // Header first: every chunk's place is known from the plan alone.
   nlohmann::json header = nlohmann::json::object();
-  uint64_t data_bytes = 0;
+  uint64_t at = 0;
+  std::vector<uint64_t> rel;
   for (int s = 0; s < kNumStates; ++s) {
     for (size_t k = 0; k < plan.writes.size(); ++k) {
       const Piece& p = plan.writes[k];
       const uint64_t n = static_cast<uint64_t>(p.region.size()) * 4;
       header[plan.layout.params[static_cast<size_t>(p.param)].name + "/" +
              StateName(static_cast<StateKind>(s)) + "/" + std::to_string(k)] = {
-          {"dtype", "F32"}, {"shape", {p.region.size()}}, {"data_offsets", {data_bytes, data_bytes + n}}};
-      data_bytes += n;
+          {"dtype", "F32"}, {"shape", {p.region.size()}}, {"data_offsets", {at, at + n}}};
+      rel.push_back(at);
+      at += n;
     }
   }
   header["__metadata__"] = {{"format", "loom-universal-checkpoint"},
@@ -101,54 +107,86 @@ Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const Rank
   htext.append((8 - (htext.size() % 8)) % 8, ' ');
   const uint64_t hlen = htext.size();
   const uint64_t data_start = 8 + hlen;
+  for (uint64_t r : rel) w->offset_.push_back(data_start + r);
+  w->done_.assign(rel.size(), false);
+  w->file_bytes_ = data_start + at;
+  w->data_bytes_ = at;
+  w->fd_ = ::open(w->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return ErrnoError("create '" + w->path_ + "'", errno);
+  LOOM_RETURN_IF_ERROR(WriteAllFd(w->fd_, &hlen, 8, w->path_));
+  LOOM_RETURN_IF_ERROR(WriteAllFd(w->fd_, htext.data(), htext.size(), w->path_));
+  return w;
+}
 
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create '" + path + "'", errno);
-  proto::CheckpointMetadata frag;
-  Status st = WriteAllFd(fd, &hlen, 8, path);
-  if (st.ok()) st = WriteAllFd(fd, htext.data(), htext.size(), path);
-  uint64_t at = data_start;
-  std::vector<float> scratch;
-  for (int s = 0; s < kNumStates && st.ok(); ++s) {
-    for (size_t k = 0; k < plan.writes.size() && st.ok(); ++k) {
-      const Piece& p = plan.writes[k];
-      const ParamInfo& info = plan.layout.params[static_cast<size_t>(p.param)];
-      Result<const float*> data = source(static_cast<StateKind>(s), k, &scratch);
-      if (!data.ok()) {
-        st = data.status();
-        break;
-      }
-      const size_t n = static_cast<size_t>(p.region.size()) * 4;
-      // A crash point in the middle of a chunk: a torn write must never be loadable.
-      st = WriteAllFd(fd, *data, n / 2, path);
-      CheckpointCrashPoint(rank, "inside a data write");
-      if (st.ok()) st = WriteAllFd(fd, reinterpret_cast<const char*>(*data) + n / 2, n - n / 2, path);
-      proto::TensorEntry* t = frag.add_tensors();
-      t->set_name(info.name);
-      t->set_state(StateName(static_cast<StateKind>(s)));
-      t->set_dtype("F32");
-      for (int64_t d : info.global_shape) t->add_shape(d);
-      proto::Chunk* c = t->add_chunks();
-      c->set_file(file);
-      c->set_offset(at);
-      c->set_length(n);
-      FillRegion(p.region, static_cast<int>(info.global_shape.size()), c);
-      for (uint32_t crc : BlockCrcs(*data, n)) c->add_crc32c(crc);
-      at += n;
+RankFileWriter::~RankFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
+  const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
+  const Piece& p = plan_->writes[k];
+  const ParamInfo& info = plan_->layout.params[static_cast<size_t>(p.param)];
+  const size_t n = static_cast<size_t>(p.region.size()) * 4;
+  if (::lseek(fd_, static_cast<off_t>(offset_[slot]), SEEK_SET) < 0) {
+    return ErrnoError("seek '" + path_ + "'", errno);
+  }
+  // A crash point in the middle of a chunk: a torn write must never be loadable.
+  LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, data, n / 2, path_));
+  CheckpointCrashPoint(rank_, "inside a data write");
+  LOOM_RETURN_IF_ERROR(
+      WriteAllFd(fd_, reinterpret_cast<const char*>(data) + n / 2, n - n / 2, path_));
+  proto::TensorEntry* t = fragment_.add_tensors();
+  t->set_name(info.name);
+  t->set_state(StateName(state));
+  t->set_dtype("F32");
+  for (int64_t d : info.global_shape) t->add_shape(d);
+  proto::Chunk* c = t->add_chunks();
+  c->set_file(file_);
+  c->set_offset(offset_[slot]);
+  c->set_length(n);
+  FillRegion(p.region, static_cast<int>(info.global_shape.size()), c);
+  for (uint32_t crc : BlockCrcs(data, n)) c->add_crc32c(crc);
+  done_[slot] = true;
+  return Status::Ok();
+}
+
+Result<uint64_t> RankFileWriter::Finish() {
+  for (size_t i = 0; i < done_.size(); ++i) {
+    if (!done_[i]) {
+      return Internal(path_ + ": piece " + std::to_string(i % plan_->writes.size()) + " of state " +
+                      StateName(static_cast<StateKind>(i / plan_->writes.size())) +
+                      " was never written");
     }
   }
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + path + "'", errno);
-  if (::close(fd) != 0 && st.ok()) st = ErrnoError("close '" + path + "'", errno);
-  if (!st.ok()) return st;
-  CheckpointCrashPoint(rank, "after the data file's fsync");
-  proto::FileEntry* f = frag.add_files();
-  f->set_name(file);
-  f->set_bytes(at);
-  f->set_rank(rank);
-  LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(frag));
-  LOOM_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp_dir, FragmentName(rank)), json));
-  CheckpointCrashPoint(rank, "after the index fragment");
-  return data_bytes;
+  Status st;
+  if (::fsync(fd_) != 0) st = ErrnoError("fsync '" + path_ + "'", errno);
+  if (::close(fd_) != 0 && st.ok()) st = ErrnoError("close '" + path_ + "'", errno);
+  fd_ = -1;
+  LOOM_RETURN_IF_ERROR(st);
+  CheckpointCrashPoint(rank_, "after the data file's fsync");
+  proto::FileEntry* f = fragment_.add_files();
+  f->set_name(file_);
+  f->set_bytes(file_bytes_);
+  f->set_rank(rank_);
+  LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(fragment_));
+  LOOM_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp_dir_, FragmentName(rank_)), json));
+  CheckpointCrashPoint(rank_, "after the index fragment");
+  return data_bytes_;
+}
+
+Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const RankShardPlan& plan,
+                                const PieceSource& source) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<RankFileWriter> w,
+                        RankFileWriter::Open(tmp_dir, rank, plan));
+  std::vector<float> scratch;
+  for (int s = 0; s < kNumStates; ++s) {
+    for (size_t k = 0; k < plan.writes.size(); ++k) {
+      const StateKind state = static_cast<StateKind>(s);
+      LOOM_ASSIGN_OR_RETURN(const float* data, source(state, k, &scratch));
+      LOOM_RETURN_IF_ERROR(w->Put(state, k, data));
+    }
+  }
+  return w->Finish();
 }
 
 Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -31,8 +32,35 @@ using PieceSource =
 // The temporary directory a save of `step` writes into.
 std::string TempStepDir(const std::string& root, int64_t step);
 
-// Writes world rank `rank`'s data file and index fragment into `tmp_dir` (created if needed) and
-// fsyncs them. Returns the bytes of tensor data written.
+// One rank's data file (safetensors layout: header, then for each state, each of plan.writes in
+// order) and its index fragment. Every piece's place follows from the plan alone, so pieces may
+// be put in any order (the offline resharder fills many ranks' files tensor by tensor).
+// Not thread-safe; the plan must outlive the writer.
+class RankFileWriter {
+ public:
+  // Creates `tmp_dir` if needed and the data file, and writes its header.
+  static Result<std::unique_ptr<RankFileWriter>> Open(const std::string& tmp_dir, int rank,
+                                                      const RankShardPlan& plan);
+  ~RankFileWriter();  // closes the file if Finish was not reached (an error path)
+  // Writes piece `k` of plan.writes for `state` (region.size() floats) and records its chunk.
+  Status Put(StateKind state, size_t k, const float* data);
+  // Checks every piece was put, fsyncs the data file, then writes the index fragment
+  // atomically. Returns the tensor bytes written.
+  Result<uint64_t> Finish();
+
+ private:
+  RankFileWriter() = default;
+  std::string tmp_dir_, file_, path_;
+  int rank_ = 0, fd_ = -1;
+  const RankShardPlan* plan_ = nullptr;
+  std::vector<uint64_t> offset_;  // per (state * pieces + k): byte offset in the file
+  std::vector<bool> done_;
+  uint64_t file_bytes_ = 0, data_bytes_ = 0;
+  proto::CheckpointMetadata fragment_;
+};
+
+// Writes world rank `rank`'s data file and index fragment into `tmp_dir` (created if needed),
+// pieces in file order, and fsyncs them. Returns the bytes of tensor data written.
 Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const RankShardPlan& plan,
                                 const PieceSource& source);
 

@@ -18,6 +18,8 @@ void AddTrainCommand(CLI::App& app, int* exit_code);
 void AddDataCommand(CLI::App& app, int* exit_code);
 // Registers `loom schedule`.
 void AddScheduleCommand(CLI::App& app, int* exit_code);
+// Registers `loom ckpt inspect|verify|reshard|export`.
+void AddCkptCommand(CLI::App& app, int* exit_code);
 
 // Prints an error for the user: the message without the source-location trail (kept with
 // LOOM_LOG_LEVEL=DEBUG).

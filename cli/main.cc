@@ -2,6 +2,7 @@
 //   loom train --config job.yaml        single-process training (see docs/JOB.md)
 //   loom data prepare --input corpus.txt --output-dir dir
 //   loom schedule --pp 4 --vpp 2 --microbatches 8 --schedule interleaved
+//   loom ckpt inspect|verify|reshard|export DIR ...
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   loom::AddTrainCommand(app, &exit_code);
   loom::AddDataCommand(app, &exit_code);
   loom::AddScheduleCommand(app, &exit_code);
+  loom::AddCkptCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

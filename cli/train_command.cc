@@ -23,8 +23,8 @@ struct TrainOptions {
   std::string config;
   int threads = 0;
   int64_t steps = 0;
-  std::string dump_losses;  // per-step losses, one "step loss" line each (world rank 0)
-  std::string dump_params;  // final parameters in single-process layout (safetensors)
+  std::string dump_losses;           // per-step losses, one "step loss" line each (world rank 0)
+  std::string dump_params;           // final parameters in single-process layout (safetensors)
   std::string checkpoint_dir, load;  // override checkpoint.dir / checkpoint.load
   bool no_resume = false;
 };

@@ -122,8 +122,8 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
   const std::string path = JoinPath(dir, kMetadataFile);
   const proto::ModelSpec& mo = meta.model();
   const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
-      {"vocab", {mo.vocab(), job_.model.vocab}},     {"max_seq", {mo.max_seq(), job_.model.max_seq}},
-      {"layers", {mo.layers(), job_.model.layers}},  {"heads", {mo.heads(), job_.model.heads}},
+      {"vocab", {mo.vocab(), job_.model.vocab}},    {"max_seq", {mo.max_seq(), job_.model.max_seq}},
+      {"layers", {mo.layers(), job_.model.layers}}, {"heads", {mo.heads(), job_.model.heads}},
       {"hidden", {mo.hidden(), job_.model.hidden}},
   };
   for (const auto& [name, v] : fields) {
@@ -159,8 +159,8 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
       LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (seed " << d.seed() << " -> "
                            << job_.seed << ", seq " << d.seq() << " -> " << job_.data.seq
                            << ", global_batch " << d.global_batch() << " -> "
-                           << job_.data.global_batch
-                           << "): training continues at step " << meta.step()
+                           << job_.data.global_batch << "): training continues at step "
+                           << meta.step()
                            << " with the job's settings, so the data order is not continued";
     }
   }
@@ -175,8 +175,8 @@ Result<int64_t> Checkpointer::Restore() {
   }
   const std::string source = c.load.empty() ? c.dir : c.load;
   const bool explicit_load = !c.load.empty();
-  const std::string where = job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") +
-                            "'";
+  const std::string where =
+      job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") + "'";
   std::vector<std::string> candidates;
   std::error_code ec;
   if (c.resume && !source.empty()) {
@@ -197,12 +197,12 @@ Result<int64_t> Checkpointer::Restore() {
                          (fs::exists(fs::path(c.load) / kMetadataFile, ec) &&
                           fs::equivalent(fs::path(c.load).parent_path(), c.dir, ec));
   if (!existing.empty() && (candidates.empty() || !same_root)) {
-    return FailedPrecondition(
-        job_.path + ": field 'checkpoint.dir': '" + c.dir + "' already holds checkpoints (newest: " +
-        existing.front().second + ") of another run; " +
-        (c.resume ? "resume from it (leave checkpoint.load unset)"
-                  : "set checkpoint.resume: true to continue it") +
-        ", remove them, or choose another directory");
+    return FailedPrecondition(job_.path + ": field 'checkpoint.dir': '" + c.dir +
+                              "' already holds checkpoints (newest: " + existing.front().second +
+                              ") of another run; " +
+                              (c.resume ? "resume from it (leave checkpoint.load unset)"
+                                        : "set checkpoint.resume: true to continue it") +
+                              ", remove them, or choose another directory");
   }
   for (size_t i = 0; i < candidates.size(); ++i) {
     int64_t step = 0;
@@ -265,7 +265,8 @@ Status Checkpointer::Save(int64_t step) {
   writer_.Submit([this, tmp] {
     const auto w0 = std::chrono::steady_clock::now();
     const size_t pieces = plan_.writes.size();
-    auto source = [this, pieces](StateKind s, size_t k, std::vector<float>*) -> Result<const float*> {
+    auto source = [this, pieces](StateKind s, size_t k,
+                                 std::vector<float>*) -> Result<const float*> {
       return snapshot_.data() + snapshot_offset_[static_cast<size_t>(s) * pieces + k];
     };
     Result<uint64_t> bytes = WriteRankFiles(tmp, rank_, plan_, source);

@@ -36,10 +36,10 @@
 namespace loom {
 
 struct CheckpointStats {
-  int saves = 0;           // saves started
-  double stall_s = 0;      // time the step loop was blocked by saving (copies, waits, polls)
-  double write_s = 0;      // background time spent writing this rank's files
-  uint64_t bytes = 0;      // tensor bytes written by this rank
+  int saves = 0;       // saves started
+  double stall_s = 0;  // time the step loop was blocked by saving (copies, waits, polls)
+  double write_s = 0;  // background time spent writing this rank's files
+  uint64_t bytes = 0;  // tensor bytes written by this rank
   int64_t resumed_step = 0;
   std::string resumed_from;  // "" when starting fresh
 };

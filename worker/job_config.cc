@@ -156,8 +156,8 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
   if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
-    return InvalidArgument(ck.Where("dir") +
-                           ": expected a directory when checkpoint.every or checkpoint.keep is set");
+    return InvalidArgument(
+        ck.Where("dir") + ": expected a directory when checkpoint.every or checkpoint.keep is set");
   }
   LOOM_RETURN_IF_ERROR(ck.Finish());
   return root.Finish();

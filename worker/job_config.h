@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/status.h"
-#include "worker/gpt.h"
 #include "parallel/param_layout.h"
+#include "worker/gpt.h"
 
 namespace loom {
 
@@ -69,13 +69,13 @@ struct ParallelConfig {
 
 // Universal checkpoints (docs/CHECKPOINT.md). Saving is on when `dir` is set.
 struct CheckpointConfig {
-  std::string dir;        // save root: <dir>/step_<N>/, <dir>/latest ("" : no saving)
-  int64_t every = 0;      // save every N steps (0: only the final save)
-  int64_t keep = 0;       // newest checkpoints kept under `dir` (0: all)
-  bool async = true;      // write in the background while training continues
-  bool final = true;      // save after the last step
-  bool resume = true;     // start from the newest valid checkpoint under `load`
-  std::string load;       // a root or one step directory to resume from ("": `dir`)
+  std::string dir;     // save root: <dir>/step_<N>/, <dir>/latest ("" : no saving)
+  int64_t every = 0;   // save every N steps (0: only the final save)
+  int64_t keep = 0;    // newest checkpoints kept under `dir` (0: all)
+  bool async = true;   // write in the background while training continues
+  bool final = true;   // save after the last step
+  bool resume = true;  // start from the newest valid checkpoint under `load`
+  std::string load;    // a root or one step directory to resume from ("": `dir`)
 };
 
 struct JobConfig {

@@ -529,8 +529,8 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
                 models_[0]->ActivationBytesPerLayer() / 1048576.0,
                 job_.runtime.recompute == Recompute::kFull ? "full" : "none");
     if (ckpt_ && !ckpt_->stats().resumed_from.empty()) {
-      std::printf("resumed from %s: continuing at step %lld\n",
-                  ckpt_->stats().resumed_from.c_str(), static_cast<long long>(start_step_ + 1));
+      std::printf("resumed from %s: continuing at step %lld\n", ckpt_->stats().resumed_from.c_str(),
+                  static_cast<long long>(start_step_ + 1));
     }
     std::fflush(stdout);
   }

@@ -1,0 +1,122 @@
+// Streaming safetensors export of consolidated weights.
+#include "checkpoint/export.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/reader.h"
+#include "core/file_util.h"
+#include "parallel/param_layout.h"
+
+namespace loom {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ErrnoError("write '" + path + "'", errno);
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
+  *transposed = EndsWith(name, "c_attn.weight") || EndsWith(name, "c_proj.weight") ||
+                EndsWith(name, "c_fc.weight");
+  if (name == "wte" || name == "wpe") return name + ".weight";
+  return name;  // h.{l}.* and ln_f.* already carry GPT-2's names
+}
+
+Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
+                                       ExportNames names) {
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  const proto::CheckpointMetadata& meta = reader->meta();
+  const proto::ModelSpec& mo = meta.model();
+  const ParamLayout canonical =
+      ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  const bool hf = names == ExportNames::kHuggingFaceGpt2;
+  // Header first: every tensor's place follows from the shapes.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  header["__metadata__"] = {{"format", "pt"},
+                            {"naming", hf ? "huggingface-gpt2" : "loom"},
+                            {"source", dir},
+                            {"step", std::to_string(meta.step())},
+                            {"vocab_size", std::to_string(mo.vocab())},
+                            {"n_positions", std::to_string(mo.max_seq())},
+                            {"n_layer", std::to_string(mo.layers())},
+                            {"n_head", std::to_string(mo.heads())},
+                            {"n_embd", std::to_string(mo.hidden())}};
+  uint64_t at = 0;
+  for (const ParamInfo& p : canonical.params) {
+    bool transposed = false;
+    const std::string out_name = hf ? HuggingFaceGpt2Name(p.name, &transposed) : p.name;
+    std::vector<int64_t> shape(p.global_shape.begin(), p.global_shape.end());
+    if (transposed) std::swap(shape[0], shape[1]);
+    const uint64_t n = static_cast<uint64_t>(p.numel()) * 4;
+    header[out_name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {at, at + n}}};
+    at += n;
+  }
+  std::string htext = header.dump();
+  htext.append((8 - htext.size() % 8) % 8, ' ');
+  const uint64_t hlen = htext.size();
+
+  const std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("create '" + tmp + "'", errno);
+  Status st = WriteAll(fd, &hlen, 8, tmp);
+  if (st.ok()) st = WriteAll(fd, htext.data(), htext.size(), tmp);
+  ExportResult out;
+  std::vector<float> buf, transposed_buf;
+  for (const ParamInfo& p : canonical.params) {
+    if (!st.ok()) break;
+    Region r;
+    r.rows = p.global_shape[0];
+    r.cols = p.global_shape.size() > 1 ? p.global_shape[1] : 1;
+    r.flat_end = r.rows * r.cols;
+    buf.resize(static_cast<size_t>(r.flat_end));
+    st = reader->Read(p.name, StateKind::kParam, r, buf.data());
+    if (!st.ok()) break;
+    bool transposed = false;
+    if (hf) HuggingFaceGpt2Name(p.name, &transposed);
+    const float* data = buf.data();
+    if (transposed) {
+      transposed_buf.resize(buf.size());
+      for (int64_t i = 0; i < r.rows; ++i) {
+        for (int64_t j = 0; j < r.cols; ++j) transposed_buf[j * r.rows + i] = buf[i * r.cols + j];
+      }
+      data = transposed_buf.data();
+    }
+    st = WriteAll(fd, data, buf.size() * 4, tmp);
+    out.bytes += buf.size() * 4;
+    ++out.tensors;
+  }
+  if (st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + tmp + "'", errno);
+  if (::close(fd) != 0 && st.ok()) st = ErrnoError("close '" + tmp + "'", errno);
+  if (st.ok() && ::rename(tmp.c_str(), file.c_str()) != 0) {
+    st = ErrnoError("rename '" + tmp + "' to '" + file + "'", errno);
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  const std::string parent = std::filesystem::path(file).parent_path().string();
+  LOOM_RETURN_IF_ERROR(FsyncDir(parent.empty() ? "." : parent));
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,127 @@
+// Checkpoint description and full verification.
+#include "checkpoint/inspect.h"
+
+#include <cstdio>
+#include <map>
+
+#include "checkpoint/reader.h"
+#include "parallel/param_layout.h"
+
+namespace loom {
+namespace {
+
+std::string Format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+std::string Bytes(uint64_t n) {
+  if (n >= (1ull << 30)) return Format("%.2f GiB", static_cast<double>(n) / (1ull << 30));
+  if (n >= (1ull << 20)) return Format("%.2f MiB", static_cast<double>(n) / (1ull << 20));
+  if (n >= (1ull << 10)) return Format("%.1f KiB", static_cast<double>(n) / (1ull << 10));
+  return Format("%llu B", static_cast<unsigned long long>(n));
+}
+
+ParamLayout CanonicalLayout(const proto::ModelSpec& mo) {
+  return ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+}
+
+}  // namespace
+
+Result<std::string> DescribeCheckpoint(const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(path));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  const proto::CheckpointMetadata& m = reader->meta();
+  const proto::ModelSpec& mo = m.model();
+  const proto::LayoutSpec& l = m.saved_layout();
+  const proto::OptimizerState& o = m.optimizer();
+  std::string out;
+  out += "checkpoint   " + dir + "\n";
+  out += Format("step         %lld (format version %d)\n", static_cast<long long>(m.step()),
+                m.format_version());
+  const ParamLayout canonical = CanonicalLayout(mo);
+  out += Format(
+      "model        %s: vocab %lld, max_seq %lld, layers %lld, heads %lld, hidden %lld (%.2fM "
+      "parameters)\n",
+      mo.arch().c_str(), static_cast<long long>(mo.vocab()), static_cast<long long>(mo.max_seq()),
+      static_cast<long long>(mo.layers()), static_cast<long long>(mo.heads()),
+      static_cast<long long>(mo.hidden()), static_cast<double>(canonical.total) / 1e6);
+  out += Format("saved with   tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s (%d ranks)\n", l.tp(),
+                l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off",
+                l.tp() * l.cp() * l.pp() * l.dp());
+  out += Format(
+      "optimizer    %s, %lld updates; lr %g (min %g, warmup %lld, decay to step %lld), betas "
+      "(%g, %g), eps %g, weight decay %g, clip %g\n",
+      o.name().c_str(), static_cast<long long>(o.step_count()), o.lr(), o.min_lr(),
+      static_cast<long long>(o.warmup_steps()), static_cast<long long>(o.decay_steps()), o.beta1(),
+      o.beta2(), o.eps(), o.weight_decay(), o.grad_clip());
+  out += Format("data         seed %llu, seq %lld, global batch %lld, %lld samples consumed\n",
+                static_cast<unsigned long long>(m.data().seed()),
+                static_cast<long long>(m.data().seq()),
+                static_cast<long long>(m.data().global_batch()),
+                static_cast<long long>(m.data().consumed_samples()));
+  uint64_t file_bytes = 0;
+  for (const proto::FileEntry& f : m.files()) file_bytes += f.bytes();
+  out += Format("files        %d data files, %s; checksums: CRC-32C per %s block\n", m.files_size(),
+                Bytes(file_bytes).c_str(), Bytes(m.checksum_block_bytes()).c_str());
+  out += "\n";
+  out += Format("%-28s %-14s %12s %10s %10s %10s %12s\n", "tensor", "shape", "elements", "param",
+                "exp_avg", "exp_avg_sq", "bytes");
+  std::map<std::string, std::map<std::string, int>> chunks;
+  std::map<std::string, uint64_t> bytes;
+  for (const proto::TensorEntry& t : m.tensors()) {
+    chunks[t.name()][t.state()] = t.chunks_size();
+    for (const proto::Chunk& c : t.chunks()) bytes[t.name()] += c.length();
+  }
+  uint64_t total = 0;
+  for (const ParamInfo& p : canonical.params) {
+    std::string shape = "[";
+    for (size_t d = 0; d < p.global_shape.size(); ++d) {
+      shape += (d ? ", " : "") + std::to_string(p.global_shape[d]);
+    }
+    shape += "]";
+    auto& c = chunks[p.name];
+    out += Format("%-28s %-14s %12lld %10d %10d %10d %12s\n", p.name.c_str(), shape.c_str(),
+                  static_cast<long long>(p.numel()), c["param"], c["exp_avg"], c["exp_avg_sq"],
+                  Bytes(bytes[p.name]).c_str());
+    total += bytes[p.name];
+  }
+  out += Format("%-28s %-14s %12lld %10s %10s %10s %12s\n", "total", "",
+                static_cast<long long>(canonical.total), "", "", "", Bytes(total).c_str());
+  out += "(columns param/exp_avg/exp_avg_sq: chunks per state)\n";
+  return out;
+}
+
+Result<VerifyReport> VerifyCheckpoint(const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(path));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  const proto::CheckpointMetadata& m = reader->meta();
+  const std::string meta_path = JoinPath(dir, kMetadataFile);
+  VerifyReport rep;
+  rep.dir = dir;
+  for (const ParamInfo& p : CanonicalLayout(m.model()).params) {
+    for (int s = 0; s < kNumStates; ++s) {
+      const StateKind state = static_cast<StateKind>(s);
+      const proto::TensorEntry* t = reader->Find(p.name, state);
+      const std::string what =
+          meta_path + ": tensor '" + p.name + "' state '" + StateName(state) + "'";
+      if (t == nullptr) return DataLoss(what + ": missing from the checkpoint");
+      std::vector<int64_t> shape(t->shape().begin(), t->shape().end());
+      if (shape != std::vector<int64_t>(p.global_shape.begin(), p.global_shape.end())) {
+        return DataLoss(what + ": field 'shape' does not match the model");
+      }
+      ++rep.tensors;
+      rep.chunks += t->chunks_size();
+    }
+  }
+  if (rep.tensors != m.tensors_size()) {
+    return DataLoss(meta_path + ": holds " + std::to_string(m.tensors_size()) +
+                    " tensor entries, the model has " + std::to_string(rep.tensors));
+  }
+  LOOM_RETURN_IF_ERROR(reader->VerifyAll());
+  rep.bytes = reader->bytes_read();
+  return rep;
+}
+
+}  // namespace loom

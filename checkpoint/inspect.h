@@ -1,0 +1,28 @@
+// `loom ckpt inspect` and `loom ckpt verify` as library calls (no cluster, one CPU).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace loom {
+
+// A readable description of the checkpoint at `path` (a step directory, or a root: its newest
+// checkpoint): step, model, saved layout, optimizer and data position, files, and a table of
+// every tensor (shape, elements, chunks per state, bytes).
+Result<std::string> DescribeCheckpoint(const std::string& path);
+
+struct VerifyReport {
+  std::string dir;
+  int tensors = 0;  // (name, state) entries checked
+  int64_t chunks = 0;
+  uint64_t bytes = 0;  // tensor bytes read and checksummed
+};
+
+// Checks everything: metadata, that every tensor of the model is there with its three states
+// and shape, every data file's size, every block checksum, and that the chunks of each tensor
+// hold every element exactly once. The first problem found is returned, naming the file and chunk.
+Result<VerifyReport> VerifyCheckpoint(const std::string& path);
+
+}  // namespace loom

@@ -1,0 +1,154 @@
+// Offline resharding through the shard plan of the target layout.
+#include "checkpoint/reshard.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "checkpoint/reader.h"
+#include "checkpoint/shard_plan.h"
+#include "checkpoint/writer.h"
+
+namespace loom {
+
+Result<Layout> ParseLayoutSpec(const std::string& spec) {
+  Layout l;
+  std::stringstream in(spec);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    int* field = key == "tp"     ? &l.tp
+                 : key == "cp"   ? &l.cp
+                 : key == "pp"   ? &l.pp
+                 : key == "vpp"  ? &l.vpp
+                 : key == "dp"   ? &l.dp
+                 : key == "zero" ? &l.zero
+                                 : nullptr;
+    if (eq == std::string::npos || (field == nullptr && key != "sp")) {
+      return InvalidArgument("layout '" + spec + "': item '" + item +
+                             "': expected key=value with key tp, cp, pp, vpp, dp, zero or sp");
+    }
+    const std::string value = item.substr(eq + 1);
+    size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size() || value.empty() || v < 0) {
+      return InvalidArgument("layout '" + spec + "': item '" + item +
+                             "': expected a non-negative integer, got '" + value + "'");
+    }
+    if (key == "sp") {
+      l.sp = v != 0;
+    } else {
+      *field = v;
+    }
+  }
+  return l;
+}
+
+Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
+                              const std::string& out_root) {
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  const proto::CheckpointMetadata& meta = reader->meta();
+  const proto::ModelSpec& mo = meta.model();
+  const ModelConfig model{mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()};
+  LayoutConstraints c{model.heads,
+                      model.layers,
+                      model.vocab,
+                      meta.data().seq(),
+                      model.hidden,
+                      meta.data().global_batch(),
+                      0};
+  LOOM_RETURN_IF_ERROR_CTX(to.Validate(0, c), "target layout (" + to.ToString() + ")");
+  if (!ListCheckpoints(out_root).empty()) {
+    return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
+  }
+  proto::CheckpointMetadata base = meta;
+  base.clear_tensors();
+  base.clear_files();
+  proto::LayoutSpec* l = base.mutable_saved_layout();
+  l->set_tp(to.tp);
+  l->set_cp(to.cp);
+  l->set_pp(to.pp);
+  l->set_vpp(to.vpp);
+  l->set_dp(to.dp);
+  l->set_zero(to.zero);
+  l->set_sp(to.sp);
+  const std::string tmp = TempStepDir(out_root, meta.step());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);  // a previous interrupted reshard
+  ReshardResult out;
+  Status st;
+  // Target ranks are written a group at a time, tensor by tensor: each saved tensor state is read
+  // once per group (memory: the tensor plus one piece), and at most kGroup files are open.
+  constexpr int kGroup = 256;
+  const ParamLayout canonical = ParamLayout::ForModel(model, 1);
+  std::vector<float> full, piece;
+  std::vector<CopySegment> segs;
+  for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
+    const int g1 = std::min(to.world(), g0 + kGroup);
+    std::vector<RankShardPlan> plans;
+    std::vector<std::unique_ptr<RankFileWriter>> writers;
+    std::map<std::string, std::vector<std::pair<int, size_t>>> users;  // name -> (rank, piece)
+    for (int r = g0; r < g1 && st.ok(); ++r) plans.push_back(PlanRank(model, to, r));
+    for (int r = g0; r < g1 && st.ok(); ++r) {
+      const RankShardPlan& plan = plans[static_cast<size_t>(r - g0)];
+      Result<std::unique_ptr<RankFileWriter>> w = RankFileWriter::Open(tmp, r, plan);
+      if (!w.ok()) {
+        st = w.status();
+        break;
+      }
+      writers.push_back(std::move(*w));
+      for (size_t k = 0; k < plan.writes.size(); ++k) {
+        users[plan.layout.params[static_cast<size_t>(plan.writes[k].param)].name].push_back(
+            {r - g0, k});
+      }
+    }
+    for (int s = 0; s < kNumStates && st.ok(); ++s) {
+      const StateKind state = static_cast<StateKind>(s);
+      for (const ParamInfo& p : canonical.params) {
+        auto it = users.find(p.name);
+        if (it == users.end()) continue;
+        Region whole;
+        GlobalMatrix(p, &whole.rows, &whole.cols);
+        whole.flat_end = whole.rows * whole.cols;
+        full.resize(static_cast<size_t>(whole.flat_end));
+        st = reader->Read(p.name, state, whole, full.data());
+        for (const auto& [i, k] : it->second) {
+          if (!st.ok()) break;
+          const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
+          piece.resize(static_cast<size_t>(region.size()));
+          segs.clear();
+          Intersect(whole, region, &segs);
+          for (const CopySegment& c : segs) {
+            std::copy(full.begin() + c.src, full.begin() + c.src + c.count, piece.begin() + c.dst);
+          }
+          st = writers[static_cast<size_t>(i)]->Put(state, k, piece.data());
+        }
+        if (!st.ok()) break;
+      }
+    }
+    for (size_t i = 0; i < writers.size() && st.ok(); ++i) {
+      Result<uint64_t> bytes = writers[i]->Finish();
+      if (!bytes.ok()) st = bytes.status();
+      if (bytes.ok()) out.bytes_written += *bytes;
+    }
+  }
+  if (st.ok()) st = CommitCheckpoint(out_root, tmp, to.world(), model, base, 0);
+  if (!st.ok()) {
+    std::filesystem::remove_all(tmp, ec);  // never leave a partial output behind
+    return st;
+  }
+  out.bytes_read = reader->bytes_read();
+  out.dir = JoinPath(out_root, StepDirName(meta.step()));
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,102 @@
+// `loom ckpt`: universal checkpoints without a cluster (one CPU, memory about twice the largest
+// tensor).
+//   loom ckpt inspect DIR                       step, model, layout, tensors table
+//   loom ckpt verify DIR                        every checksum, every chunk, every tensor
+//   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
+//   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom]
+// DIR is a step directory or a checkpoint root (its newest checkpoint).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "checkpoint/export.h"
+#include "checkpoint/inspect.h"
+#include "checkpoint/reshard.h"
+#include "cli/commands.h"
+
+namespace loom {
+namespace {
+
+struct CkptOptions {
+  std::string dir, out, to, safetensors, names = "hf";
+};
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Status RunInspect(const CkptOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(std::string text, DescribeCheckpoint(o.dir));
+  std::fputs(text.c_str(), stdout);
+  return Status::Ok();
+}
+
+Status RunVerify(const CkptOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LOOM_ASSIGN_OR_RETURN(VerifyReport r, VerifyCheckpoint(o.dir));
+  std::printf("OK %s: %d tensor states, %lld chunks, %.2f MiB checksummed in %.2f s\n",
+              r.dir.c_str(), r.tensors, static_cast<long long>(r.chunks),
+              static_cast<double>(r.bytes) / (1 << 20), Since(t0));
+  return Status::Ok();
+}
+
+Status RunReshard(const CkptOptions& o) {
+  Result<Layout> to = ParseLayoutSpec(o.to);
+  if (!to.ok()) return to.status().WithContext("--to");
+  const auto t0 = std::chrono::steady_clock::now();
+  LOOM_ASSIGN_OR_RETURN(ReshardResult r, Reshard(o.dir, *to, o.out));
+  const double s = Since(t0);
+  std::printf("wrote %s for %s (%d ranks): read %.2f MiB, wrote %.2f MiB in %.2f s\n",
+              r.dir.c_str(), to->ToString().c_str(), to->world(),
+              static_cast<double>(r.bytes_read) / (1 << 20),
+              static_cast<double>(r.bytes_written) / (1 << 20), s);
+  return Status::Ok();
+}
+
+Status RunExport(const CkptOptions& o) {
+  ExportNames names;
+  if (o.names == "hf") {
+    names = ExportNames::kHuggingFaceGpt2;
+  } else if (o.names == "loom") {
+    names = ExportNames::kLoom;
+  } else {
+    return InvalidArgument("--names: expected 'hf' or 'loom', got '" + o.names + "'");
+  }
+  LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names));
+  std::printf("wrote %s: %d tensors, %.2f MiB (%s names)\n", o.safetensors.c_str(), r.tensors,
+              static_cast<double>(r.bytes) / (1 << 20),
+              names == ExportNames::kHuggingFaceGpt2 ? "Hugging Face GPT-2" : "Loom");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddCkptCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<CkptOptions>();
+  CLI::App* cmd = app.add_subcommand("ckpt", "Inspect, verify, reshard and export checkpoints");
+  cmd->require_subcommand(1);
+  auto add = [&](const char* name, const char* help, Status (*run)(const CkptOptions&)) {
+    CLI::App* sub = cmd->add_subcommand(name, help);
+    sub->add_option("dir", o->dir, "A step directory or a checkpoint root (its newest)")
+        ->required();
+    sub->callback([o, exit_code, run, name] {
+      Status st = run(*o);
+      *exit_code = st.ok() ? 0 : ReportError(std::string("ckpt ") + name, st);
+    });
+    return sub;
+  };
+  add("inspect", "Print the step, model, saved layout and a table of tensors", RunInspect);
+  add("verify", "Check every checksum, chunk and tensor", RunVerify);
+  CLI::App* reshard =
+      add("reshard", "Rewrite a checkpoint laid out for another parallel layout", RunReshard);
+  reshard->add_option("--to", o->to, "Target layout, e.g. tp=2,pp=4,vpp=1,cp=1,dp=2,zero=3")
+      ->required();
+  reshard->add_option("out", o->out, "Output root (must not hold checkpoints)")->required();
+  CLI::App* exp =
+      add("export", "Write the consolidated model weights to one safetensors file", RunExport);
+  exp->add_option("--safetensors", o->safetensors, "Output file")->required();
+  exp->add_option("--names", o->names,
+                  "hf: Hugging Face GPT-2 names and layouts (default); loom: Loom's");
+}
+
+}  // namespace loom
