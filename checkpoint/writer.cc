@@ -64,10 +64,15 @@ void CheckpointCrashPoint(int world_rank, const char* where) {
     if (v == nullptr || std::sscanf(v, "%d:%d", &rank, &n) != 2) return std::pair{-1, -1};
     return std::pair{rank, n};
   }();
-  if (target.first != world_rank) return;
-  if (reached.fetch_add(1) + 1 == target.second) {
-    std::fprintf(stderr, "loom: fault injection: rank %d killed while saving (%s)\n", world_rank,
-                 where);
+  static const bool trace = std::getenv("LOOM_FAULT_CKPT_TRACE") != nullptr;
+  if (target.first != world_rank && !trace) return;
+  const int n = reached.fetch_add(1) + 1;
+  if (trace) {
+    std::fprintf(stderr, "loom: checkpoint crash point %d on rank %d (%s)\n", n, world_rank, where);
+  }
+  if (target.first == world_rank && n == target.second) {
+    std::fprintf(stderr, "loom: fault injection: rank %d killed at crash point %d (%s)\n",
+                 world_rank, n, where);
     std::fflush(stderr);
     ::kill(::getpid(), SIGKILL);
   }

@@ -5,7 +5,8 @@
 //
 // Fault injection for the crash-safety test: LOOM_FAULT_CKPT_KILL=RANK:N makes world rank RANK
 // kill itself (SIGKILL) at the N-th crash point it reaches while saving (points are inside data
-// writes, after fsyncs, before and after each rename).
+// writes, after fsyncs, before and after each rename); LOOM_FAULT_CKPT_TRACE=1 prints every crash
+// point reached ("loom: checkpoint crash point N on rank R (where)") so a test can count them.
 #pragma once
 
 #include <condition_variable>

@@ -68,7 +68,7 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
     std::ofstream f(opt.dump_losses);
     for (size_t i = 0; i < summary.losses.size(); ++i) {
       char line[64];
-      std::snprintf(line, sizeof(line), "%lld %.9g\n",
+      std::snprintf(line, sizeof(line), "%lld %.17g\n",
                     static_cast<long long>(summary.first_step) + static_cast<long long>(i) + 1,
                     summary.losses[i]);
       f << line;
@@ -84,6 +84,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
   if (!opt.checkpoint_dir.empty()) job.checkpoint.dir = opt.checkpoint_dir;
   if (!opt.load.empty()) job.checkpoint.load = opt.load;
   if (opt.no_resume) job.checkpoint.resume = false;
+  LOOM_RETURN_IF_ERROR(CheckCheckpointConfig(job));
   int world = 1, local = 1;
   if (LaunchedByMpi() || job.parallel.present) {
     int argc = 0;

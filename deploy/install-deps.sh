@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libgtest-dev
   libopenmpi-dev openmpi-bin libboost-dev libprotobuf-dev protobuf-compiler
-  libisal-dev python3-torch python3-numpy
+  libisal-dev python3-torch python3-numpy python3-yaml
 )
 
 missing=()

@@ -155,15 +155,21 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("final", &c.final, false));
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
-  if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
-    return InvalidArgument(
-        ck.Where("dir") + ": expected a directory when checkpoint.every or checkpoint.keep is set");
-  }
   LOOM_RETURN_IF_ERROR(ck.Finish());
   return root.Finish();
 }
 
 }  // namespace
+
+Status CheckCheckpointConfig(const JobConfig& job) {
+  const CheckpointConfig& c = job.checkpoint;
+  if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
+    return InvalidArgument(job.path +
+                           ": field 'checkpoint.dir': expected a directory (or --checkpoint-dir) "
+                           "when checkpoint.every or checkpoint.keep is set");
+  }
+  return Status::Ok();
+}
 
 Result<JobConfig> LoadJobConfig(const std::string& path) {
   LOOM_ASSIGN_OR_RETURN(ConfigSection root, ConfigSection::LoadFile(path));

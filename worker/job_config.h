@@ -94,5 +94,7 @@ struct JobConfig {
 };
 
 Result<JobConfig> LoadJobConfig(const std::string& path);
+// Cross-field checks of the checkpoint section, after command-line overrides.
+Status CheckCheckpointConfig(const JobConfig& job);
 
 }  // namespace loom

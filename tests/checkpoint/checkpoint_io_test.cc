@@ -1,0 +1,303 @@
+// Writing, committing, reading, verifying and resharding universal checkpoints in one process:
+// every rank's files are written here from synthetic values (a pure function of tensor, state
+// and global element), then read back through arbitrary regions and other layouts. Corrupted,
+// truncated and incomplete checkpoints are refused with the file and chunk named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "checkpoint/format.h"
+#include "checkpoint/inspect.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/reshard.h"
+#include "checkpoint/shard_plan.h"
+#include "checkpoint/writer.h"
+#include "core/file_util.h"
+#include "core/rng.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+const ModelConfig kModel{/*vocab=*/257, /*max_seq=*/16, /*layers=*/4, /*heads=*/4, /*hidden=*/8};
+
+float Value(const std::string& name, StateKind s, int64_t global_index) {
+  return static_cast<float>(HashString(name.c_str()) % 97) * 10000.0f +
+         static_cast<float>(s) * 1000.0f + static_cast<float>(global_index % 1000) +
+         static_cast<float>(global_index / 1000) * 0.5f;
+}
+
+Layout L(int tp, int cp, int pp, int vpp, int dp, int zero) {
+  Layout l;
+  l.tp = tp;
+  l.cp = cp;
+  l.pp = pp;
+  l.vpp = vpp;
+  l.dp = dp;
+  l.zero = zero;
+  return l;
+}
+
+proto::CheckpointMetadata Base(int64_t step, const Layout& lay) {
+  proto::CheckpointMetadata m;
+  m.set_step(step);
+  m.mutable_model()->set_arch("gpt2");
+  m.mutable_model()->set_vocab(kModel.vocab);
+  m.mutable_model()->set_max_seq(kModel.max_seq);
+  m.mutable_model()->set_layers(kModel.layers);
+  m.mutable_model()->set_heads(kModel.heads);
+  m.mutable_model()->set_hidden(kModel.hidden);
+  m.mutable_saved_layout()->set_tp(lay.tp);
+  m.mutable_saved_layout()->set_pp(lay.pp);
+  m.mutable_saved_layout()->set_dp(lay.dp);
+  m.mutable_data()->set_seq(16);
+  m.mutable_data()->set_global_batch(8);
+  m.mutable_optimizer()->set_step_count(step);
+  return m;
+}
+
+// Writes a committed checkpoint of the synthetic values for `lay` under `root`.
+void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, int keep = 0) {
+  const std::string tmp = TempStepDir(root, step);
+  for (int r = 0; r < lay.world(); ++r) {
+    const RankShardPlan plan = PlanRank(kModel, lay, r);
+    auto source = [&](StateKind s, size_t k, std::vector<float>* scratch) -> Result<const float*> {
+      const Piece& p = plan.writes[k];
+      const ParamInfo& info = plan.layout.params[static_cast<size_t>(p.param)];
+      int64_t rows, cols;
+      GlobalMatrix(info, &rows, &cols);
+      scratch->clear();
+      const Region& g = p.region;
+      for (int64_t i = g.flat_begin; i < g.flat_end; ++i) {
+        scratch->push_back(Value(info.name, s, (g.row0 + i / g.cols) * cols + g.col0 + i % g.cols));
+      }
+      return static_cast<const float*>(scratch->data());
+    };
+    ASSERT_TRUE(WriteRankFiles(tmp, r, plan, source).ok());
+  }
+  Status st = CommitCheckpoint(root, tmp, lay.world(), kModel, Base(step, lay), keep);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+}
+
+// Every element of every tensor and state, read as one whole region, equals its synthetic value.
+void ExpectSynthetic(const std::string& dir) {
+  auto reader = CheckpointReader::Open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  for (const ParamInfo& p : ParamLayout::ForModel(kModel, 1).params) {
+    for (int s = 0; s < kNumStates; ++s) {
+      Region r;
+      GlobalMatrix(p, &r.rows, &r.cols);
+      r.flat_end = r.rows * r.cols;
+      std::vector<float> got(static_cast<size_t>(r.flat_end));
+      Status st = (*reader)->Read(p.name, static_cast<StateKind>(s), r, got.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (int64_t i = 0; i < r.flat_end; ++i) {
+        ASSERT_EQ(got[static_cast<size_t>(i)], Value(p.name, static_cast<StateKind>(s), i))
+            << p.name << " state " << s << " element " << i;
+      }
+    }
+  }
+}
+
+class CheckpointIo : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() /
+            ("loom_ckpt_io_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& rel) const { return JoinPath(dir_, rel); }
+  std::string dir_;
+};
+
+TEST_F(CheckpointIo, RandomRegionsReadBackExactly) {
+  const Layout a = L(2, 1, 2, 1, 2, 1);
+  WriteSynthetic(Path("a"), 5, a);
+  const std::string step_dir = Path("a/step_00000005");
+  EXPECT_EQ(ReadLatest(Path("a")), "step_00000005");
+  ExpectSynthetic(step_dir);
+  auto reader = CheckpointReader::Open(step_dir);
+  ASSERT_TRUE(reader.ok());
+  std::mt19937 rng(3);
+  for (const ParamInfo& p : ParamLayout::ForModel(kModel, 1).params) {
+    int64_t rows, cols;
+    GlobalMatrix(p, &rows, &cols);
+    for (int trial = 0; trial < 20; ++trial) {
+      Region r;
+      r.row0 = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
+      r.rows = std::uniform_int_distribution<int64_t>(1, rows - r.row0)(rng);
+      r.col0 = std::uniform_int_distribution<int64_t>(0, cols - 1)(rng);
+      r.cols = std::uniform_int_distribution<int64_t>(1, cols - r.col0)(rng);
+      r.flat_begin = std::uniform_int_distribution<int64_t>(0, r.rows * r.cols - 1)(rng);
+      r.flat_end = std::uniform_int_distribution<int64_t>(r.flat_begin + 1, r.rows * r.cols)(rng);
+      std::vector<float> got(static_cast<size_t>(r.size()));
+      ASSERT_TRUE((*reader)->Read(p.name, StateKind::kExpAvgSq, r, got.data()).ok());
+      for (int64_t i = r.flat_begin; i < r.flat_end; ++i) {
+        const int64_t g = (r.row0 + i / r.cols) * cols + r.col0 + i % r.cols;
+        ASSERT_EQ(got[static_cast<size_t>(i - r.flat_begin)],
+                  Value(p.name, StateKind::kExpAvgSq, g))
+            << p.name << " " << r.ToString();
+      }
+    }
+  }
+  auto rep = VerifyCheckpoint(Path("a"));
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->tensors, 3 * static_cast<int>(ParamLayout::ForModel(kModel, 1).params.size()));
+}
+
+TEST_F(CheckpointIo, ReshardEqualsWhatTheTargetLayoutWrites) {
+  const Layout a = L(2, 1, 2, 1, 2, 1);
+  WriteSynthetic(Path("a"), 5, a);
+  for (const Layout& b :
+       {L(1, 1, 4, 1, 2, 3), L(4, 1, 1, 1, 2, 2), L(1, 2, 2, 2, 1, 0), L(1, 1, 1, 1, 1, 0)}) {
+    SCOPED_TRACE(b.ToString());
+    const std::string out = Path("r" + std::to_string(b.world()) + std::to_string(b.tp));
+    fs::remove_all(out);
+    auto res = Reshard(Path("a"), b, out);
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    ExpectSynthetic(res->dir);
+    // The same bytes as a direct save with layout b (zero and sp do not change what is written).
+    WriteSynthetic(out + "_direct", 5, b);
+    for (const auto& e : fs::directory_iterator(res->dir)) {
+      const std::string name = e.path().filename().string();
+      auto x = ReadFile(e.path().string()), y = ReadFile(out + "_direct/step_00000005/" + name);
+      ASSERT_TRUE(x.ok() && y.ok()) << name;
+      if (name == kMetadataFile) continue;  // saved_layout differs in zero/cp fields only
+      EXPECT_TRUE(*x == *y) << name << " differs";
+    }
+  }
+}
+
+TEST_F(CheckpointIo, FlippedByteIsNamedByFileAndChunk) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 2, 0));
+  const std::string file = Path("a/step_00000005/rank_00001.safetensors");
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    char c;
+    f.get(c);
+    f.seekp(-5, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  auto rep = VerifyCheckpoint(Path("a"));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_EQ(rep.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(rep.status().message().find("rank_00001.safetensors"), std::string::npos)
+      << rep.status().message();
+  EXPECT_NE(rep.status().message().find("chunk"), std::string::npos);
+  EXPECT_NE(rep.status().message().find("checksum mismatch"), std::string::npos);
+}
+
+TEST_F(CheckpointIo, TruncatedFileIsRefusedOnOpen) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 1, 0));
+  const std::string file = Path("a/step_00000005/rank_00000.safetensors");
+  fs::resize_file(file, fs::file_size(file) - 100);
+  auto r = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank_00000.safetensors: truncated"), std::string::npos)
+      << r.status().message();
+  fs::remove(file);
+  r = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing data file"), std::string::npos);
+}
+
+TEST_F(CheckpointIo, DeletedChunkIsNamed) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 2, 0));
+  const std::string meta_path = Path("a/step_00000005/metadata.json");
+  nlohmann::json j = nlohmann::json::parse(*ReadFile(meta_path));
+  std::string victim;
+  for (auto& t : j["tensors"]) {
+    if (t["name"] == "h.1.mlp.c_fc.weight" && t["state"] == "exp_avg") {
+      ASSERT_GT(t["chunks"].size(), 1u);
+      t["chunks"].erase(1);
+    }
+  }
+  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  auto rep = VerifyCheckpoint(Path("a"));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find("tensor 'h.1.mlp.c_fc.weight' state 'exp_avg'"),
+            std::string::npos)
+      << rep.status().message();
+  EXPECT_NE(rep.status().message().find("a chunk is missing"), std::string::npos);
+  auto reader = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_TRUE(reader.ok());
+  Region whole{0, 4 * 8, 0, 8, 0, 4 * 8 * 8};
+  std::vector<float> buf(static_cast<size_t>(whole.size()));
+  Status st = (*reader)->Read("h.1.mlp.c_fc.weight", StateKind::kExpAvg, whole, buf.data());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("a chunk is missing"), std::string::npos) << st.message();
+}
+
+TEST_F(CheckpointIo, BadMetadataIsNamed) {
+  WriteSynthetic(Path("a"), 5, L(1, 1, 1, 1, 1, 0));
+  const std::string meta_path = Path("a/step_00000005/metadata.json");
+  const std::string good = *ReadFile(meta_path);
+  ASSERT_TRUE(WriteFileAtomic(meta_path, good.substr(0, good.size() / 2)).ok());
+  auto r = ReadMetadata(Path("a/step_00000005"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("metadata.json: not a checkpoint metadata file"),
+            std::string::npos)
+      << r.status().message();
+  nlohmann::json j = nlohmann::json::parse(good);
+  j["format_version"] = 99;
+  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  r = ReadMetadata(Path("a/step_00000005"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'format_version': expected 1, got 99"),
+            std::string::npos)
+      << r.status().message();
+  j = nlohmann::json::parse(good);
+  j["tensors"][3]["chunks"][0]["length"] = "12";
+  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  r = ReadMetadata(Path("a/step_00000005"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("chunk 0: field 'length' is 12"), std::string::npos)
+      << r.status().message();
+}
+
+TEST_F(CheckpointIo, OnlyCommittedDirectoriesCountAndRetentionKeepsTheNewest) {
+  for (int64_t step : {10, 20, 30}) WriteSynthetic(Path("a"), step, L(1, 1, 1, 1, 2, 1), 2);
+  auto list = ListCheckpoints(Path("a"));
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].first, 30);
+  EXPECT_EQ(list[1].first, 20);
+  EXPECT_EQ(ReadLatest(Path("a")), "step_00000030");
+  // An interrupted save and a directory without metadata are never checkpoints.
+  fs::create_directories(Path("a/step_00000040.tmp"));
+  fs::create_directories(Path("a/step_00000050"));
+  list = ListCheckpoints(Path("a"));
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].first, 30);
+  auto resolved = ResolveCheckpointDir(Path("a"));
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(fs::path(*resolved).filename(), "step_00000030");
+}
+
+TEST(LayoutSpec, ParsesAndNamesBadItems) {
+  auto l = ParseLayoutSpec("tp=2,pp=4,vpp=2,dp=2,zero=3,sp=1");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->tp, 2);
+  EXPECT_EQ(l->pp, 4);
+  EXPECT_EQ(l->vpp, 2);
+  EXPECT_EQ(l->cp, 1);
+  EXPECT_EQ(l->zero, 3);
+  EXPECT_TRUE(l->sp);
+  auto bad = ParseLayoutSpec("tp=2,pq=4");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("item 'pq=4'"), std::string::npos);
+  bad = ParseLayoutSpec("tp=two");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("got 'two'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom

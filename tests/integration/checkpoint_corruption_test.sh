@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Corrupt, truncated and incomplete checkpoints: `loom ckpt verify` and loading both refuse them
+# naming the file and chunk; `loom train` falls back to the previous valid checkpoint, says so, and
+# continues exactly; with no valid checkpoint left, or a checkpoint of another model, it stops with
+# an error. Offline tools refuse bad flags and leave nothing half-written.
+# Usage: checkpoint_corruption_test.sh LOOM WORK_DIR JOB
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+rm -rf "$dir" && mkdir -p "$dir"
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/parallel: {tp: 2, dp: 2, zero: 1}\ncheckpoint: {every: 2}\nsteps: 8/" \
+  "$job" > "$dir/job.yaml"
+fail=0
+mpi() { timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" "$@"; }
+expect() {  # expect LABEL FILE PATTERN...: every pattern occurs in FILE
+  local label=$1 file=$2
+  shift 2
+  for p in "$@"; do
+    grep -qF -- "$p" "$file" || { echo "FAIL $label: '$p' not in the output:"; tail -5 "$file"; fail=1; return; }
+  done
+  echo "PASS $label"
+}
+mpi --checkpoint-dir "$dir/reference" --dump-losses "$dir/reference.txt" > "$dir/reference.log" 2>&1 \
+  || { tail "$dir/reference.log"; echo "FAIL: reference run"; exit 1; }
+mpi --checkpoint-dir "$dir/base" --steps 6 > "$dir/base.log" 2>&1 || { echo "FAIL: base run"; exit 1; }
+
+# corrupt CASE: a copy of base whose step 6 is damaged by the command in $2
+corrupt_and_resume() {
+  local name=$1 damage=$2 why=$3
+  local ck="$dir/$name"
+  cp -r "$dir/base" "$ck"
+  (cd "$ck/step_00000006" && eval "$damage")
+  if "$loom" ckpt verify "$ck/step_00000006" > "$ck.verify.log" 2>&1; then
+    echo "FAIL $name: verify accepted a damaged checkpoint"; fail=1
+  else
+    expect "$name: verify names the problem" "$ck.verify.log" "$why"
+  fi
+  "$loom" ckpt verify "$ck/step_00000004" > /dev/null || { echo "FAIL $name: step 4 broken"; fail=1; }
+  if ! mpi --checkpoint-dir "$ck" --dump-losses "$ck.losses" > "$ck.log" 2>&1; then
+    tail "$ck.log"; echo "FAIL $name: training did not fall back"; fail=1; return
+  fi
+  expect "$name: training falls back and says why" "$ck.log" \
+    "checkpoint $ck/step_00000006 refused:" "$why" \
+    "falling back to the previous one, $ck/step_00000004" "resumed from $ck/step_00000004:"
+  while read -r line; do
+    grep -qxF "$line" "$dir/reference.txt" || { echo "FAIL $name: loss '$line' differs from the uninterrupted run"; fail=1; }
+  done < "$ck.losses"
+  [[ $(head -1 "$ck.losses" | cut -d' ' -f1) == 5 ]] || { echo "FAIL $name: did not restart at step 5"; fail=1; }
+}
+flip() {  # flip FILE: invert one byte 5 bytes before the end (inside the last chunk)
+  /usr/bin/python3 -c "
+import os, sys
+f = open(sys.argv[1], 'r+b'); f.seek(-5, os.SEEK_END); b = f.read(1); f.seek(-5, os.SEEK_END)
+f.write(bytes([b[0] ^ 0x40]))" "$1"
+}
+drop_chunk() {  # drop_chunk TENSOR STATE: delete chunk 0 of the entry from metadata.json
+  /usr/bin/python3 -c "
+import json, sys
+m = json.load(open('metadata.json'))
+for t in m['tensors']:
+    if t['name'] == sys.argv[1] and t['state'] == sys.argv[2]:
+        del t['chunks'][0]
+json.dump(m, open('metadata.json', 'w'), indent=1)" "$1" "$2"
+}
+export -f flip drop_chunk
+corrupt_and_resume flipped "flip rank_00001.safetensors" \
+  "rank_00001.safetensors: tensor '"
+grep -q "checksum mismatch in block" "$dir/flipped.verify.log" || { echo "FAIL flipped: no checksum message"; fail=1; }
+corrupt_and_resume truncated "truncate -s -1000 rank_00002.safetensors" \
+  "rank_00002.safetensors: truncated or overwritten"
+corrupt_and_resume missing_file "rm rank_00003.safetensors" \
+  "rank_00003.safetensors: missing data file of the checkpoint"
+corrupt_and_resume missing_chunk "drop_chunk h.1.mlp.c_fc.weight exp_avg" \
+  "tensor 'h.1.mlp.c_fc.weight' state 'exp_avg'"
+grep -q "a chunk is missing" "$dir/missing_chunk.log" || { echo "FAIL missing_chunk: load message"; fail=1; }
+
+# No valid checkpoint left: an error, not a silent fresh start.
+cp -r "$dir/base" "$dir/none"
+for s in 2 4 6; do flip "$dir/none/step_0000000$s/rank_00000.safetensors"; done
+if mpi --checkpoint-dir "$dir/none" > "$dir/none.log" 2>&1; then
+  echo "FAIL none: training started although every checkpoint is corrupt"; fail=1
+else
+  expect "no valid checkpoint" "$dir/none.log" "no valid checkpoint in '$dir/none'" "no older checkpoint left"
+fi
+# A checkpoint of another model.
+sed 's/hidden: 64/hidden: 32/' "$dir/job.yaml" > "$dir/other_model.yaml"
+if timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/other_model.yaml" \
+    --load "$dir/base" --checkpoint-dir "$dir/other_model" > "$dir/other_model.log" 2>&1; then
+  echo "FAIL: a checkpoint of another model was loaded"; fail=1
+else
+  expect "another model" "$dir/other_model.log" \
+    "$dir/base/step_00000006/metadata.json: field 'model.hidden': the checkpoint has 64, the job's model has 32"
+fi
+# Offline tools: bad flags and a corrupt source leave no output checkpoint.
+"$loom" ckpt reshard "$dir/base" --to tp=3 "$dir/bad_to" > "$dir/bad_to.log" 2>&1 && { echo "FAIL: tp=3 accepted"; fail=1; }
+expect "reshard --to tp=3" "$dir/bad_to.log" "model.heads (4) must be divisible by tp (3)"
+"$loom" ckpt reshard "$dir/base" --to tp=2,xp=2 "$dir/bad_to" > "$dir/bad_to.log" 2>&1 && { echo "FAIL: xp accepted"; fail=1; }
+expect "reshard --to xp=2" "$dir/bad_to.log" "item 'xp=2'"
+cp -r "$dir/base/step_00000006" "$dir/bad_src" && flip "$dir/bad_src/rank_00003.safetensors"
+"$loom" ckpt reshard "$dir/bad_src" --to tp=1 "$dir/from_bad" > "$dir/from_bad.log" 2>&1 \
+  && { echo "FAIL: resharded a corrupt checkpoint"; fail=1; }
+expect "reshard of a corrupt checkpoint" "$dir/from_bad.log" "checksum mismatch"
+[[ -z $(ls "$dir/from_bad" 2>/dev/null) ]] || { echo "FAIL: reshard left $(ls "$dir/from_bad")"; fail=1; }
+"$loom" ckpt verify "$dir/nowhere" > "$dir/nowhere.log" 2>&1 && { echo "FAIL: verify of nothing"; fail=1; }
+expect "verify of a missing directory" "$dir/nowhere.log" "$dir/nowhere: no such checkpoint directory"
+"$loom" ckpt export "$dir/base" --safetensors "$dir/x.st" --names gpt > "$dir/names.log" 2>&1 && { echo "FAIL: --names gpt"; fail=1; }
+expect "export --names gpt" "$dir/names.log" "--names: expected 'hf' or 'loom', got 'gpt'"
+exit $fail
