@@ -20,6 +20,10 @@ void AddDataCommand(CLI::App& app, int* exit_code);
 void AddScheduleCommand(CLI::App& app, int* exit_code);
 // Registers `loom ckpt inspect|verify|reshard|export`.
 void AddCkptCommand(CLI::App& app, int* exit_code);
+// Registers `loom plan` (layout search, docs/PLANNER.md).
+void AddPlanCommand(CLI::App& app, int* exit_code);
+// Registers `loom calibrate` (measures this machine for the planner).
+void AddCalibrateCommand(CLI::App& app, int* exit_code);
 
 // Prints an error for the user: the message without the source-location trail (kept with
 // LOOM_LOG_LEVEL=DEBUG).

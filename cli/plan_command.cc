@@ -1,0 +1,64 @@
+// `loom plan`: search the layouts of a job on a cluster and print the best ones.
+//   loom plan --cluster deploy/clusters/dgx-a100.yaml --job examples/plan/gpt-145b.yaml
+//             --calibration deploy/clusters/dgx-a100.calibration.json --top 5 --explain
+// With every field of the job's `parallel:` section given (tp, cp, pp, dp), the search has one
+// layout left and the output is the predicted step time of exactly that layout.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "coordinator/calibration.h"
+#include "coordinator/cluster.h"
+#include "coordinator/plan_job.h"
+#include "coordinator/planner/report.h"
+#include "coordinator/planner/search.h"
+
+namespace loom {
+namespace {
+
+struct PlanOptions {
+  std::string cluster, job, calibration;
+  int top = 5;
+  bool explain = false, json = false;
+};
+
+Status RunPlan(const PlanOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(Cluster cluster, LoadCluster(o.cluster));
+  LOOM_ASSIGN_OR_RETURN(PlanJob job, LoadPlanJob(o.job));
+  Calibration cal;
+  if (!o.calibration.empty()) {
+    LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
+  }
+  LOOM_ASSIGN_OR_RETURN(SearchResult result, SearchPlans(job, cluster, cal, o.top));
+  if (o.json) {
+    std::fputs(PlanJson(result, job, cluster).c_str(), stdout);
+    return Status::Ok();
+  }
+  std::printf("calibration: %s\n",
+              o.calibration.empty()
+                  ? "defaults (no --calibration; see loom calibrate)"
+                  : (o.calibration + (cal.source.empty() ? "" : " — " + cal.source)).c_str());
+  std::fputs(PlanTable(result, job, cluster).c_str(), stdout);
+  if (o.explain) std::fputs(PlanExplain(result, job, cluster).c_str(), stdout);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "Search parallel layouts for a job on a cluster");
+  cmd->add_option("--cluster", o->cluster, "Cluster manifest (docs/MANIFESTS.md)")->required();
+  cmd->add_option("--job", o->job, "Job file (docs/JOB.md; plan: section in docs/PLANNER.md)")
+      ->required();
+  cmd->add_option("--calibration", o->calibration, "Calibration file from loom calibrate");
+  cmd->add_option("--top", o->top, "Plans to show")->check(CLI::Range(1, 100));
+  cmd->add_flag("--explain", o->explain, "Explain why the first plan wins");
+  cmd->add_flag("--json", o->json, "Print JSON instead of the table");
+  cmd->callback([o, exit_code] {
+    Status st = RunPlan(*o);
+    *exit_code = st.ok() ? 0 : ReportError("plan", st);
+  });
+}
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// Calibration: how fast a device and its links really are, as opposed to their nominal figures in
+// the cluster manifest. Written by `loom calibrate` (measured on this machine) or by hand for
+// hardware we cannot measure (deploy/clusters/*.calibration.json, with the source of every
+// number). JSON, documented in docs/PLANNER.md:
+//   {"format": "loom-calibration", "version": 1, "source": "...", "precision": "fp32",
+//    "compute": {"gemm_efficiency": 0.8, "attention_efficiency": 0.3,
+//                "memory_bandwidth": 1.6e12, "op_overhead": 5e-6,
+//                "gemm": [{"m": 2048, "n": 768, "k": 256, "threads": 2, "flops": 1.9e11}, ...],
+//                "attention": [{"seq": 256, "head_dim": 64, "threads": 2, "flops": 4e10}, ...]},
+//    "links": {"intra_node": {"latency": 5e-6, "bandwidth": 2.3e11},
+//              "inter_node": {"latency": 8e-6, "bandwidth": 1.8e11}},
+//    "collectives": [{"op": "all_reduce", "ranks": 2, "bytes": 67108864, "seconds": 0.042}]}
+// Every field is optional; what is absent falls back to the defaults below (and, for links, to
+// the manifest's nominal figures).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coordinator/cluster.h"
+#include "core/status.h"
+
+namespace loom {
+
+// One measured GEMM: C[m, n] = A[m, k] B[k, n] on `threads` threads.
+struct GemmSample {
+  double m = 0, n = 0, k = 0;
+  int threads = 1;
+  double flops = 0;  // FLOP/s achieved (2mnk / time)
+};
+
+// One measured causal attention forward+backward over `seq` tokens of `head_dim`, expressed as
+// FLOP/s of the full s x s square (so it prices the planner's attention FLOP count directly).
+struct AttentionSample {
+  double seq = 0, head_dim = 0;
+  int threads = 1;
+  double flops = 0;
+};
+
+struct CollectiveSample {
+  std::string op;  // all_reduce | all_gather | reduce_scatter | send_recv
+  int ranks = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct LinkCalibration {
+  double latency = -1;    // seconds; < 0: not calibrated (manifest value)
+  double bandwidth = -1;  // bytes/s; < 0: not calibrated (manifest value x default efficiency)
+};
+
+struct Calibration {
+  std::string source;  // where the numbers come from (host and date, or a citation)
+  bool has_precision = false;
+  Precision precision = Precision::kFp32;  // precision of the measured samples
+  double gemm_efficiency = 0.7;            // fraction of peak reached by large GEMMs
+  double attention_efficiency = 0.3;  // fraction of peak of fused attention (full-square FLOPs)
+  double memory_efficiency = 0.7;     // fraction of the nominal memory bandwidth (if not measured)
+  double memory_bandwidth = -1;       // measured bytes/s per device; < 0: nominal x efficiency
+  double op_overhead = 5e-6;          // seconds per kernel (launch, synchronisation)
+  double link_efficiency = 0.8;       // fraction of nominal link bandwidth (if not measured)
+  std::vector<GemmSample> gemm;
+  std::vector<AttentionSample> attention;
+  LinkCalibration intra, inter;
+  std::vector<CollectiveSample> collectives;
+};
+
+Result<Calibration> LoadCalibration(const std::string& path);
+// Serialises (pretty JSON) — the inverse of LoadCalibration.
+std::string CalibrationToJson(const Calibration& c);
+
+}  // namespace loom

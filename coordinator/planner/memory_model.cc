@@ -1,0 +1,154 @@
+// Memory model. Activations are counted tensor by tensor (Korthikanti et al. 2022, section 4.1) so
+// that the published closed forms come out for 2-byte activations with dropout, and the variants
+// (fp32, no dropout, fused attention) follow from the same list.
+#include "coordinator/planner/memory_model.h"
+
+#include <algorithm>
+
+#include "coordinator/planner/model_math.h"
+
+namespace loom {
+
+BytesPerParam ParamBytes(Precision p) {
+  if (p == Precision::kBf16) return {2, 2, 12};
+  return {4, 4, 8};
+}
+
+ModelStates ZeroModelStates(double psi, int nd, int stage, Precision p) {
+  const BytesPerParam b = ParamBytes(p);
+  ModelStates s{b.weights * psi, b.grads * psi, b.optimizer * psi};
+  if (stage >= 1) s.optimizer /= nd;
+  if (stage >= 2) s.grads /= nd;
+  if (stage >= 3) s.weights /= nd;
+  return s;
+}
+
+namespace {
+
+struct TensorCounts {
+  double tokens_h;  // local tokens x hidden: one [tokens, h] tensor has this many elements
+  double scores;    // elements of the local attention scores: b * (a/t) * (s/cp) * s
+  double t;
+};
+
+TensorCounts Counts(const ActivationShape& a) {
+  const double tokens = static_cast<double>(a.micro_batch * a.seq) / a.cp;
+  const double scores = static_cast<double>(a.micro_batch) * static_cast<double>(a.heads) / a.tp *
+                        static_cast<double>(a.seq) / a.cp * static_cast<double>(a.seq);
+  return {tokens * static_cast<double>(a.hidden), scores, static_cast<double>(a.tp)};
+}
+
+// Every tensor one layer keeps without recompute, split into the parts Korthikanti counts.
+struct LayerTensors {
+  double replicated;  // LN inputs, QKV and FC1 inputs, dropout masks (split over tp only with SP)
+  double sharded;     // Q, K, V, projection input, GELU input, FC2 input (split over tp)
+  double scores;      // softmax output, dropout mask and output (unfused attention)
+};
+
+LayerTensors Tensors(const ActivationShape& a) {
+  const TensorCounts c = Counts(a);
+  const double e = a.element_bytes;
+  LayerTensors x;
+  x.replicated = 4 * e * c.tokens_h + (a.dropout ? 2 * c.tokens_h : 0);
+  if (a.sp) x.replicated /= c.t;
+  x.sharded = 12 * e * c.tokens_h / c.t;
+  if (a.fused_attention) {
+    // Flash-style attention keeps only the per-row log-sum-exp (fp32).
+    x.scores = 4 * c.scores / static_cast<double>(a.seq);
+  } else {
+    x.scores = (a.dropout ? 2 * e + 1 : e) * c.scores;
+  }
+  return x;
+}
+
+}  // namespace
+
+double LayerActivationBytes(const ActivationShape& a) {
+  const LayerTensors x = Tensors(a);
+  switch (a.recompute) {
+    case RecomputeMode::kFull: {
+      const TensorCounts c = Counts(a);
+      return a.element_bytes * c.tokens_h / (a.sp ? c.t : 1);
+    }
+    case RecomputeMode::kSelective:
+      return x.replicated + x.sharded + (a.fused_attention ? x.scores : 0);
+    default:
+      return x.replicated + x.sharded + x.scores;
+  }
+}
+
+double LayerWorkingBytes(const ActivationShape& a) {
+  const TensorCounts c = Counts(a);
+  const double e = a.element_bytes;
+  // Gradient buffers: the residual-stream gradient and the widest intermediate (4h / tp).
+  double working = e * c.tokens_h * (2 + 4 / c.t);
+  if (a.recompute == RecomputeMode::kNone) return working;
+  const LayerTensors x = Tensors(a);
+  if (a.recompute == RecomputeMode::kSelective) return working + x.scores;
+  return working + x.replicated + x.sharded + x.scores;
+}
+
+MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight) {
+  const Layout& L = in.layout;
+  const ModelShape& m = in.model;
+  const bool first = stage == 0, last = stage == L.pp - 1;
+  const double layers = static_cast<double>(m.layers) / L.pp;
+  const double h = static_cast<double>(m.hidden);
+  double psi = layers * LayerParamsPerRank(m, L.tp);
+  if (first) psi += EmbeddingParamsPerRank(m, L.tp);
+  if (last) psi += 2 * h;
+  MemoryBreakdown out;
+  const ModelStates st = ZeroModelStates(psi, L.dp * L.cp, L.zero, in.precision);
+  out.weights = st.weights;
+  out.grads = st.grads;
+  out.optimizer = st.optimizer;
+  const BytesPerParam pb = ParamBytes(in.precision);
+  const double wte = static_cast<double>((m.vocab + L.tp - 1) / L.tp) * h;
+  if (last && !first) {
+    // The last stage holds a copy of the tied embedding for its head and accumulates the copy's
+    // gradient; the first stage owns it (and its optimizer state).
+    out.weights += pb.weights * wte;
+    out.grads += pb.grads * wte;
+  }
+
+  ActivationShape a;
+  a.micro_batch = in.micro_batch;
+  a.seq = in.seq;
+  a.hidden = m.hidden;
+  a.heads = m.heads;
+  a.tp = L.tp;
+  a.cp = L.cp;
+  a.sp = L.sp && L.tp > 1;
+  a.recompute = in.recompute;
+  a.element_bytes = ElementBytes(in.precision);
+  a.dropout = in.dropout;
+  a.fused_attention = in.fused_kernels;
+  const double chunk_layers = layers / L.vpp;
+  out.activations = in_flight * chunk_layers * LayerActivationBytes(a) + LayerWorkingBytes(a);
+
+  const double e = a.element_bytes;
+  const double tokens = static_cast<double>(in.micro_batch * in.seq) / L.cp;
+  const double nh = tokens * h;
+  const double sp_div = a.sp ? L.tp : 1;
+  if (first && in.dropout) {
+    // Embedding dropout mask of every in-flight micro-batch of the first chunk.
+    out.edges += std::max(1.0, static_cast<double>(in_flight) / L.vpp) * nh / sp_div;
+  }
+  if (last) {
+    // Final LayerNorm input and head input, then the logits of one micro-batch: materialised in
+    // the compute precision plus fp32 for the loss (unfused), or chunked (fused).
+    out.edges += 2 * e * nh / sp_div;
+    const double vocab_shard = static_cast<double>((m.vocab + L.tp - 1) / L.tp);
+    out.edges += in.fused_kernels ? 8 * tokens : tokens * vocab_shard * (e + 4);
+  }
+
+  if (L.tp > 1) out.buffers += 2 * e * nh;           // SP gathers / TP reductions
+  if (L.pp > 1) out.buffers += 4 * e * nh / sp_div;  // activation/gradient send + recv
+  if (L.cp > 1) out.buffers += 8 * e * nh / L.tp;    // K/V (and dK/dV) ring blocks
+  const double layer_psi = LayerParamsPerRank(m, L.tp);
+  if (L.zero == 2) out.buffers += 2 * layer_psi * pb.grads;  // per-bucket gradient buffers
+  if (L.zero == 3) out.buffers += 2 * layer_psi * (pb.weights + pb.grads);  // gathered layers
+  return out;
+}
+
+}  // namespace loom

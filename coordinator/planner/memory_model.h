@@ -1,0 +1,87 @@
+// Memory of one rank: model states under ZeRO, activations kept for the backward, the embedding
+// and logits at the pipeline edges, and communication buffers. Bytes throughout; pure arithmetic.
+//
+// Model states follow Rajbhandari et al. 2020 (ZeRO) for mixed-precision Adam, K = 12:
+//   stage 0: (2 + 2 + 12) psi     stage 1: 2 psi + 2 psi + 12 psi / Nd
+//   stage 2: 2 psi + 14 psi / Nd  stage 3: 16 psi / Nd
+// (fp32 training: 4 + 4 + 8 bytes per parameter, same sharing). Nd is the number of ranks that
+// share the parameters: dp * cp, since gradients are reduced over the data x context group.
+//
+// Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+// Transformer Models"), per layer and micro-batch, s tokens, b sequences, hidden h, a heads:
+//   no parallelism sbh (34 + 5as/h)         tensor parallel  sbh (10 + 24/t + 5as/(ht))
+//   + sequence parallel sbh (34/t + 5as/(ht))
+//   selective recompute drops the 5as/h term; full recompute keeps the layer input, 2sbh
+//   (2sbh/t with sequence parallelism).
+// The constants assume 2-byte activations and dropout (1-byte masks); other element sizes, models
+// without dropout and fused attention (which never stores the s x s scores) are derived from the
+// same tensor list. With context parallelism a rank holds s/cp query tokens and scores of
+// s/cp x s.
+#pragma once
+
+#include <cstdint>
+
+#include "coordinator/cluster.h"
+#include "coordinator/plan_job.h"
+#include "parallel/layout.h"
+
+namespace loom {
+
+struct BytesPerParam {
+  double weights = 0, grads = 0, optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+// bf16: 2 + 2 + 12 (fp32 master copy, Adam m and v); fp32: 4 + 4 + 8.
+BytesPerParam ParamBytes(Precision p);
+// Bytes of one activation element in the compute precision.
+inline int ElementBytes(Precision p) {
+  return p == Precision::kBf16 ? 2 : 4;
+}
+
+struct ModelStates {
+  double weights = 0, grads = 0, optimizer = 0;
+  double total() const { return weights + grads + optimizer; }
+};
+// What one rank holds of `psi` parameters shared by `nd` ranks under ZeRO `stage` (0..3).
+ModelStates ZeroModelStates(double psi, int nd, int stage, Precision p);
+
+struct ActivationShape {
+  int64_t micro_batch = 1;
+  int64_t seq = 1;  // whole sequence (a rank holds seq / cp of it)
+  int64_t hidden = 1;
+  int64_t heads = 1;
+  int tp = 1, cp = 1;
+  bool sp = false;
+  RecomputeMode recompute = RecomputeMode::kNone;
+  int element_bytes = 2;
+  bool dropout = true;
+  bool fused_attention = false;
+};
+// Bytes one layer keeps from its forward until its backward, for one micro-batch.
+double LayerActivationBytes(const ActivationShape& a);
+// Transient bytes while one layer runs its backward: with recompute the layer's forward is
+// rebuilt first (the full activation list of one layer), plus the gradient buffers.
+double LayerWorkingBytes(const ActivationShape& a);
+
+struct MemoryBreakdown {
+  double weights = 0, grads = 0, optimizer = 0;  // model states
+  double activations = 0;  // in-flight micro-batches x layers, plus one layer's working set
+  double edges = 0;        // embedding output and logits / loss at the pipeline edges
+  double buffers = 0;      // communication buffers (TP gathers, pipeline transfers, ZeRO buckets)
+  double total() const { return weights + grads + optimizer + activations + edges + buffers; }
+};
+
+struct StageMemoryInput {
+  ModelShape model;
+  int64_t seq = 0, micro_batch = 1;
+  Layout layout;
+  RecomputeMode recompute = RecomputeMode::kNone;
+  Precision precision = Precision::kBf16;
+  bool dropout = true;
+  bool fused_kernels = false;  // fused attention and chunked loss
+};
+// Peak memory of pipeline rank `stage` holding at most `in_flight` micro-batch chunks (from the
+// schedule simulator) of layers / (pp * vpp) layers each.
+MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight);
+
+}  // namespace loom

@@ -1,0 +1,140 @@
+// The planner's closed forms against the papers: ZeRO model states (Rajbhandari et al. 2020),
+// activation memory per layer (Korthikanti et al. 2022) and FLOPs per iteration (Narayanan et
+// al. 2021), plus the collective cost formulas.
+#include <gtest/gtest.h>
+
+#include "coordinator/planner/comm_model.h"
+#include "coordinator/planner/memory_model.h"
+#include "coordinator/planner/model_math.h"
+
+namespace loom {
+namespace {
+
+TEST(ZeroFormulas, PaperExample) {
+  // ZeRO paper, figure 1: 7.5 B parameters, Nd = 64, mixed-precision Adam (K = 12).
+  const double psi = 7.5e9;
+  const double expected[4] = {120, 31.4, 16.6, 1.9};
+  for (int stage = 0; stage < 4; ++stage) {
+    const ModelStates s = ZeroModelStates(psi, 64, stage, Precision::kBf16);
+    EXPECT_NEAR(s.total() / 1e9, expected[stage], 0.05) << "stage " << stage;
+  }
+  const ModelStates s1 = ZeroModelStates(psi, 64, 1, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(s1.weights, 2 * psi);
+  EXPECT_DOUBLE_EQ(s1.grads, 2 * psi);
+  EXPECT_DOUBLE_EQ(s1.optimizer, 12 * psi / 64);
+  // fp32 training: 4 + 4 + 8 bytes, sharded the same way.
+  EXPECT_DOUBLE_EQ(ZeroModelStates(psi, 64, 0, Precision::kFp32).total(), 16 * psi);
+  EXPECT_DOUBLE_EQ(ZeroModelStates(psi, 64, 3, Precision::kFp32).total(), 16 * psi / 64);
+}
+
+// Korthikanti et al. 2022, table 2, with s = 2048, b = 1, h = 12288, a = 96, t = 8.
+class ActivationFormulas : public ::testing::Test {
+ protected:
+  ActivationShape Shape(int tp, bool sp, RecomputeMode r) const {
+    ActivationShape a;
+    a.micro_batch = b;
+    a.seq = s;
+    a.hidden = h;
+    a.heads = heads;
+    a.tp = tp;
+    a.sp = sp;
+    a.recompute = r;
+    a.element_bytes = 2;
+    a.dropout = true;
+    return a;
+  }
+  const double s = 2048, b = 1, h = 12288, heads = 96, t = 8;
+  const double sbh = s * b * h;
+};
+
+TEST_F(ActivationFormulas, KorthikantiTable2) {
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(1, false, RecomputeMode::kNone)),
+                   sbh * (34 + 5 * heads * s / h));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, RecomputeMode::kNone)),
+                   sbh * (10 + 24 / t + 5 * heads * s / (h * t)));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, RecomputeMode::kNone)),
+                   sbh * (34 / t + 5 * heads * s / (h * t)));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, RecomputeMode::kSelective)), sbh * 34 / t);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, RecomputeMode::kSelective)),
+                   sbh * (10 + 24 / t));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, RecomputeMode::kFull)), 2 * sbh);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(1, false, RecomputeMode::kFull)), 2 * sbh);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, RecomputeMode::kFull)), 2 * sbh / t);
+}
+
+TEST_F(ActivationFormulas, ContextParallelDividesTokens) {
+  ActivationShape a = Shape(8, true, RecomputeMode::kNone);
+  a.cp = 4;
+  // A rank holds s/cp tokens and s/cp x s scores: the whole expression divides by cp.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh / 4 * (34 / t + 5 * heads * s / (h * t)));
+}
+
+TEST_F(ActivationFormulas, VariantsFollowTheTensorList) {
+  // Without dropout the masks and the dropout output go: 4 + 24/t (x2 bytes) and 2as/(ht).
+  ActivationShape a = Shape(8, false, RecomputeMode::kNone);
+  a.dropout = false;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh * (8 + 24 / t + 2 * heads * s / (h * t)));
+  // Fused attention never stores the scores (only a per-row fp32 log-sum-exp).
+  a.fused_attention = true;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh * (8 + 24 / t) + 4 * b * heads / t * s);
+  // fp32 activations double the tensor terms.
+  a = Shape(1, false, RecomputeMode::kFull);
+  a.element_bytes = 4;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), 4 * sbh);
+}
+
+TEST(FlopFormulas, MatchNarayananClosedForm) {
+  // Every GEMM counted op by op must add up to 96 B s l h^2 (1 + s/6h + V/(16 l h)).
+  struct Case {
+    int64_t heads, hidden, layers, batch;
+  };
+  for (const Case& c : {Case{24, 2304, 24, 512}, Case{96, 12288, 80, 2304},
+                        Case{160, 25600, 128, 3072}, Case{8, 256, 4, 8}}) {
+    ModelShape m{51200, 2048, c.layers, c.heads, c.hidden};
+    const double ops = IterationFlops(m, c.batch, 2048, RecomputeMode::kFull);
+    EXPECT_NEAR(ops / MegatronFlops(m, c.batch, 2048), 1.0, 1e-12) << c.hidden;
+    // Without recompute: 72 B s l h^2 (1 + s/6h + V/(12 l h)).
+    const double b = c.batch, s = 2048, l = c.layers, h = c.hidden, v = 51200;
+    EXPECT_NEAR(ModelFlops(m, c.batch, 2048) /
+                    (72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))),
+                1.0, 1e-12);
+  }
+}
+
+TEST(FlopFormulas, ParameterCounts) {
+  // The 145.6 B model of Narayanan et al.: 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)).
+  ModelShape m{51200, 2048, 80, 96, 12288};
+  EXPECT_NEAR(TotalParams(m) / 1e9, 145.6, 0.1);
+  ModelShape t{51200, 2048, 128, 160, 25600};
+  EXPECT_NEAR(TotalParams(t) / 1e9, 1008, 1);
+  // Tensor-parallel shards add up to the layer, counting replicated tensors once per rank.
+  const double h = 12288;
+  EXPECT_DOUBLE_EQ(8 * LayerParamsPerRank(m, 8) - 7 * 6 * h, LayerParams(m));
+}
+
+TEST(CommFormulas, RingAndTree) {
+  GroupPath g;
+  g.size = 8;
+  g.nodes = 1;
+  g.latency = 1e-5;
+  g.bandwidth = 1e11;
+  // Ring all-reduce: 2(N-1) alpha + 2(N-1)/N S / B.
+  EXPECT_DOUBLE_EQ(RingAllReduce(g, 1e9), 14 * 1e-5 + 2 * 7.0 / 8 * 1e9 / 1e11);
+  EXPECT_DOUBLE_EQ(ReduceScatter(g, 1e9), 7 * 1e-5 + 7.0 / 8 * 1e9 / 1e11);
+  EXPECT_DOUBLE_EQ(AllGather(g, 1e9), ReduceScatter(g, 1e9));
+  // Inside a node only the ring is used.
+  Algo algo = Algo::kTree;
+  EXPECT_DOUBLE_EQ(AllReduce(g, 1e3, &algo), RingAllReduce(g, 1e3));
+  EXPECT_EQ(algo, Algo::kRing);
+  // Across many nodes the tree wins for small messages (latency) and the ring for large ones.
+  g.size = 64;
+  g.nodes = 8;
+  AllReduce(g, 1e3, &algo);
+  EXPECT_EQ(algo, Algo::kTree);
+  AllReduce(g, 1e10, &algo);
+  EXPECT_EQ(algo, Algo::kRing);
+  EXPECT_EQ(AllReduce(GroupPath{}, 1e9), 0);  // one member: nothing to do
+}
+
+}  // namespace
+}  // namespace loom

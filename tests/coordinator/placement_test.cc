@@ -1,0 +1,122 @@
+// Rank placement: ranks fill nodes in order, excluded and odd nodes are left out, slow measured
+// links are kept out of rings, and each group shape gets the right link.
+#include <gtest/gtest.h>
+
+#include "coordinator/planner/placement.h"
+#include "tests/coordinator/planner_test_util.h"
+
+namespace loom {
+namespace {
+
+Cluster FourNodes() {
+  Cluster c;
+  c.name = "four";
+  DeviceType gpu;
+  gpu.name = "gpu";
+  gpu.memory = 80e9;
+  gpu.peak_fp32 = gpu.peak_bf16 = 1e14;
+  gpu.memory_bandwidth = 2e12;
+  c.types.push_back(gpu);
+  for (int i = 0; i < 4; ++i) c.nodes.push_back({"n" + std::to_string(i), "", 8, 0, false});
+  c.intra = {300e9, 3e-6};
+  c.inter = {200e9, 5e-6};
+  return c;
+}
+
+Hardware Nominal(const Cluster& c) {
+  Calibration cal;
+  cal.link_efficiency = 1;
+  return MakeHardware(c, 0, cal, Precision::kBf16, 1);
+}
+
+TEST(Placement, RanksFillNodesInOrder) {
+  Cluster c = FourNodes();
+  Result<RankPlacement> p = PlaceRanks(c, NodePool(c, nullptr), 32);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->ranks_per_node, 8);
+  EXPECT_EQ(p->NodeOf(0), 0);
+  EXPECT_EQ(p->NodeOf(7), 0);
+  EXPECT_EQ(p->NodeOf(8), 1);
+  EXPECT_EQ(p->DeviceOf(13), 5);
+  EXPECT_FALSE(PlaceRanks(c, NodePool(c, nullptr), 33).ok());
+}
+
+TEST(Placement, ExcludedNodesAreNeverUsed) {
+  Cluster c = FourNodes();
+  c.nodes[1].excluded = true;
+  const std::vector<int> pool = NodePool(c, nullptr);
+  EXPECT_EQ(pool, (std::vector<int>{0, 2, 3}));
+  Result<RankPlacement> p = PlaceRanks(c, pool, 24);
+  ASSERT_TRUE(p.ok());
+  for (int r = 0; r < 24; ++r) EXPECT_NE(p->NodeOf(r), 1) << r;
+  EXPECT_FALSE(PlaceRanks(c, pool, 32).ok());
+}
+
+TEST(Placement, LargestPoolOfIdenticalNodes) {
+  Cluster c = FourNodes();
+  c.nodes.push_back({"small", "", 4, 0, false});
+  std::string note;
+  EXPECT_EQ(NodePool(c, &note), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_NE(note.find("largest pool"), std::string::npos) << note;
+}
+
+TEST(Placement, SharedCpuCores) {
+  Cluster local = LoadShippedCluster("localhost.yaml");
+  Result<RankPlacement> one = PlaceRanks(local, NodePool(local, nullptr), 1);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->devices_per_rank, 2);  // one rank uses both cores
+  Result<RankPlacement> two = PlaceRanks(local, NodePool(local, nullptr), 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->devices_per_rank, 1);
+  EXPECT_EQ(two->DeviceOf(1), 1);
+}
+
+TEST(Placement, GroupPaths) {
+  Cluster c = FourNodes();
+  const Hardware hw = Nominal(c);
+  Result<RankPlacement> p = PlaceRanks(c, NodePool(c, nullptr), 32);
+  ASSERT_TRUE(p.ok());
+  PathCache paths(c, *p, hw);
+  // Tensor-parallel group of 8 inside a node: NVLink.
+  GroupPath tp = paths.Ring(1, 8);
+  EXPECT_EQ(tp.nodes, 1);
+  EXPECT_DOUBLE_EQ(tp.bandwidth, 300e9);
+  // Data-parallel ring with tp = 8: one member per node; the node's network is shared by the 8
+  // rings (one per tensor-parallel rank).
+  GroupPath dp = paths.Ring(8, 4);
+  EXPECT_EQ(dp.nodes, 4);
+  EXPECT_DOUBLE_EQ(dp.bandwidth, 200e9 / 8);
+  EXPECT_DOUBLE_EQ(dp.latency, 5e-6);
+  // Pure data parallelism over all 32: eight members per node, one ring uses the whole network.
+  EXPECT_DOUBLE_EQ(paths.Ring(1, 32).bandwidth, 200e9);
+  // Pipeline hops between nodes: every rank of a node sends at once.
+  EXPECT_DOUBLE_EQ(paths.Hop(8, 4).bandwidth, 200e9 / 8);
+  // Hops inside a node.
+  EXPECT_DOUBLE_EQ(paths.Hop(2, 4).bandwidth, 300e9);
+}
+
+TEST(Placement, SlowMeasuredLinksAreAvoided) {
+  Cluster c = FourNodes();
+  // n0 <-> n1 is slow (a bad cable); every other pair is healthy.
+  c.measured_bandwidth.assign(4, std::vector<double>(4, 190e9));
+  c.measured_latency.assign(4, std::vector<double>(4, 0));
+  c.measured_bandwidth[0][1] = c.measured_bandwidth[1][0] = 10e9;
+  const std::vector<int> chain = NodePool(c, nullptr);
+  ASSERT_EQ(chain.size(), 4u);
+  for (size_t i = 0; i + 1 < chain.size(); ++i) {
+    EXPECT_FALSE((chain[i] == 0 && chain[i + 1] == 1) || (chain[i] == 1 && chain[i + 1] == 0))
+        << "slow pair placed side by side";
+  }
+  // Two-node groups along the chain (pipeline hops, dp = 2) never cross the slow pair; in
+  // manifest order they would.
+  const Hardware hw = Nominal(c);
+  Result<RankPlacement> chained = PlaceRanks(c, chain, 32);
+  Result<RankPlacement> naive = PlaceRanks(c, {0, 1, 2, 3}, 32);
+  ASSERT_TRUE(chained.ok() && naive.ok());
+  PathCache good(c, *chained, hw), bad(c, *naive, hw);
+  EXPECT_DOUBLE_EQ(bad.Ring(8, 2).bandwidth, 10e9 / 8);
+  EXPECT_GT(good.Ring(8, 2).bandwidth, bad.Ring(8, 2).bandwidth);
+}
+
+}  // namespace
+}  // namespace loom

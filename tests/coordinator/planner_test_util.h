@@ -1,0 +1,60 @@
+// Helpers shared by the planner tests: the shipped manifests and calibration, and jobs built in
+// code (the Megatron-LM runs of Narayanan et al., SC'21).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "coordinator/calibration.h"
+#include "coordinator/cluster.h"
+#include "coordinator/plan_job.h"
+
+namespace loom {
+
+inline std::string SourcePath(const std::string& rel) {
+  return std::string(LOOM_SOURCE_DIR) + "/" + rel;
+}
+
+inline Cluster LoadShippedCluster(const std::string& name) {
+  Result<Cluster> c = LoadCluster(SourcePath("deploy/clusters/" + name));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : Cluster{};
+}
+
+inline Calibration LoadShippedCalibration(const std::string& name) {
+  Result<Calibration> c = LoadCalibration(SourcePath("deploy/clusters/" + name));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : Calibration{};
+}
+
+// A GPT of Narayanan et al. 2021: vocabulary 51,200, sequence 2,048, bf16, dropout.
+inline PlanJob MegatronJob(int64_t heads, int64_t hidden, int64_t layers, int64_t batch,
+                           int64_t devices) {
+  PlanJob j;
+  j.model = ModelShape{51200, 2048, layers, heads, hidden};
+  j.seq = 2048;
+  j.global_batch = batch;
+  j.precision = Precision::kBf16;
+  j.dropout = true;
+  j.devices = devices;
+  return j;
+}
+
+// Fixes the published layout: tp, pp, the rest data-parallel, micro-batch 1, full recompute,
+// interleaved schedule when pipelined (vpp left to the planner: the paper does not give it),
+// no ZeRO, no sequence parallelism.
+inline PlanJob Published(PlanJob j, int tp, int pp) {
+  j.tp = tp;
+  j.pp = pp;
+  j.cp = 1;
+  j.dp = j.devices / (tp * pp);
+  j.micro_batch = 1;
+  j.recompute = RecomputeMode::kFull;
+  j.zero = 0;
+  j.sp = false;
+  if (pp > 1) j.schedule = ScheduleKind::kInterleaved;
+  return j;
+}
+
+}  // namespace loom

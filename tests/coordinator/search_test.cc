@@ -1,0 +1,130 @@
+// The search: fixed fields are respected, a fully fixed layout is priced as given (the hook for
+// predicted-vs-measured checks), the bound never loses the best plan, memory is enforced, tensor
+// parallelism stays inside a node.
+#include <gtest/gtest.h>
+
+#include "coordinator/planner/report.h"
+#include "coordinator/planner/search.h"
+#include "tests/coordinator/planner_test_util.h"
+
+namespace loom {
+namespace {
+
+PlanJob Small() {
+  PlanJob j;
+  j.model = ModelShape{256, 128, 4, 8, 256};
+  j.seq = 128;
+  j.global_batch = 16;
+  return j;
+}
+
+TEST(Search, FullyFixedLayoutIsPricedAsGiven) {
+  const Cluster local = LoadShippedCluster("localhost.yaml");
+  Result<PlanJob> job = LoadPlanJob(SourcePath("examples/plan/demo-tp2.yaml"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  Result<SearchResult> r = SearchPlans(*job, local, Calibration{}, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->plans.size(), 1u);
+  const Prediction& p = r->plans[0];
+  EXPECT_EQ(p.candidate.layout.tp, 2);
+  EXPECT_EQ(p.candidate.layout.dp, 1);
+  EXPECT_EQ(p.candidate.micro_batch, 8);
+  EXPECT_EQ(p.micro_batches, 2);
+  EXPECT_EQ(p.candidate.recompute, RecomputeMode::kNone);
+  EXPECT_GT(p.time.step, 0);
+  EXPECT_GT(p.time.tp, 0);  // two ranks exchange activations every layer
+  EXPECT_EQ(r->placement.world, 2);
+  // The same job as one rank uses both cores.
+  PlanJob one = *job;
+  one.tp = 1;
+  Result<SearchResult> single = SearchPlans(one, local, Calibration{}, 5);
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_EQ(single->placement.devices_per_rank, 2);
+  EXPECT_EQ(single->plans[0].time.tp, 0);
+}
+
+TEST(Search, BoundNeverLosesTheBestPlan) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  const Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
+  PlanJob job = MegatronJob(32, 4096, 24, 256, 64);
+  job.selective_recompute = true;
+  Result<SearchResult> bounded = SearchPlans(job, a100, cal, 3);
+  Result<SearchResult> all = SearchPlans(job, a100, cal, 1000000);  // prices every layout
+  ASSERT_TRUE(bounded.ok() && all.ok());
+  EXPECT_LT(bounded->stats.evaluated, all->stats.evaluated);
+  EXPECT_EQ(all->stats.evaluated, all->stats.enumerated - all->stats.rejected_memory);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(bounded->plans[i].time.step, all->plans[i].time.step) << i;
+  }
+  for (size_t i = 1; i < all->plans.size(); ++i) {
+    ASSERT_LE(all->plans[i - 1].time.step, all->plans[i].time.step);
+  }
+  for (const Prediction& p : all->plans) {
+    EXPECT_LE(p.candidate.layout.tp, 8) << "tensor parallelism must stay inside a node";
+    EXPECT_TRUE(p.fits());
+  }
+}
+
+TEST(Search, FixedFieldsAreRespected) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  const Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
+  PlanJob job = MegatronJob(32, 4096, 24, 256, 64);
+  job.pp = 2;
+  job.zero = 1;
+  job.recompute = RecomputeMode::kSelective;
+  Result<SearchResult> r = SearchPlans(job, a100, cal, 20);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Prediction& p : r->plans) {
+    EXPECT_EQ(p.candidate.layout.pp, 2);
+    EXPECT_EQ(p.candidate.layout.zero, 1);
+    EXPECT_EQ(p.candidate.recompute, RecomputeMode::kSelective);
+    EXPECT_EQ(p.candidate.layout.world(), 64);
+  }
+}
+
+TEST(Search, MemoryIsEnforcedWithHeadroom) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  const Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
+  // 145.6 B parameters on 8 GPUs: 16 bytes each is ~290 GB per GPU even fully sharded.
+  PlanJob job = MegatronJob(96, 12288, 80, 64, 8);
+  Result<SearchResult> r = SearchPlans(job, a100, cal, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no layout fits in memory"), std::string::npos)
+      << r.status().message();
+  // With headroom every plan keeps that fraction free.
+  PlanJob ok = MegatronJob(32, 4096, 24, 256, 64);
+  ok.headroom = 0.5;
+  Result<SearchResult> h = SearchPlans(ok, a100, cal, 50);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  for (const Prediction& p : h->plans) EXPECT_LE(p.peak_memory, 0.5 * 80 * 1073741824.0);
+}
+
+TEST(Search, ImpossibleConstraintsAreExplained) {
+  const Cluster local = LoadShippedCluster("localhost.yaml");
+  PlanJob job = Small();
+  job.tp = 3;  // 8 heads do not split 3 ways
+  Result<SearchResult> r = SearchPlans(job, local, Calibration{}, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no layout satisfies"), std::string::npos);
+}
+
+TEST(Search, ReportsNameEveryPart) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  const Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
+  PlanJob job = Published(MegatronJob(96, 12288, 80, 2304, 1536), 8, 8);
+  Result<SearchResult> r = SearchPlans(job, a100, cal, 3);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string table = PlanTable(*r, job, a100);
+  EXPECT_NE(table.find("interleaved"), std::string::npos) << table;
+  const std::string explain = PlanExplain(*r, job, a100);
+  for (const char* part : {"compute", "pipeline bubble", "tensor-parallel", "peak memory",
+                           "ranks 0-7 -> dgx-000 devices 0-7", "<- peak"}) {
+    EXPECT_NE(explain.find(part), std::string::npos) << part << "\n" << explain;
+  }
+  const std::string json = PlanJson(*r, job, a100);
+  EXPECT_NE(json.find("\"tflops_per_device\""), std::string::npos);
+  EXPECT_NE(json.find("\"dgx-191\""), std::string::npos);  // last rank's node
+}
+
+}  // namespace
+}  // namespace loom
