@@ -23,6 +23,8 @@ namespace loom {
 
 constexpr int kCheckpointFormatVersion = 1;
 constexpr uint64_t kChecksumBlockBytes = 1 << 20;
+// Data sections of rank files start at a multiple of this (the header is padded with spaces).
+constexpr uint64_t kDataAlignment = 4096;
 constexpr char kMetadataFile[] = "metadata.json";
 constexpr char kLatestFile[] = "latest";
 

@@ -108,8 +108,10 @@ Result<std::unique_ptr<RankFileWriter>> RankFileWriter::Open(const std::string& 
   }
   header["__metadata__"] = {{"format", "loom-universal-checkpoint"},
                             {"rank", std::to_string(rank)}};
+  // The header is padded with spaces (allowed by safetensors) so the data starts on a
+  // kDataAlignment boundary: the data section can then be written with O_DIRECT.
   std::string htext = header.dump();
-  htext.append((8 - (htext.size() % 8)) % 8, ' ');
+  htext.append((kDataAlignment - (8 + htext.size()) % kDataAlignment) % kDataAlignment, ' ');
   const uint64_t hlen = htext.size();
   const uint64_t data_start = 8 + hlen;
   for (uint64_t r : rel) w->offset_.push_back(data_start + r);
@@ -127,19 +129,11 @@ RankFileWriter::~RankFileWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
+void RankFileWriter::Record(StateKind state, size_t k, const float* data) {
   const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
   const Piece& p = plan_->writes[k];
   const ParamInfo& info = plan_->layout.params[static_cast<size_t>(p.param)];
   const size_t n = static_cast<size_t>(p.region.size()) * 4;
-  if (::lseek(fd_, static_cast<off_t>(offset_[slot]), SEEK_SET) < 0) {
-    return ErrnoError("seek '" + path_ + "'", errno);
-  }
-  // A crash point in the middle of a chunk: a torn write must never be loadable.
-  LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, data, n / 2, path_));
-  CheckpointCrashPoint(rank_, "inside a data write");
-  LOOM_RETURN_IF_ERROR(
-      WriteAllFd(fd_, reinterpret_cast<const char*>(data) + n / 2, n - n / 2, path_));
   proto::TensorEntry* t = fragment_.add_tensors();
   t->set_name(info.name);
   t->set_state(StateName(state));
@@ -152,6 +146,63 @@ Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
   FillRegion(p.region, static_cast<int>(info.global_shape.size()), c);
   for (uint32_t crc : BlockCrcs(data, n)) c->add_crc32c(crc);
   done_[slot] = true;
+}
+
+Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
+  const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
+  const size_t n = static_cast<size_t>(plan_->writes[k].region.size()) * 4;
+  if (::lseek(fd_, static_cast<off_t>(offset_[slot]), SEEK_SET) < 0) {
+    return ErrnoError("seek '" + path_ + "'", errno);
+  }
+  // A crash point in the middle of a chunk: a torn write must never be loadable.
+  LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, data, n / 2, path_));
+  CheckpointCrashPoint(rank_, "inside a data write");
+  LOOM_RETURN_IF_ERROR(
+      WriteAllFd(fd_, reinterpret_cast<const char*>(data) + n / 2, n - n / 2, path_));
+  Record(state, k, data);
+  return Status::Ok();
+}
+
+Status RankFileWriter::PutImage(const char* image) {
+  if (reinterpret_cast<uintptr_t>(image) % kDataAlignment != 0) {
+    return Internal(path_ + ": the data image must be aligned to " +
+                    std::to_string(kDataAlignment) + " bytes");
+  }
+  const uint64_t start = file_bytes_ - data_bytes_;
+  if (::lseek(fd_, static_cast<off_t>(start), SEEK_SET) < 0) {
+    return ErrnoError("seek '" + path_ + "'", errno);
+  }
+  // The aligned bulk goes straight to the device (O_DIRECT: no second copy into the page
+  // cache); the unaligned tail, and everything on file systems without O_DIRECT, is buffered.
+  const uint64_t bulk = data_bytes_ / kDataAlignment * kDataAlignment;
+  const int flags = ::fcntl(fd_, F_GETFL);
+  bool direct = bulk > 0 && flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
+  constexpr uint64_t kPart = 16 << 20;
+  for (uint64_t at = 0; at < bulk;) {
+    const ssize_t w = ::write(fd_, image + at, std::min(kPart, bulk - at));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINVAL && direct) {  // O_DIRECT refused at write time
+      direct = false;
+      (void)::fcntl(fd_, F_SETFL, flags);
+      if (::lseek(fd_, static_cast<off_t>(start + at), SEEK_SET) < 0) {
+        return ErrnoError("seek '" + path_ + "'", errno);
+      }
+      continue;
+    }
+    if (w < 0) return ErrnoError("write '" + path_ + "'", errno);
+    if (at == 0) CheckpointCrashPoint(rank_, "inside a data write");
+    at += static_cast<uint64_t>(w);
+  }
+  if (direct) (void)::fcntl(fd_, F_SETFL, flags);
+  LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, image + bulk, data_bytes_ - bulk, path_));
+  if (bulk == 0) CheckpointCrashPoint(rank_, "inside a data write");
+  for (int s = 0; s < kNumStates; ++s) {
+    for (size_t k = 0; k < plan_->writes.size(); ++k) {
+      const size_t slot = static_cast<size_t>(s) * plan_->writes.size() + k;
+      Record(static_cast<StateKind>(s), k,
+             reinterpret_cast<const float*>(image + (offset_[slot] - start)));
+    }
+  }
   return Status::Ok();
 }
 

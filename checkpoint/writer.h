@@ -45,12 +45,18 @@ class RankFileWriter {
   ~RankFileWriter();  // closes the file if Finish was not reached (an error path)
   // Writes piece `k` of plan.writes for `state` (region.size() floats) and records its chunk.
   Status Put(StateKind state, size_t k, const float* data);
+  // Writes every piece at once from `image`: the whole data section in file order (for each
+  // state, each of plan.writes; image_bytes() bytes), aligned to kDataAlignment. The aligned
+  // bulk is written with O_DIRECT where the file system allows it.
+  Status PutImage(const char* image);
+  uint64_t image_bytes() const { return data_bytes_; }
   // Checks every piece was put, fsyncs the data file, then writes the index fragment
   // atomically. Returns the tensor bytes written.
   Result<uint64_t> Finish();
 
  private:
   RankFileWriter() = default;
+  void Record(StateKind state, size_t k, const float* data);  // the chunk entry and its CRCs
   std::string tmp_dir_, file_, path_;
   int rank_ = 0, fd_ = -1;
   const RankShardPlan* plan_ = nullptr;

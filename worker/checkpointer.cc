@@ -46,7 +46,11 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
       at += p.region.size();
     }
   }
-  snapshot_.resize(static_cast<size_t>(at));
+  // Aligned for O_DIRECT writes of the data section (RankFileWriter::PutImage).
+  const size_t bytes = (static_cast<size_t>(at) * sizeof(float) + kDataAlignment - 1) /
+                       kDataAlignment * kDataAlignment;
+  snapshot_.reset(static_cast<char*>(
+      std::aligned_alloc(kDataAlignment, std::max<size_t>(bytes, kDataAlignment))));
 }
 
 Checkpointer::~Checkpointer() {
@@ -236,10 +240,9 @@ Result<int64_t> Checkpointer::Restore() {
   return int64_t{0};
 }
 
-Status Checkpointer::Save(int64_t step) {
-  const auto t0 = std::chrono::steady_clock::now();
-  LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
-  // Snapshot what this rank writes; training may change the store as soon as this returns.
+Status Checkpointer::TakeSnapshot() {
+  // What this rank writes, in file order (for each state, each piece): the data section of its
+  // rank file, byte for byte.
   size_t at = 0;
   for (int s = 0; s < kNumStates; ++s) {
     const StateKind state = static_cast<StateKind>(s);
@@ -253,30 +256,60 @@ Status Checkpointer::Save(int64_t step) {
                         std::to_string(off + p.region.size()) + ") of bucket " +
                         std::to_string(p.bucket));
       }
-      std::memcpy(snapshot_.data() + snapshot_offset_[at++], base + (off - lo),
+      std::memcpy(snapshot_.get() + snapshot_offset_[at++] * sizeof(float), base + (off - lo),
                   static_cast<size_t>(p.region.size()) * sizeof(float));
     }
   }
+  return Status::Ok();
+}
+
+Status Checkpointer::Save(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
   pending_meta_ = BaseMetadata(step);
   pending_step_ = step;
   last_started_ = step;
   ++stats_.saves;
+  {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    snapshot_taken_ = false;
+  }
   const std::string tmp = TempStepDir(job_.checkpoint.dir, step);
+  // The writer thread copies the state into the host buffer first (the next optimizer update
+  // waits for that copy in BeforeUpdate), then writes it while training continues.
   writer_.Submit([this, tmp] {
     const auto w0 = std::chrono::steady_clock::now();
-    const size_t pieces = plan_.writes.size();
-    auto source = [this, pieces](StateKind s, size_t k,
-                                 std::vector<float>*) -> Result<const float*> {
-      return snapshot_.data() + snapshot_offset_[static_cast<size_t>(s) * pieces + k];
-    };
-    Result<uint64_t> bytes = WriteRankFiles(tmp, rank_, plan_, source);
+    Status copied = TakeSnapshot();
+    {
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshot_taken_ = true;
+    }
+    snapshot_cv_.notify_all();
+    LOOM_RETURN_IF_ERROR(copied);
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<RankFileWriter> w,
+                          RankFileWriter::Open(tmp, rank_, plan_));
+    LOOM_RETURN_IF_ERROR(w->PutImage(snapshot_.get()));
+    LOOM_ASSIGN_OR_RETURN(uint64_t bytes, w->Finish());
     stats_.write_s += SecondsSince(w0);
-    if (!bytes.ok()) return bytes.status();
-    stats_.bytes += *bytes;
+    stats_.bytes += bytes;
     return Status::Ok();
   });
   if (!job_.checkpoint.async) LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
   stats_.stall_s += SecondsSince(t0);
+  return Status::Ok();
+}
+
+Status Checkpointer::BeforeUpdate() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(snapshot_mu_);
+  const bool taken = snapshot_cv_.wait_for(lock, std::chrono::milliseconds(WriterTimeoutMs()),
+                                           [&] { return snapshot_taken_; });
+  stats_.stall_s += SecondsSince(t0);
+  if (!taken) {
+    return DeadlineExceeded("checkpoint step " + std::to_string(pending_step_) +
+                            ": the state was not copied within " +
+                            std::to_string(WriterTimeoutMs()) + " ms (LOOM_CKPT_TIMEOUT_MS)");
+  }
   return Status::Ok();
 }
 

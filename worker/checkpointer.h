@@ -1,10 +1,11 @@
 // Universal checkpoints from the training loop: asynchronous distributed saves and resuming into
 // any layout (format: docs/CHECKPOINT.md, checkpoint/).
 //
-// Saving. At a step boundary every rank copies what it writes (checkpoint/shard_plan.h: its
-// shard of every bucket, replicated tensors once) from the parameter store into a host buffer —
-// the only time the step loop is blocked — and a background thread writes and fsyncs its data
-// file and index fragment into <dir>/step_<N>.tmp/. While a save is in flight, every step ends
+// Saving. At a step boundary a background thread copies what this rank writes
+// (checkpoint/shard_plan.h: its shard of every bucket, replicated tensors once) from the parameter
+// store into a host buffer while the next forward and backward run — the next optimizer update
+// waits for that copy (BeforeUpdate) — then writes and fsyncs its data file (O_DIRECT where
+// possible) and index fragment into <dir>/step_<N>.tmp/. While a save is in flight, every step ends
 // with one small all-reduce of "written / still writing / failed" over the world; when every rank
 // has written its part, world rank 0 commits in the background (metadata last, rename to
 // step_<N>, `latest`, retention). A save asked for while the previous one is still in flight
@@ -20,8 +21,11 @@
 // calls are collective over the world (every rank calls them at the same steps).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -61,11 +65,15 @@ class Checkpointer {
   // Collective: saves `step` (if checkpoint.final and not saved yet) and returns once every
   // save is committed.
   Status Finish(int64_t step);
+  // Local: the optimizer must not change the state while a save is copying it. Call before
+  // every optimizer update; returns at once unless the copy of the latest save is still running.
+  Status BeforeUpdate();
 
   const CheckpointStats& stats() const { return stats_; }
 
  private:
   Status Save(int64_t step);
+  Status TakeSnapshot();  // writer thread: the state into snapshot_
   // Completes the in-flight save if every rank has written its part (`wait`: wait for this
   // rank's writer first, so it always completes).
   Status Complete(bool wait);
@@ -82,9 +90,16 @@ class Checkpointer {
   ParamStore* store_;
   const ParamLayout& params_;
   RankShardPlan plan_;
-  std::vector<int64_t> snapshot_offset_;  // per (state, piece): offset into snapshot_
-  std::vector<float> snapshot_;           // read by the writer while a save is in flight
-  int64_t pending_step_ = -1;             // in flight (written, not yet agreed complete)
+  std::vector<int64_t> snapshot_offset_;  // per (state, piece): float offset into snapshot_
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, FreeDeleter> snapshot_;  // the data section; owned by the writer thread
+                                                 // while a save is in flight
+  std::mutex snapshot_mu_;
+  std::condition_variable snapshot_cv_;
+  bool snapshot_taken_ = true;  // GUARDED_BY(snapshot_mu_)
+  int64_t pending_step_ = -1;   // in flight (written, not yet agreed complete)
   proto::CheckpointMetadata pending_meta_;
   int64_t last_started_ = -1;
   CheckpointStats stats_;

@@ -197,6 +197,11 @@ void Trainer::LocalRows(const int32_t* full, int64_t count, std::vector<int32_t>
   }
 }
 
+Result<double> Trainer::ApplyUpdate(double lr) {
+  if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->BeforeUpdate());
+  return store_->Step(lr);
+}
+
 Result<StepStats> Trainer::StepOnBatch(const int32_t* inputs, const int32_t* targets, double lr) {
   StepStats st;
   LOOM_ASSIGN_OR_RETURN(st.loss, ComputeGradients(inputs, targets));

@@ -72,7 +72,8 @@ class Trainer {
   // Forward+backward over this rank's slice of the global batch; returns the global mean loss.
   Result<double> ComputeGradients(const int32_t* inputs, const int32_t* targets);
   // Finishes reductions, clips and applies AdamW; returns the norm before clipping.
-  Result<double> ApplyUpdate(double lr) { return store_->Step(lr); }
+  // Waits for a checkpoint copy of the state in flight first.
+  Result<double> ApplyUpdate(double lr);
   Result<StepStats> Step(int64_t step);
   // Mean loss over eval.batches fixed micro-batches of the validation split (NaN without one).
   Result<double> Evaluate();
@@ -88,7 +89,7 @@ class Trainer {
   const JobConfig& job() const { return job_; }
   bool is_root() const { return place_.world_rank == 0; }
   int64_t start_step() const { return start_step_; }
-  const Checkpointer* checkpointer() const { return ckpt_.get(); }
+  Checkpointer* checkpointer() { return ckpt_.get(); }  // null without a checkpoint section
   const Schedule& schedule() const { return schedule_; }
   PipelineTimings& pipeline_timings() { return timings_; }
 

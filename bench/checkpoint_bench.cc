@@ -1,0 +1,254 @@
+// Universal checkpoint speed, side by side with the disk in the same run (mpirun -np 2: dp = 2,
+// ZeRO-1, so each rank writes half of the model and optimizer state):
+//   save    a distributed save (snapshot, write, fsync, commit) vs every rank writing the same
+//           number of bytes with plain sequential write() + fsync to the same directory, in
+//           alternating rounds; ratio of throughputs.
+//   stall   training with an asynchronous save every 2 steps: the time the step loop is blocked
+//           per save (snapshot copy, polls) as a fraction of one step's time.
+//   reshard `loom ckpt reshard` (a child process: wall time, peak RSS) vs a raw sequential read of
+//           the same data files; ratio of throughputs, and peak RSS against the largest tensor.
+// Run: mpirun -np 2 build/bench/checkpoint_bench [--dir D] [--rounds N]. Last line:
+//   save_vs_disk=... stall_fraction=... reshard_vs_read=...
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "comm/mpi/mpi_runtime.h"
+#include "core/threads.h"
+#include "worker/checkpointer.h"
+#include "worker/trainer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Plain sequential writes of `bytes` bytes in 8 MiB pieces, then fsync: the disk's pace.
+loom::Status PlainWrite(const std::string& path, uint64_t bytes) {
+  std::vector<char> buf(8 << 20, 1);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return loom::ErrnoError("create " + path, errno);
+  for (uint64_t left = bytes; left > 0;) {
+    const ssize_t w = ::write(fd, buf.data(), std::min<uint64_t>(left, buf.size()));
+    if (w <= 0) return loom::ErrnoError("write " + path, errno);
+    left -= static_cast<uint64_t>(w);
+  }
+  if (::fsync(fd) != 0) return loom::ErrnoError("fsync " + path, errno);
+  ::close(fd);
+  return loom::Status::Ok();
+}
+
+// Reads every file of `dir` sequentially; returns the bytes read.
+uint64_t RawRead(const std::string& dir) {
+  std::vector<char> buf(8 << 20);
+  uint64_t total = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const int fd = ::open(e.path().c_str(), O_RDONLY);
+    for (ssize_t r; (r = ::read(fd, buf.data(), buf.size())) > 0;)
+      total += static_cast<uint64_t>(r);
+    ::close(fd);
+  }
+  return total;
+}
+
+// Runs argv as a child (posix_spawn, so its peak RSS is its own); returns wall seconds, or -1 on
+// failure, and its peak RSS in bytes.
+double RunChild(std::vector<std::string> args, int64_t* peak_rss) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  const auto t0 = Clock::now();
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  struct rusage ru {};
+  ::wait4(pid, &status, 0, &ru);
+  *peak_rss = static_cast<int64_t>(ru.ru_maxrss) * 1024;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? Since(t0) : -1;
+}
+
+struct Figures {
+  double loom_s = 0, plain_s = 0, save_bytes = 0;
+  double step_s = 0, step_saving_s = 0, stall_per_save_s = 0;
+  double reshard_s = 0, read_s = 0, read_bytes = 0;
+  int64_t reshard_rss = 0, idle_rss = 0, largest_tensor = 0;
+};
+
+loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figures* f) {
+  const int rank = rt.world_rank();
+  LOOM_ASSIGN_OR_RETURN(auto world, rt.World());
+  LOOM_ASSIGN_OR_RETURN(auto dp, rt.CreateGroup("dp", {0, 1}));
+  loom::JobConfig job;
+  job.path = "checkpoint_bench";
+  job.model = {256, 64, 6, 8, 512};  // 19M parameters: 228 MB of weights and moments
+  job.data.text = LOOM_SOURCE_DIR "/data/tinyshakespeare.txt";
+  job.data.val_fraction = 0;
+  job.data.seq = 64;
+  job.data.global_batch = 4;
+  job.data.micro_batch = 2;
+  job.optim.lr = 1e-4;
+  job.steps = 1000;
+  job.checkpoint.dir = dir + "/ckpt";
+  job.checkpoint.keep = 1;
+  job.checkpoint.every = 2;
+  loom::Placement place;
+  place.layout.dp = 2;
+  place.layout.zero = 1;
+  place.world_rank = rank;
+  place.dp = dp.get();
+  place.world = world.get();
+  LOOM_ASSIGN_OR_RETURN(auto trainer, loom::Trainer::Create(job, place));
+  int64_t step = 0;
+  for (; step < 2; ++step) LOOM_RETURN_IF_ERROR(trainer->Step(step).status());  // warm-up
+
+  loom::Checkpointer& ck = *trainer->checkpointer();
+  // Save throughput, alternating with plain writes of the same size.
+  std::vector<double> loom_t, plain_t;
+  for (int r = 0; r < rounds; ++r) {
+    const uint64_t bytes_before = ck.stats().bytes;
+    LOOM_RETURN_IF_ERROR(world->Barrier());
+    auto t0 = Clock::now();
+    LOOM_RETURN_IF_ERROR(ck.AfterStep(2 * (step + r)));  // starts a save (every 2 steps)
+    LOOM_RETURN_IF_ERROR(ck.Finish(2 * (step + r)));     // waits until committed everywhere
+    LOOM_RETURN_IF_ERROR(world->Barrier());
+    loom_t.push_back(Since(t0));
+    const uint64_t mine = ck.stats().bytes - bytes_before;
+    float bytes = static_cast<float>(mine);
+    LOOM_RETURN_IF_ERROR(world->AllReduce(&bytes, 1));
+    f->save_bytes = bytes;
+    const std::string plain = dir + "/plain_" + std::to_string(rank);
+    LOOM_RETURN_IF_ERROR(world->Barrier());
+    t0 = Clock::now();
+    LOOM_RETURN_IF_ERROR(PlainWrite(plain, mine));
+    LOOM_RETURN_IF_ERROR(world->Barrier());
+    plain_t.push_back(Since(t0));
+    fs::remove(plain);
+  }
+  f->loom_s = Median(loom_t);
+  f->plain_s = Median(plain_t);
+
+  // Stall: steps without saving, then with an asynchronous save every 2 steps (the update of the
+  // step after a save waits for the state copy; that wait and the polls are the stall).
+  step = 2 * (step + rounds);
+  std::vector<double> plain_steps, saving_steps;
+  for (int s = 0; s < 6; ++s, ++step) {
+    auto t0 = Clock::now();
+    LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
+    plain_steps.push_back(Since(t0));
+  }
+  const double stall0 = ck.stats().stall_s;
+  const int saves0 = ck.stats().saves;
+  for (int s = 0; s < 8; ++s, ++step) {
+    auto t0 = Clock::now();
+    LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
+    LOOM_RETURN_IF_ERROR(ck.AfterStep(step + 1));
+    saving_steps.push_back(Since(t0));
+  }
+  f->stall_per_save_s = (ck.stats().stall_s - stall0) / (ck.stats().saves - saves0);
+  LOOM_RETURN_IF_ERROR(ck.Finish(step));
+  f->step_s = Median(plain_steps);
+  f->step_saving_s = Median(saving_steps);
+
+  // Reshard (rank 0, offline tool) vs a raw read of the same files.
+  if (rank == 0) {
+    const std::string src = loom::ReadLatest(job.checkpoint.dir);
+    const std::string src_dir = job.checkpoint.dir + "/" + src;
+    std::vector<double> reshard_t, read_t;
+    for (int r = 0; r < rounds; ++r) {
+      const std::string out = dir + "/resharded";
+      fs::remove_all(out);
+      int64_t rss = 0;
+      const double t =
+          RunChild({LOOM_BINARY, "ckpt", "reshard", src_dir, "--to", "tp=2,pp=2,dp=1", out}, &rss);
+      if (t < 0) return loom::Internal("loom ckpt reshard failed");
+      reshard_t.push_back(t);
+      f->reshard_rss = std::max(f->reshard_rss, rss);
+      auto t0 = Clock::now();
+      f->read_bytes = static_cast<double>(RawRead(src_dir));
+      read_t.push_back(Since(t0));
+    }
+    f->reshard_s = Median(reshard_t);
+    f->read_s = Median(read_t);
+    RunChild({LOOM_BINARY, "--version"}, &f->idle_rss);
+    for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(job.model, 1).params) {
+      f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
+    }
+  }
+  return world->Barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  if (!rt.ok() || (*rt)->world_size() != 2) {
+    std::fprintf(stderr, "checkpoint_bench: run with mpirun -np 2\n");
+    return 1;
+  }
+  std::string dir = "/tmp/loom_checkpoint_bench";
+  int rounds = 3;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+  }
+  if ((*rt)->world_rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  loom::ConfigureThreads(1);  // one core per rank
+  Figures f;
+  loom::Status st = Run(**rt, dir, rounds, &f);
+  if (!st.ok()) {
+    std::fprintf(stderr, "checkpoint_bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if ((*rt)->world_rank() == 0) {
+    const double mb = 1e6;
+    std::printf(
+        "model 6 layers x 512 hidden (19M params; weights + Adam moments %.0f MB), dp=2 zero=1, "
+        "2 ranks x 1 thread on 2 cores, directory %s, median of %d rounds\n",
+        f.save_bytes / mb, dir.c_str(), rounds);
+    std::printf(
+        "save:    Loom %.3f s (%.0f MB/s) | plain write+fsync of the same bytes %.3f s "
+        "(%.0f MB/s)\n",
+        f.loom_s, f.save_bytes / f.loom_s / mb, f.plain_s, f.save_bytes / f.plain_s / mb);
+    std::printf(
+        "stall:   step %.1f ms without saving, %.1f ms with a save every 2 steps; loop "
+        "blocked %.2f ms per save (%.2f%% of a step)\n",
+        f.step_s * 1e3, f.step_saving_s * 1e3, f.stall_per_save_s * 1e3,
+        100 * f.stall_per_save_s / f.step_s);
+    std::printf(
+        "reshard: %.3f s (%.0f MB/s) to tp=2,pp=2 | raw read of the same %.0f MB %.3f s "
+        "(%.0f MB/s) | peak RSS %.0f MB (idle binary %.0f MB), largest tensor %.1f MB\n",
+        f.reshard_s, f.read_bytes / f.reshard_s / mb, f.read_bytes / mb, f.read_s,
+        f.read_bytes / f.read_s / mb, f.reshard_rss / mb, f.idle_rss / mb, f.largest_tensor / mb);
+    std::printf("save_vs_disk=%.2f stall_fraction=%.4f reshard_vs_read=%.2f\n",
+                f.plain_s / f.loom_s, f.stall_per_save_s / f.step_s, f.read_s / f.reshard_s);
+  }
+  rt->reset();
+  return 0;
+}
