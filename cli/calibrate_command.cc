@@ -1,10 +1,11 @@
 // `loom calibrate`: measures this machine for the planner and writes a calibration file
 // (coordinator/calibration.h, docs/PLANNER.md):
-//   - GEMM FLOP/s at the shapes the job's model uses (core/kernels/blas.h ParallelGemm, the
-//     forward form X W^T of every linear layer and of the head), for the tensor-parallel splits
-//     and micro-batches the planner may choose;
+//   - GEMM FLOP/s at the shapes the job's model uses (core/kernels/blas.h ParallelGemm: the
+//     forward and both backward GEMMs of every linear layer and of the head), for the
+//     tensor-parallel splits and micro-batches the planner may choose;
 //   - fused attention FLOP/s (core/kernels/attention.h, forward + backward);
-//   - memory-bound kernel bandwidth (LayerNorm forward) and the fixed cost of one kernel;
+//   - memory-bound kernel throughput (LayerNorm, GELU, residual adds) and the fixed cost of one
+//     kernel;
 //   - under mpirun: all-reduce, all-gather, reduce-scatter and send/recv latency and bandwidth for
 //     groups of 2..N ranks (comm/communicator.h), fitted into the intra-node link's alpha-beta.
 // Every rank measures compute at the same time with cores / ranks threads, as `loom train` runs;
@@ -28,6 +29,7 @@
 #include "core/file_util.h"
 #include "core/kernels/attention.h"
 #include "core/kernels/blas.h"
+#include "core/kernels/elementwise.h"
 #include "core/kernels/layernorm.h"
 #include "core/threads.h"
 
@@ -44,8 +46,10 @@ bool UnderMpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK");
 }
 
-// Median seconds per call of `fn` over at least `min_seconds` and 3 calls (after one warm-up).
-double TimeIt(const std::function<void()>& fn, double min_seconds) {
+// Median (or fastest) seconds per call of `fn` over at least `min_seconds` and 3 calls, after
+// one warm-up. Kernels are timed by their fastest call: other processes on the machine only ever
+// slow a call down.
+double TimeIt(const std::function<void()>& fn, double min_seconds, bool min = false) {
   using C = std::chrono::steady_clock;
   fn();
   std::vector<double> t;
@@ -57,7 +61,7 @@ double TimeIt(const std::function<void()>& fn, double min_seconds) {
     if (t.size() >= 1000) break;
   }
   std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return min ? t.front() : t[t.size() / 2];
 }
 
 struct Shape {
@@ -88,18 +92,26 @@ std::vector<Shape> GemmShapes(const PlanJob* job, int max_tp) {
 }
 
 void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
-  for (const Shape& s : GemmShapes(job, max_tp)) {
+  const std::vector<Shape> shapes = GemmShapes(job, max_tp);
+  for (const Shape& s : shapes) {
     std::vector<float> a(static_cast<size_t>(s.m * s.k), 0.01f);
     std::vector<float> b(static_cast<size_t>(s.n * s.k), 0.02f);
-    std::vector<float> c(static_cast<size_t>(s.m * s.n));
+    std::vector<float> c(static_cast<size_t>(s.m * s.n), 0.03f);
+    std::vector<float> da(a.size()), db(b.size());
+    // A linear layer's three GEMMs: Y = X W^T, dX = dY W, dW = dY^T X. The sample is their joint
+    // rate, which prices the planner's forward (one GEMM) and backward (two) together.
     const double t = TimeIt(
         [&] {
           ParallelGemm<float>(false, true, s.m, s.n, s.k, 1.0f, a.data(), s.k, b.data(), s.k, 0.0f,
                               c.data(), s.n);
+          ParallelGemm<float>(false, false, s.m, s.k, s.n, 1.0f, c.data(), s.n, b.data(), s.k, 0.0f,
+                              da.data(), s.k);
+          ParallelGemm<float>(true, false, s.n, s.k, s.m, 1.0f, c.data(), s.n, a.data(), s.k, 1.0f,
+                              db.data(), s.k);
         },
-        secs);
+        secs, /*min=*/true);
     cal->gemm.push_back({static_cast<double>(s.m), static_cast<double>(s.n),
-                         static_cast<double>(s.k), threads, 2.0 * s.m * s.n * s.k / t});
+                         static_cast<double>(s.k), threads, 3 * 2.0 * s.m * s.n * s.k / t});
   }
   if (job != nullptr) {
     for (int tp = 1; tp <= max_tp; tp *= 2) {
@@ -119,39 +131,39 @@ void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, Ca
             AttentionBackward<float>(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
                                      sh);
           },
-          secs);
+          secs, /*min=*/true);
       // Full-square forward FLOPs (QK^T and PV), times 3 for forward + backward.
       const double flops = 3 * 4.0 * sh.heads * sh.seq * sh.seq * sh.head_dim;
       cal->attention.push_back(
           {static_cast<double>(sh.seq), static_cast<double>(sh.head_dim), threads, flops / t});
     }
   }
-  // Memory-bound kernels: a LayerNorm forward over 64 MiB reads and writes every element once.
-  const int64_t c = 1024, n = 16384;
-  std::vector<float> in(static_cast<size_t>(n * c), 0.5f), out(in.size());
-  std::vector<float> mean(static_cast<size_t>(n)), rstd(mean.size()), w(c, 1.0f), bias(c, 0.0f);
+  // Memory-bound kernels, priced by the planner as bytes over bandwidth: one layer's mix of a
+  // LayerNorm (read + write), GELU over the 4h-wide activation and two residual adds (read two,
+  // write one), i.e. 16 elements moved per token and hidden unit.
+  const int64_t c = job != nullptr ? job->model.hidden : 1024;
+  const int64_t n = std::max<int64_t>(1, (int64_t{1} << 22) / c);  // 16 MiB per [n, c] tensor
+  std::vector<float> x(static_cast<size_t>(n * c), 0.5f), y(x.size()), wide(x.size() * 4, 0.1f);
+  std::vector<float> wide_out(wide.size()), mean(static_cast<size_t>(n)), rstd(mean.size());
+  std::vector<float> w(static_cast<size_t>(c), 1.0f), bias(static_cast<size_t>(c), 0.0f);
   const double t = TimeIt(
       [&] {
-        LayerNormForward<float>(out.data(), mean.data(), rstd.data(), in.data(), w.data(),
-                                bias.data(), n, c);
+        LayerNormForward<float>(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
+                                n, c);
+        GeluForward<float>(wide_out.data(), wide.data(), 4 * n * c);
+        ResidualForward<float>(y.data(), y.data(), x.data(), n * c);
+        ResidualForward<float>(y.data(), y.data(), x.data(), n * c);
       },
-      secs);
-  cal->memory_bandwidth = 2.0 * 4 * n * c / t / threads;  // per core
-  // Fixed cost of one kernel: the same LayerNorm on a single row.
+      secs, /*min=*/true);
+  cal->memory.push_back({threads, 16.0 * 4 * n * c / t});
+  // Fixed cost of one kernel: the same LayerNorm on a single row (the fastest call: the cost of
+  // waking the thread pool, not of waiting for a busy core).
   cal->op_overhead = TimeIt(
       [&] {
-        LayerNormForward<float>(out.data(), mean.data(), rstd.data(), in.data(), w.data(),
-                                bias.data(), 1, c);
+        LayerNormForward<float>(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bias.data(),
+                                1, c);
       },
-      secs / 4);
-}
-
-// Least-squares fit of t = a + b * bytes.
-std::pair<double, double> Fit(const std::vector<std::pair<double, double>>& pts) {
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto [x, y] : pts) n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
-  const double b = (n * sxy - sx * sy) / std::max(1e-30, n * sxx - sx * sx);
-  return {std::max(0.0, (sy - b * sx) / n), b};
+      secs / 4, /*min=*/true);
 }
 
 Status MeasureComm(MpiRuntime& mpi, const CalibrateOptions& o, Calibration* cal) {
@@ -171,11 +183,13 @@ Status MeasureComm(MpiRuntime& mpi, const CalibrateOptions& o, Calibration* cal)
         const char* name;
         std::function<Status()> run;
       };
-      std::vector<Op> ops = {
-          {"all_reduce", [&] { return comm->AllReduce(buf.data(), n); }},
-          {"all_gather", [&] { return comm->AllGather(buf.data(), out.data(), n / g); }},
-          {"reduce_scatter", [&] { return comm->ReduceScatter(buf.data(), out.data(), n / g); }},
-      };
+      // Appended one by one: an initializer list of std::function trips a GCC 12 false
+      // positive (-Wfree-nonheap-object).
+      std::vector<Op> ops;
+      ops.push_back({"all_reduce", [&] { return comm->AllReduce(buf.data(), n); }});
+      ops.push_back({"all_gather", [&] { return comm->AllGather(buf.data(), out.data(), n / g); }});
+      ops.push_back(
+          {"reduce_scatter", [&] { return comm->ReduceScatter(buf.data(), out.data(), n / g); }});
       if (g == 2) {
         ops.push_back({"send_recv", [&] {
                          return comm->rank() == 0 ? comm->Send(buf.data(), n, 1)
@@ -202,11 +216,14 @@ Status MeasureComm(MpiRuntime& mpi, const CalibrateOptions& o, Calibration* cal)
       }
     }
   }
-  if (!pair_allreduce.empty()) {
-    // Two-rank ring all-reduce: 2 alpha + S / bandwidth.
-    auto [a, b] = Fit(pair_allreduce);
-    cal->intra.latency = a / 2;
-    cal->intra.bandwidth = 1 / std::max(b, 1e-15);
+  if (pair_allreduce.size() >= 2) {
+    // Two-rank ring all-reduce: t = 2 alpha + S / bandwidth. Alpha from the smallest message,
+    // bandwidth from the largest (a least-squares line lets the large ones swamp alpha).
+    const auto [s0, t0] = pair_allreduce.front();
+    const auto [s1, t1] = pair_allreduce.back();
+    const double bw = (s1 - s0) / std::max(t1 - t0, 1e-12);
+    cal->intra.latency = std::max(0.0, (t0 - s0 / bw) / 2);
+    cal->intra.bandwidth = bw;
   }
   return Status::Ok();
 }
@@ -229,7 +246,7 @@ void Merge(const Calibration& fresh, Calibration* base) {
   for (const GemmSample& s : fresh.gemm) base->gemm.push_back(s);
   for (const AttentionSample& s : fresh.attention) base->attention.push_back(s);
   for (const CollectiveSample& s : fresh.collectives) base->collectives.push_back(s);
-  base->memory_bandwidth = std::max(base->memory_bandwidth, fresh.memory_bandwidth);
+  for (const MemorySample& s : fresh.memory) base->memory.push_back(s);
   base->op_overhead = std::min(base->op_overhead, fresh.op_overhead);
   if (fresh.intra.bandwidth > 0) base->intra = fresh.intra;
 }
@@ -275,10 +292,10 @@ Status RunCalibrate(const CalibrateOptions& o, std::unique_ptr<MpiRuntime>* mpi)
   }
   LOOM_RETURN_IF_ERROR(WriteFileAtomic(output, CalibrationToJson(cal)));
   std::printf(
-      "wrote %s: %zu GEMM, %zu attention, %zu collective samples; memory %.1f GB/s per "
-      "core, %.1f us per kernel",
+      "wrote %s: %zu GEMM, %zu attention, %zu collective samples; memory-bound kernels %.1f "
+      "GB/s per rank, %.1f us per kernel",
       output.c_str(), cal.gemm.size(), cal.attention.size(), cal.collectives.size(),
-      cal.memory_bandwidth / 1e9, cal.op_overhead * 1e6);
+      cal.memory.back().bandwidth / 1e9, cal.op_overhead * 1e6);
   if (cal.intra.bandwidth > 0) {
     std::printf("; link %.2f GB/s, %.1f us", cal.intra.bandwidth / 1e9, cal.intra.latency * 1e6);
   }

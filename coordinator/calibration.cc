@@ -77,6 +77,14 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
       s.threads = static_cast<int>(threads);
       c->attention.push_back(s);
     }
+    for (const json& m : k.value("memory", json::array())) {
+      MemorySample s;
+      double threads = 1;
+      LOOM_RETURN_IF_ERROR(Num(file, m, "compute.memory[]", "threads", &threads, 1, 1 << 16));
+      LOOM_RETURN_IF_ERROR(Num(file, m, "compute.memory[]", "bandwidth", &s.bandwidth, 1, 1e18));
+      s.threads = static_cast<int>(threads);
+      c->memory.push_back(s);
+    }
   }
   if (j.contains("links")) {
     LOOM_RETURN_IF_ERROR(
@@ -130,6 +138,10 @@ std::string CalibrationToJson(const Calibration& c) {
   for (const AttentionSample& s : c.attention) {
     k["attention"].push_back(
         {{"seq", s.seq}, {"head_dim", s.head_dim}, {"threads", s.threads}, {"flops", s.flops}});
+  }
+  k["memory"] = json::array();
+  for (const MemorySample& s : c.memory) {
+    k["memory"].push_back({{"threads", s.threads}, {"bandwidth", s.bandwidth}});
   }
   json& l = j["links"];
   l["efficiency"] = c.link_efficiency;

@@ -6,7 +6,8 @@
 //    "compute": {"gemm_efficiency": 0.8, "attention_efficiency": 0.3,
 //                "memory_bandwidth": 1.6e12, "op_overhead": 5e-6,
 //                "gemm": [{"m": 2048, "n": 768, "k": 256, "threads": 2, "flops": 1.9e11}, ...],
-//                "attention": [{"seq": 256, "head_dim": 64, "threads": 2, "flops": 4e10}, ...]},
+//                "attention": [{"seq": 256, "head_dim": 64, "threads": 2, "flops": 4e10}, ...],
+//                "memory": [{"threads": 2, "bandwidth": 3.8e9}]},
 //    "links": {"intra_node": {"latency": 5e-6, "bandwidth": 2.3e11},
 //              "inter_node": {"latency": 8e-6, "bandwidth": 1.8e11}},
 //    "collectives": [{"op": "all_reduce", "ranks": 2, "bytes": 67108864, "seconds": 0.042}]}
@@ -37,6 +38,13 @@ struct AttentionSample {
   double flops = 0;
 };
 
+// Measured throughput of memory-bound kernels for one rank running `threads` threads (while every
+// other rank of the measurement ran too), in bytes moved per second.
+struct MemorySample {
+  int threads = 1;
+  double bandwidth = 0;
+};
+
 struct CollectiveSample {
   std::string op;  // all_reduce | all_gather | reduce_scatter | send_recv
   int ranks = 0;
@@ -61,6 +69,7 @@ struct Calibration {
   double link_efficiency = 0.8;       // fraction of nominal link bandwidth (if not measured)
   std::vector<GemmSample> gemm;
   std::vector<AttentionSample> attention;
+  std::vector<MemorySample> memory;  // per-rank figures; they take precedence over memory_bandwidth
   LinkCalibration intra, inter;
   std::vector<CollectiveSample> collectives;
 };

@@ -28,6 +28,9 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
       (cal.memory_bandwidth > 0 ? cal.memory_bandwidth
                                 : h.type.memory_bandwidth * cal.memory_efficiency) *
       devices_per_rank;
+  for (const MemorySample& m : cal.memory) {
+    if (m.threads == devices_per_rank) h.memory_bandwidth = m.bandwidth;
+  }
   h.op_overhead = cal.op_overhead;
   const bool same_precision = !cal.has_precision || cal.precision == precision;
   if (same_precision) {

@@ -41,20 +41,33 @@ std::string Rate(double bytes_per_s) {
   return Fmt("%.1f GB/s", bytes_per_s / 1e9);
 }
 
+std::string FlopRate(double flops) {
+  return flops >= 1e12 ? Fmt("%.0f TFLOP/s", flops / 1e12) : Fmt("%.1f GFLOP/s", flops / 1e9);
+}
+
+std::string Count(double n) {
+  return n >= 1e9 ? Fmt("%.2f B", n / 1e9) : Fmt("%.2f M", n / 1e6);
+}
+
+// TFLOP/s with three significant digits below 10 (CPU ranks reach a fraction of one).
+std::string Tflops(double t) {
+  return t >= 10 ? Fmt("%.1f", t) : Fmt("%.3g", t);
+}
+
 std::string Header(const SearchResult& r, const PlanJob& job, const Cluster& c) {
   const ModelShape& m = job.model;
   const RankPlacement& p = r.placement;
   std::string s =
-      Fmt("model: %.2f B parameters (layers %lld, hidden %lld, heads %lld, vocab %lld), seq %lld, "
+      Fmt("model: %s parameters (layers %lld, hidden %lld, heads %lld, vocab %lld), seq %lld, "
           "global batch %lld, %s\n",
-          TotalParams(m) / 1e9, static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
-          static_cast<long long>(m.heads), static_cast<long long>(m.vocab),
-          static_cast<long long>(job.seq), static_cast<long long>(job.global_batch),
-          PrecisionName(job.precision));
-  s += Fmt("cluster %s: %d ranks on %zu nodes x %d %s (%s memory, %.0f TFLOP/s peak per rank",
-           c.name.c_str(), p.world, p.nodes.size(), p.ranks_per_node,
-           c.types[static_cast<size_t>(p.type)].name.c_str(), Bytes(r.hardware.memory).c_str(),
-           r.hardware.peak / 1e12);
+          Count(TotalParams(m)).c_str(), static_cast<long long>(m.layers),
+          static_cast<long long>(m.hidden), static_cast<long long>(m.heads),
+          static_cast<long long>(m.vocab), static_cast<long long>(job.seq),
+          static_cast<long long>(job.global_batch), PrecisionName(job.precision));
+  s += Fmt("cluster %s: %d ranks on %zu node%s x %d %s (%s memory, %s peak per rank",
+           c.name.c_str(), p.world, p.nodes.size(), p.nodes.size() == 1 ? "" : "s",
+           p.ranks_per_node, c.types[static_cast<size_t>(p.type)].name.c_str(),
+           Bytes(r.hardware.memory).c_str(), FlopRate(r.hardware.peak).c_str());
   if (p.devices_per_rank > 1) s += Fmt(", %d cores per rank", p.devices_per_rank);
   s += Fmt("), headroom %.0f%%\n", job.headroom * 100);
   if (!r.note.empty()) s += r.note + "\n";
@@ -109,12 +122,12 @@ std::string PlanTable(const SearchResult& r, const PlanJob& job, const Cluster& 
   int i = 0;
   for (const Prediction& p : r.plans) {
     const Layout& L = p.candidate.layout;
-    s += Fmt("%3d %3d %3d %3d %3d %5d %4d %3s %3lld %-9s %-11s %9s %11.0f %12.1f %5.1f%% %8s\n",
-             ++i, L.tp, L.cp, L.pp, L.vpp, L.dp, L.zero, OnOff(L.sp && L.tp > 1),
+    s += Fmt("%3d %3d %3d %3d %3d %5d %4d %3s %3lld %-9s %-11s %9s %11.0f %12s %5.1f%% %8s\n", ++i,
+             L.tp, L.cp, L.pp, L.vpp, L.dp, L.zero, OnOff(L.sp && L.tp > 1),
              static_cast<long long>(p.candidate.micro_batch),
              RecomputeModeName(p.candidate.recompute), ScheduleKindName(p.candidate.schedule),
-             Secs(p.time.step).c_str(), p.tokens_per_s, p.tflops_per_device, 100 * p.mfu,
-             Bytes(p.peak_memory).c_str());
+             Secs(p.time.step).c_str(), p.tokens_per_s, Tflops(p.tflops_per_device).c_str(),
+             100 * p.mfu, Bytes(p.peak_memory).c_str());
   }
   s += "\nTFLOP/s/dev counts recomputed forwards (as Megatron-LM reports); MFU does not.\n";
   return s;
@@ -166,11 +179,11 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& /*job*/, const Clu
   const Layout& L = w.candidate.layout;
   const Hardware& hw = r.hardware;
   std::string s = "\nwhy plan #1: " + w.candidate.ToString() + "\n";
-  s +=
-      Fmt("  %lld micro-batches of %lld per pipeline per step; predicted step %s, %.0f "
-          "tokens/s, %.1f TFLOP/s per rank, MFU %.1f%%\n\n",
-          static_cast<long long>(w.micro_batches), static_cast<long long>(w.candidate.micro_batch),
-          Secs(w.time.step).c_str(), w.tokens_per_s, w.tflops_per_device, 100 * w.mfu);
+  s += Fmt(
+      "  %lld micro-batches of %lld per pipeline per step; predicted step %s, %.0f "
+      "tokens/s, %s TFLOP/s per rank, MFU %.1f%%\n\n",
+      static_cast<long long>(w.micro_batches), static_cast<long long>(w.candidate.micro_batch),
+      Secs(w.time.step).c_str(), w.tokens_per_s, Tflops(w.tflops_per_device).c_str(), 100 * w.mfu);
   s += "  where the step goes (busiest pipeline rank):\n";
   for (const Part& p : Parts(w.time)) {
     if (p.seconds <= 0) continue;
@@ -220,9 +233,10 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& /*job*/, const Clu
       static_cast<long long>(r.stats.enumerated), static_cast<long long>(r.stats.rejected_memory),
       static_cast<long long>(r.stats.evaluated));
   s +=
-      Fmt("  hardware model: GEMMs at %.0f%% of %.0f TFLOP/s%s, memory-bound kernels at %s, "
+      Fmt("  hardware model: GEMMs at %.0f%% of %s%s, memory-bound kernels at %s, "
           "%s per kernel\n",
-          100 * hw.gemm_efficiency, hw.peak / 1e12, hw.gemm.empty() ? "" : " (measured samples)",
+          100 * hw.gemm_efficiency, FlopRate(hw.peak).c_str(),
+          hw.gemm.empty() ? "" : " (measured GEMM samples instead)",
           Rate(hw.memory_bandwidth).c_str(), Secs(hw.op_overhead).c_str());
   s += "\n  rank -> (node, device) (tp fastest, then cp, dp, pp):\n" + RankMap(r.placement, c, 8);
   return s;
