@@ -37,7 +37,7 @@ TEST(PlanJob, ExamplesLoad) {
   EXPECT_EQ(*fixed->tp, 2);
   EXPECT_EQ(*fixed->micro_batch, 8);
   EXPECT_EQ(*fixed->recompute, RecomputeMode::kNone);
-  EXPECT_FALSE(fixed->vpp.has_value());
+  EXPECT_EQ(*fixed->vpp, 1);
   EXPECT_EQ(fixed->precision, Precision::kFp32);  // default
 
   // The training demo itself (no parallel section) is a valid planning input too.
