@@ -62,6 +62,13 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
   TimeModel model(job, res.hardware, place, &paths, &pipeline);
   const ModelShape& m = job.model;
 
+  LayoutConstraints constraints;
+  constraints.heads = m.heads;
+  constraints.layers = m.layers;
+  constraints.vocab = m.vocab;
+  constraints.seq = job.seq;
+  constraints.hidden = m.hidden;
+  constraints.global_batch = job.global_batch;
   std::vector<Enumerated> fits;
   std::vector<int> tps;
   for (int t : Divisors(place.ranks_per_node, place.ranks_per_node)) {
@@ -108,6 +115,9 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
                   c.micro_batch = mb;
                   c.recompute = rc;
                   c.schedule = kind;
+                  // The runtime's own checks (parallel/layout.h): fixed fields skip the filters
+                  // above, and nothing the workers would refuse may be proposed.
+                  if (!c.layout.Validate(world, constraints).ok()) continue;
                   ++res.stats.enumerated;
                   LOOM_ASSIGN_OR_RETURN(Prediction mem, model.Memory(c));
                   if (!mem.fits()) {

@@ -106,6 +106,12 @@ TEST(Search, ImpossibleConstraintsAreExplained) {
   Result<SearchResult> r = SearchPlans(job, local, Calibration{}, 5);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no layout satisfies"), std::string::npos);
+  // A fixed tp that fits the ranks but not the heads is refused by the runtime's own checks.
+  PlanJob heads = Small();
+  heads.model.heads = 1;
+  heads.model.hidden = 255;
+  heads.tp = 2;
+  EXPECT_FALSE(SearchPlans(heads, local, Calibration{}, 5).ok());
 }
 
 TEST(Search, ReportsNameEveryPart) {
