@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "comm/mpi/mpi_runtime.h"
+#include "core/file_util.h"
 #include "core/threads.h"
 #include "worker/checkpointer.h"
 #include "worker/trainer.h"
@@ -70,32 +71,42 @@ uint64_t RawRead(const std::string& dir) {
   return total;
 }
 
-// Runs argv as a child (posix_spawn, so its peak RSS is its own); returns wall seconds, or -1 on
-// failure, and its peak RSS in bytes.
-double RunChild(std::vector<std::string> args, int64_t* peak_rss) {
+// Runs argv as a child with stdout to `out`; returns wall seconds, or -1 on failure.
+double RunChild(std::vector<std::string> args, const std::string& out) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const auto t0 = Clock::now();
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) return -1;
   int status = 0;
-  struct rusage ru {};
-  ::wait4(pid, &status, 0, &ru);
-  *peak_rss = static_cast<int64_t>(ru.ru_maxrss) * 1024;
+  ::waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? Since(t0) : -1;
+}
+
+// Drops the page cache (root only) so the next reads come from the disk.
+bool DropCaches() {
+  ::sync();
+  const int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, "3\n", 2) == 2;
+  ::close(fd);
+  return ok;
 }
 
 struct Figures {
   double loom_s = 0, plain_s = 0, save_bytes = 0;
   double step_s = 0, step_saving_s = 0, stall_per_save_s = 0;
-  double reshard_s = 0, read_s = 0, read_bytes = 0;
-  int64_t reshard_rss = 0, idle_rss = 0, largest_tensor = 0;
+  double save_part_s = 0, copy_wait_s = 0, poll_s = 0;
+  double reshard_s = 0, read_s = 0, read_bytes = 0;  // from the page cache
+  bool cold = false;                                 // the page cache could be dropped
+  double cold_reshard_s = 0, cold_read_s = 0;        // from the disk
+  int64_t reshard_rss = 0, largest_tensor = 0;
 };
 
 loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figures* f) {
@@ -104,7 +115,9 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
   LOOM_ASSIGN_OR_RETURN(auto dp, rt.CreateGroup("dp", {0, 1}));
   loom::JobConfig job;
   job.path = "checkpoint_bench";
-  job.model = {256, 64, 6, 8, 512};  // 19M parameters: 228 MB of weights and moments
+  // 27M parameters (wte 16384 x 512 is the largest tensor, 33.5 MB): 330 MB of weights and
+  // moments.
+  job.model = {16384, 64, 6, 8, 512};
   job.data.text = LOOM_SOURCE_DIR "/data/tinyshakespeare.txt";
   job.data.val_fraction = 0;
   job.data.seq = 64;
@@ -113,7 +126,7 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
   job.optim.lr = 1e-4;
   job.steps = 1000;
   job.checkpoint.dir = dir + "/ckpt";
-  job.checkpoint.keep = 1;
+  job.checkpoint.keep = 0;  // old checkpoints are deleted outside the timed regions
   job.checkpoint.every = 2;
   loom::Placement place;
   place.layout.dp = 2;
@@ -136,6 +149,10 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
     LOOM_RETURN_IF_ERROR(ck.Finish(2 * (step + r)));     // waits until committed everywhere
     LOOM_RETURN_IF_ERROR(world->Barrier());
     loom_t.push_back(Since(t0));
+    if (rank == 0) {  // retention, untimed: deleting old files is not part of saving
+      auto list = loom::ListCheckpoints(job.checkpoint.dir);
+      for (size_t i = 1; i < list.size(); ++i) fs::remove_all(list[i].second);
+    }
     const uint64_t mine = ck.stats().bytes - bytes_before;
     float bytes = static_cast<float>(mine);
     LOOM_RETURN_IF_ERROR(world->AllReduce(&bytes, 1));
@@ -160,40 +177,61 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
     LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
     plain_steps.push_back(Since(t0));
   }
-  const double stall0 = ck.stats().stall_s;
-  const int saves0 = ck.stats().saves;
+  const loom::CheckpointStats before = ck.stats();
   for (int s = 0; s < 8; ++s, ++step) {
     auto t0 = Clock::now();
     LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
     LOOM_RETURN_IF_ERROR(ck.AfterStep(step + 1));
     saving_steps.push_back(Since(t0));
   }
-  f->stall_per_save_s = (ck.stats().stall_s - stall0) / (ck.stats().saves - saves0);
+  const loom::CheckpointStats& after = ck.stats();
+  const int saves = after.saves - before.saves;
+  f->stall_per_save_s = (after.stall_s - before.stall_s) / saves;
+  f->save_part_s = (after.save_s - before.save_s) / saves;
+  f->copy_wait_s = (after.copy_wait_s - before.copy_wait_s) / saves;
+  f->poll_s = (after.poll_s - before.poll_s) / saves;
   LOOM_RETURN_IF_ERROR(ck.Finish(step));
   f->step_s = Median(plain_steps);
   f->step_saving_s = Median(saving_steps);
 
-  // Reshard (rank 0, offline tool) vs a raw read of the same files.
+  // Reshard (rank 0, offline tool) vs a raw read of the same files, from the disk (page cache
+  // dropped before each, where this process may) and from the page cache.
   if (rank == 0) {
-    const std::string src = loom::ReadLatest(job.checkpoint.dir);
-    const std::string src_dir = job.checkpoint.dir + "/" + src;
-    std::vector<double> reshard_t, read_t;
-    for (int r = 0; r < rounds; ++r) {
-      const std::string out = dir + "/resharded";
+    const std::string src_dir = job.checkpoint.dir + "/" + loom::ReadLatest(job.checkpoint.dir);
+    const std::string out = dir + "/resharded", log = dir + "/reshard.log";
+    auto reshard = [&]() -> double {
       fs::remove_all(out);
-      int64_t rss = 0;
       const double t =
-          RunChild({LOOM_BINARY, "ckpt", "reshard", src_dir, "--to", "tp=2,pp=2,dp=1", out}, &rss);
-      if (t < 0) return loom::Internal("loom ckpt reshard failed");
-      reshard_t.push_back(t);
-      f->reshard_rss = std::max(f->reshard_rss, rss);
-      auto t0 = Clock::now();
+          RunChild({LOOM_BINARY, "ckpt", "reshard", src_dir, "--to", "tp=2,pp=2,dp=1", out}, log);
+      auto text = loom::ReadFile(log);
+      double mib = 0;
+      const size_t at = text.ok() ? text->find("peak memory ") : std::string::npos;
+      if (at != std::string::npos) mib = std::atof(text->c_str() + at + 12);
+      f->reshard_rss = std::max<int64_t>(f->reshard_rss, static_cast<int64_t>(mib * 1048576));
+      return t;
+    };
+    auto raw_read = [&] {
+      const auto t0 = Clock::now();
       f->read_bytes = static_cast<double>(RawRead(src_dir));
-      read_t.push_back(Since(t0));
+      return Since(t0);
+    };
+    std::vector<double> cold_reshard, cold_read, warm_reshard, warm_read;
+    for (int r = 0; r < rounds; ++r) {
+      f->cold = DropCaches();
+      if (f->cold) cold_reshard.push_back(reshard());
+      if (f->cold && DropCaches()) cold_read.push_back(raw_read());
+      warm_reshard.push_back(reshard());
+      warm_read.push_back(raw_read());
+      if (warm_reshard.back() < 0 || (f->cold && cold_reshard.back() < 0)) {
+        return loom::Internal("loom ckpt reshard failed (see " + log + ")");
+      }
     }
-    f->reshard_s = Median(reshard_t);
-    f->read_s = Median(read_t);
-    RunChild({LOOM_BINARY, "--version"}, &f->idle_rss);
+    f->reshard_s = Median(warm_reshard);
+    f->read_s = Median(warm_read);
+    if (f->cold) {
+      f->cold_reshard_s = Median(cold_reshard);
+      f->cold_read_s = Median(cold_read);
+    }
     for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(job.model, 1).params) {
       f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
     }
@@ -229,7 +267,8 @@ int main(int argc, char** argv) {
   if ((*rt)->world_rank() == 0) {
     const double mb = 1e6;
     std::printf(
-        "model 6 layers x 512 hidden (19M params; weights + Adam moments %.0f MB), dp=2 zero=1, "
+        "model 6 layers x 512 hidden, vocab 16384 (27M params; weights + Adam moments %.0f MB), "
+        "dp=2 zero=1, "
         "2 ranks x 1 thread on 2 cores, directory %s, median of %d rounds\n",
         f.save_bytes / mb, dir.c_str(), rounds);
     std::printf(
@@ -242,12 +281,28 @@ int main(int argc, char** argv) {
         f.step_s * 1e3, f.step_saving_s * 1e3, f.stall_per_save_s * 1e3,
         100 * f.stall_per_save_s / f.step_s);
     std::printf(
-        "reshard: %.3f s (%.0f MB/s) to tp=2,pp=2 | raw read of the same %.0f MB %.3f s "
-        "(%.0f MB/s) | peak RSS %.0f MB (idle binary %.0f MB), largest tensor %.1f MB\n",
-        f.reshard_s, f.read_bytes / f.reshard_s / mb, f.read_bytes / mb, f.read_s,
-        f.read_bytes / f.read_s / mb, f.reshard_rss / mb, f.idle_rss / mb, f.largest_tensor / mb);
-    std::printf("save_vs_disk=%.2f stall_fraction=%.4f reshard_vs_read=%.2f\n",
-                f.plain_s / f.loom_s, f.stall_per_save_s / f.step_s, f.read_s / f.reshard_s);
+        "         blocked per save: starting it %.2f ms, update waiting for the copy %.2f ms, "
+        "completion polls %.2f ms\n",
+        f.save_part_s * 1e3, f.copy_wait_s * 1e3, f.poll_s * 1e3);
+    std::printf(
+        "reshard: to tp=2,pp=2 (4 ranks), %.0f MB | from the page cache %.3f s (%.0f MB/s) vs "
+        "raw read %.3f s (%.0f MB/s)\n",
+        f.read_bytes / mb, f.reshard_s, f.read_bytes / f.reshard_s / mb, f.read_s,
+        f.read_bytes / f.read_s / mb);
+    if (f.cold) {
+      std::printf(
+          "         from the disk (page cache dropped) %.3f s (%.0f MB/s) vs raw read %.3f s "
+          "(%.0f MB/s)\n",
+          f.cold_reshard_s, f.read_bytes / f.cold_reshard_s / mb, f.cold_read_s,
+          f.read_bytes / f.cold_read_s / mb);
+    }
+    std::printf("         peak memory of loom ckpt reshard %.1f MB; largest tensor %.1f MB\n",
+                f.reshard_rss / mb, f.largest_tensor / mb);
+    const double reshard_vs_read =
+        f.cold ? f.cold_read_s / f.cold_reshard_s : f.read_s / f.reshard_s;
+    std::printf("save_vs_disk=%.2f stall_fraction=%.4f reshard_vs_read=%.2f%s\n",
+                f.plain_s / f.loom_s, f.stall_per_save_s / f.step_s, reshard_vs_read,
+                f.cold ? "" : " (page cache: could not drop it)");
   }
   rt->reset();
   return 0;

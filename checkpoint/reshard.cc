@@ -2,6 +2,7 @@
 #include "checkpoint/reshard.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -90,7 +91,11 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   // once per group (memory: the tensor plus one piece), and at most kGroup files are open.
   constexpr int kGroup = 256;
   const ParamLayout canonical = ParamLayout::ForModel(model, 1);
-  std::vector<float> full, piece;
+  // Two buffers of the largest tensor, allocated once and never zero-filled.
+  int64_t largest = 1;
+  for (const ParamInfo& p : canonical.params) largest = std::max(largest, p.numel());
+  std::unique_ptr<float[]> full(new float[static_cast<size_t>(largest)]);
+  std::unique_ptr<float[]> piece(new float[static_cast<size_t>(largest)]);
   std::vector<CopySegment> segs;
   for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
     const int g1 = std::min(to.world(), g0 + kGroup);
@@ -119,18 +124,17 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         Region whole;
         GlobalMatrix(p, &whole.rows, &whole.cols);
         whole.flat_end = whole.rows * whole.cols;
-        full.resize(static_cast<size_t>(whole.flat_end));
-        st = reader->Read(p.name, state, whole, full.data());
+        st = reader->Read(p.name, state, whole, full.get());
         for (const auto& [i, k] : it->second) {
           if (!st.ok()) break;
           const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
-          piece.resize(static_cast<size_t>(region.size()));
           segs.clear();
           Intersect(whole, region, &segs);
           for (const CopySegment& c : segs) {
-            std::copy(full.begin() + c.src, full.begin() + c.src + c.count, piece.begin() + c.dst);
+            std::memcpy(piece.get() + c.dst, full.get() + c.src,
+                        static_cast<size_t>(c.count) * sizeof(float));
           }
-          st = writers[static_cast<size_t>(i)]->Put(state, k, piece.data());
+          st = writers[static_cast<size_t>(i)]->Put(state, k, piece.get());
         }
         if (!st.ok()) break;
       }
@@ -141,7 +145,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
       if (bytes.ok()) out.bytes_written += *bytes;
     }
   }
-  if (st.ok()) st = CommitCheckpoint(out_root, tmp, to.world(), model, base, 0);
+  if (st.ok()) st = CommitCheckpoint(out_root, tmp, to.world(), model, base);
   if (!st.ok()) {
     std::filesystem::remove_all(tmp, ec);  // never leave a partial output behind
     return st;

@@ -10,11 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/file_util.h"
 #include "core/logging.h"
@@ -41,6 +44,15 @@ Status WriteAllFd(int fd, const void* data, size_t n, const std::string& path) {
     n -= static_cast<size_t>(w);
   }
   return Status::Ok();
+}
+
+// LOOM_CKPT_DIRECT_IO=0 turns O_DIRECT data writes off (default on).
+bool DirectIo() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CKPT_DIRECT_IO");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 }
 
 void FillRegion(const Region& r, int dims, proto::Chunk* c) {
@@ -160,10 +172,22 @@ Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
   LOOM_RETURN_IF_ERROR(
       WriteAllFd(fd_, reinterpret_cast<const char*>(data) + n / 2, n - n / 2, path_));
   Record(state, k, data);
+  // Start the writeback of what has accumulated, so the final fsync finds little left to do
+  // and the disk works while the next pieces are produced.
+  unflushed_ += n;
+  if (unflushed_ >= kWritebackBytes) {
+    (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    unflushed_ = 0;
+  }
   return Status::Ok();
 }
 
 Status RankFileWriter::PutImage(const char* image) {
+  return StreamImage(image, [](uint64_t) { return Status::Ok(); });
+}
+
+Status RankFileWriter::StreamImage(const char* image,
+                                   const std::function<Status(uint64_t end)>& fill) {
   if (reinterpret_cast<uintptr_t>(image) % kDataAlignment != 0) {
     return Internal(path_ + ": the data image must be aligned to " +
                     std::to_string(kDataAlignment) + " bytes");
@@ -173,36 +197,77 @@ Status RankFileWriter::PutImage(const char* image) {
     return ErrnoError("seek '" + path_ + "'", errno);
   }
   // The aligned bulk goes straight to the device (O_DIRECT: no second copy into the page
-  // cache); the unaligned tail, and everything on file systems without O_DIRECT, is buffered.
+  // cache), part by part on an I/O thread as soon as `fill` has produced each part; the
+  // unaligned tail, and everything on file systems without O_DIRECT, is buffered.
   const uint64_t bulk = data_bytes_ / kDataAlignment * kDataAlignment;
-  const int flags = ::fcntl(fd_, F_GETFL);
-  bool direct = bulk > 0 && flags >= 0 && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
-  constexpr uint64_t kPart = 16 << 20;
-  for (uint64_t at = 0; at < bulk;) {
-    const ssize_t w = ::write(fd_, image + at, std::min(kPart, bulk - at));
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EINVAL && direct) {  // O_DIRECT refused at write time
-      direct = false;
-      (void)::fcntl(fd_, F_SETFL, flags);
-      if (::lseek(fd_, static_cast<off_t>(start + at), SEEK_SET) < 0) {
-        return ErrnoError("seek '" + path_ + "'", errno);
+  constexpr uint64_t kPart = 8 << 20;
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t ready = 0;  // GUARDED_BY(mu): bytes of the image filled
+  bool stop = false;   // GUARDED_BY(mu): the producer failed
+  Status io;
+  std::thread writer([&] {
+    const int flags = ::fcntl(fd_, F_GETFL);
+    bool direct =
+        bulk > 0 && flags >= 0 && DirectIo() && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
+    for (uint64_t at = 0; at < bulk;) {
+      const uint64_t end = std::min(at + kPart, bulk);
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return ready >= end || stop; });
+        if (ready < end) break;
       }
-      continue;
+      const ssize_t w = ::write(fd_, image + at, end - at);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINVAL && direct) {  // O_DIRECT refused at write time: buffered
+        direct = false;
+        (void)::fcntl(fd_, F_SETFL, flags);
+        if (::lseek(fd_, static_cast<off_t>(start + at), SEEK_SET) < 0) {
+          io = ErrnoError("seek '" + path_ + "'", errno);
+          break;
+        }
+        continue;
+      }
+      if (w < 0) {
+        io = ErrnoError("write '" + path_ + "'", errno);
+        break;
+      }
+      if (at == 0) CheckpointCrashPoint(rank_, "inside a data write");
+      at += static_cast<uint64_t>(w);
     }
-    if (w < 0) return ErrnoError("write '" + path_ + "'", errno);
-    if (at == 0) CheckpointCrashPoint(rank_, "inside a data write");
-    at += static_cast<uint64_t>(w);
+    if (direct) (void)::fcntl(fd_, F_SETFL, flags);
+  });
+  // Produce the image part by part; record each piece (CRCs of bytes still in cache) once whole.
+  Status st;
+  size_t slot = 0;
+  const size_t slots = offset_.size();
+  for (uint64_t end = 0; end < data_bytes_ && st.ok();) {
+    end = std::min(end + kPart, data_bytes_);
+    st = fill(end);
+    if (!st.ok()) break;
+    for (; slot < slots; ++slot) {
+      const size_t k = slot % plan_->writes.size();
+      const uint64_t begin = offset_[slot] - start;
+      if (begin + static_cast<uint64_t>(plan_->writes[k].region.size()) * 4 > end) break;
+      Record(static_cast<StateKind>(slot / plan_->writes.size()), k,
+             reinterpret_cast<const float*>(image + begin));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ready = end;
+    }
+    cv.notify_all();
   }
-  if (direct) (void)::fcntl(fd_, F_SETFL, flags);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = !st.ok();
+  }
+  cv.notify_all();
+  writer.join();
+  LOOM_RETURN_IF_ERROR(st);
+  LOOM_RETURN_IF_ERROR(io);
   LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, image + bulk, data_bytes_ - bulk, path_));
   if (bulk == 0) CheckpointCrashPoint(rank_, "inside a data write");
-  for (int s = 0; s < kNumStates; ++s) {
-    for (size_t k = 0; k < plan_->writes.size(); ++k) {
-      const size_t slot = static_cast<size_t>(s) * plan_->writes.size() + k;
-      Record(static_cast<StateKind>(s), k,
-             reinterpret_cast<const float*>(image + (offset_[slot] - start)));
-    }
-  }
   return Status::Ok();
 }
 
@@ -246,7 +311,7 @@ Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const Rank
 }
 
 Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,
-                        const ModelConfig& model, proto::CheckpointMetadata base, int keep) {
+                        const ModelConfig& model, proto::CheckpointMetadata base) {
   const int rank = 0;
   // Merge the fragments: tensors in canonical order, states in order, chunks by position.
   std::map<std::pair<std::string, std::string>, proto::TensorEntry> merged;
@@ -312,23 +377,34 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int
   LOOM_RETURN_IF_ERROR(
       WriteFileAtomic(JoinPath(root, kLatestFile), StepDirName(base.step()) + "\n"));
   CheckpointCrashPoint(rank, "after replacing latest");
-  // Retention, and leftovers of interrupted saves (never the directory just committed).
+  return Status::Ok();
+}
+
+Status ApplyRetention(const std::string& root, int keep, int64_t newest) {
+  // A checkpoint is renamed out of the way before it is deleted, so a crash while deleting never
+  // leaves a step_<N> directory with files missing.
+  std::error_code ec;
   auto list = ListCheckpoints(root);
   for (size_t i = static_cast<size_t>(keep); keep > 0 && i < list.size(); ++i) {
-    fs::remove_all(list[i].second, ec);
+    if (list[i].first >= newest) continue;
+    const std::string doomed = list[i].second + ".deleting.tmp";
+    if (::rename(list[i].second.c_str(), doomed.c_str()) != 0) {
+      return ErrnoError("rename '" + list[i].second + "' to '" + doomed + "'", errno);
+    }
   }
+  LOOM_RETURN_IF_ERROR(FsyncDir(root));
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    // Saves run one after another, but other ranks may already be writing the next one: only
-    // directories of earlier steps are leftovers.
+    // Leftovers of interrupted saves and deletions. Other ranks may already be writing the next
+    // save: only directories of steps up to `newest` are leftovers.
     const std::string name = e.path().filename().string();
     long long step = -1;
     char dot = 0;
     if (std::sscanf(name.c_str(), "step_%lld%c", &step, &dot) == 2 && dot == '.' &&
-        step <= base.step() && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+        step <= newest && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
       fs::remove_all(e.path(), ec);
     }
   }
-  return FsyncDir(root);
+  return Status::Ok();
 }
 
 BackgroundWriter::BackgroundWriter() : thread_([this] { Loop(); }) {}

@@ -49,6 +49,10 @@ class RankFileWriter {
   // state, each of plan.writes; image_bytes() bytes), aligned to kDataAlignment. The aligned
   // bulk is written with O_DIRECT where the file system allows it.
   Status PutImage(const char* image);
+  // PutImage while the image is being produced: fill(end) must make bytes [0, end) of the image
+  // valid (called on this thread with increasing `end`, ending at image_bytes()); each part is
+  // written on a second thread as soon as it is filled. A fill error stops the writing.
+  Status StreamImage(const char* image, const std::function<Status(uint64_t end)>& fill);
   uint64_t image_bytes() const { return data_bytes_; }
   // Checks every piece was put, fsyncs the data file, then writes the index fragment
   // atomically. Returns the tensor bytes written.
@@ -63,6 +67,8 @@ class RankFileWriter {
   std::vector<uint64_t> offset_;  // per (state * pieces + k): byte offset in the file
   std::vector<bool> done_;
   uint64_t file_bytes_ = 0, data_bytes_ = 0;
+  static constexpr uint64_t kWritebackBytes = 8 << 20;
+  uint64_t unflushed_ = 0;  // bytes put since writeback was last started
   proto::CheckpointMetadata fragment_;
 };
 
@@ -72,10 +78,14 @@ Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const Rank
                                 const PieceSource& source);
 
 // Merges the fragments of ranks 0..world-1 into `base` (which carries everything but tensors and
-// files), writes metadata.json, renames tmp_dir to <root>/step_<N>, replaces `latest`, removes
-// stale temporary directories and keeps the newest `keep` checkpoints (0: all).
+// files), writes metadata.json, renames tmp_dir to <root>/step_<N> and replaces `latest`.
 Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,
-                        const ModelConfig& model, proto::CheckpointMetadata base, int keep);
+                        const ModelConfig& model, proto::CheckpointMetadata base);
+
+// Keeps the newest `keep` checkpoints under `root` (0: all; never one newer than or equal to
+// `newest`): older ones are renamed to step_<N>.deleting.tmp (no longer checkpoints), then
+// removed, together with leftovers of interrupted saves of steps up to `newest`.
+Status ApplyRetention(const std::string& root, int keep, int64_t newest);
 
 // Kills this process if the fault-injection variable selects this crash point.
 void CheckpointCrashPoint(int world_rank, const char* where);

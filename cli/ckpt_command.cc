@@ -13,6 +13,7 @@
 #include "checkpoint/inspect.h"
 #include "checkpoint/reshard.h"
 #include "cli/commands.h"
+#include "core/memory.h"
 
 namespace loom {
 namespace {
@@ -46,10 +47,13 @@ Status RunReshard(const CkptOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   LOOM_ASSIGN_OR_RETURN(ReshardResult r, Reshard(o.dir, *to, o.out));
   const double s = Since(t0);
-  std::printf("wrote %s for %s (%d ranks): read %.2f MiB, wrote %.2f MiB in %.2f s\n",
-              r.dir.c_str(), to->ToString().c_str(), to->world(),
-              static_cast<double>(r.bytes_read) / (1 << 20),
-              static_cast<double>(r.bytes_written) / (1 << 20), s);
+  std::printf(
+      "wrote %s for %s (%d ranks): read %.2f MiB, wrote %.2f MiB in %.2f s; peak memory %.1f "
+      "MiB\n",
+      r.dir.c_str(), to->ToString().c_str(), to->world(),
+      static_cast<double>(r.bytes_read) / (1 << 20),
+      static_cast<double>(r.bytes_written) / (1 << 20), s,
+      static_cast<double>(PeakRssBytes()) / (1 << 20));
   return Status::Ok();
 }
 

@@ -34,6 +34,10 @@ void ResetMemPeaks();
 // "params 12.0 MiB (peak 12.0 MiB), grads ..." for logs.
 std::string MemReport();
 
+// This process's peak resident set size in bytes (VmHWM of /proc/self/status; -1 if unknown).
+// Unlike getrusage's ru_maxrss it is not inherited across exec.
+int64_t PeakRssBytes();
+
 // 64-byte aligned, zero-initialised host allocation, tracked under `tag`; nullptr on failure.
 void* AlignedAlloc(size_t bytes, MemTag tag);
 void AlignedFree(void* ptr, size_t bytes, MemTag tag);

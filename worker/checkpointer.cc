@@ -56,6 +56,7 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
 Checkpointer::~Checkpointer() {
   // Finish the write in flight so no thread touches snapshot_ after it is gone; an uncommitted
   // step_<N>.tmp directory is never loaded and is removed by the next run.
+  if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // poll_value_ must outlive it
   (void)writer_.WaitIdle(WriterTimeoutMs());
 }
 
@@ -240,25 +241,26 @@ Result<int64_t> Checkpointer::Restore() {
   return int64_t{0};
 }
 
-Status Checkpointer::TakeSnapshot() {
-  // What this rank writes, in file order (for each state, each piece): the data section of its
-  // rank file, byte for byte.
-  size_t at = 0;
-  for (int s = 0; s < kNumStates; ++s) {
-    const StateKind state = static_cast<StateKind>(s);
-    for (const Piece& p : plan_.writes) {
-      int64_t lo = 0, hi = 0;
-      const float* base = store_->StateData(state, p.bucket, &lo, &hi);
-      const int64_t off = p.local - params_.buckets[p.bucket].first;
-      if (off < lo || off + p.region.size() > hi) {
-        return Internal("checkpoint: rank " + std::to_string(rank_) + " does not hold " +
-                        StateName(state) + " elements [" + std::to_string(off) + ", " +
-                        std::to_string(off + p.region.size()) + ") of bucket " +
-                        std::to_string(p.bucket));
-      }
-      std::memcpy(snapshot_.get() + snapshot_offset_[at++] * sizeof(float), base + (off - lo),
-                  static_cast<size_t>(p.region.size()) * sizeof(float));
+Status Checkpointer::CopyState(size_t* next, uint64_t end) {
+  // The data section of this rank's file is, in file order, each state of each piece: copy
+  // pieces until bytes [0, end) of the snapshot hold them.
+  const size_t pieces = plan_.writes.size();
+  for (; *next < snapshot_offset_.size() &&
+         static_cast<uint64_t>(snapshot_offset_[*next]) * sizeof(float) < end;
+       ++*next) {
+    const StateKind state = static_cast<StateKind>(*next / pieces);
+    const Piece& p = plan_.writes[*next % pieces];
+    int64_t lo = 0, hi = 0;
+    const float* base = store_->StateData(state, p.bucket, &lo, &hi);
+    const int64_t off = p.local - params_.buckets[p.bucket].first;
+    if (off < lo || off + p.region.size() > hi) {
+      return Internal("checkpoint: rank " + std::to_string(rank_) + " does not hold " +
+                      StateName(state) + " elements [" + std::to_string(off) + ", " +
+                      std::to_string(off + p.region.size()) + ") of bucket " +
+                      std::to_string(p.bucket));
     }
+    std::memcpy(snapshot_.get() + snapshot_offset_[*next] * sizeof(float), base + (off - lo),
+                static_cast<size_t>(p.region.size()) * sizeof(float));
   }
   return Status::Ok();
 }
@@ -279,22 +281,43 @@ Status Checkpointer::Save(int64_t step) {
   // waits for that copy in BeforeUpdate), then writes it while training continues.
   writer_.Submit([this, tmp] {
     const auto w0 = std::chrono::steady_clock::now();
-    Status copied = TakeSnapshot();
-    {
-      std::lock_guard<std::mutex> lock(snapshot_mu_);
-      snapshot_taken_ = true;
+    auto taken = [this] {
+      {
+        std::lock_guard<std::mutex> lock(snapshot_mu_);
+        snapshot_taken_ = true;
+      }
+      snapshot_cv_.notify_all();
+    };
+    Result<std::unique_ptr<RankFileWriter>> w = RankFileWriter::Open(tmp, rank_, plan_);
+    if (!w.ok()) {
+      taken();  // nothing will be copied: never block the update
+      return w.status();
     }
-    snapshot_cv_.notify_all();
-    LOOM_RETURN_IF_ERROR(copied);
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<RankFileWriter> w,
-                          RankFileWriter::Open(tmp, rank_, plan_));
-    LOOM_RETURN_IF_ERROR(w->PutImage(snapshot_.get()));
-    LOOM_ASSIGN_OR_RETURN(uint64_t bytes, w->Finish());
+    // Copy part by part; each part is written while the next is copied. Training may change
+    // the state once the last piece is copied.
+    size_t next = 0;
+    const uint64_t total = (*w)->image_bytes();
+    Status st = (*w)->StreamImage(snapshot_.get(), [&](uint64_t end) {
+      Status copied = CopyState(&next, end);
+      if (!copied.ok() || end == total) taken();
+      return copied;
+    });
+    if (total == 0) taken();
+    if (!st.ok()) {
+      taken();
+      return st;
+    }
+    const double streamed = SecondsSince(w0);
+    LOOM_ASSIGN_OR_RETURN(uint64_t bytes, (*w)->Finish());
     stats_.write_s += SecondsSince(w0);
     stats_.bytes += bytes;
+    LOOM_LOG(DEBUG, CKPT) << "wrote " << bytes << " bytes of " << tmp << ": copy+write "
+                          << streamed * 1e3 << " ms, fsync+index "
+                          << (SecondsSince(w0) - streamed) * 1e3 << " ms";
     return Status::Ok();
   });
   if (!job_.checkpoint.async) LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
+  stats_.save_s += SecondsSince(t0);
   stats_.stall_s += SecondsSince(t0);
   return Status::Ok();
 }
@@ -304,6 +327,7 @@ Status Checkpointer::BeforeUpdate() {
   std::unique_lock<std::mutex> lock(snapshot_mu_);
   const bool taken = snapshot_cv_.wait_for(lock, std::chrono::milliseconds(WriterTimeoutMs()),
                                            [&] { return snapshot_taken_; });
+  stats_.copy_wait_s += SecondsSince(t0);
   stats_.stall_s += SecondsSince(t0);
   if (!taken) {
     return DeadlineExceeded("checkpoint step " + std::to_string(pending_step_) +
@@ -313,20 +337,21 @@ Status Checkpointer::BeforeUpdate() {
   return Status::Ok();
 }
 
-Status Checkpointer::Complete(bool wait) {
-  if (pending_step_ < 0) return Status::Ok();
-  if (wait) {
-    Status st = writer_.WaitIdle(WriterTimeoutMs());
-    if (!st.ok()) return st.WithContext("checkpoint step " + std::to_string(pending_step_));
-  }
-  const bool idle = writer_.Idle();
-  const Status written = idle ? writer_.TakeStatus() : Status::Ok();
-  LOOM_ASSIGN_OR_RETURN(int all, AllMax(!idle ? kWriting : written.ok() ? kWritten : kFailed));
-  if (all == kWriting) return Status::Ok();  // poll again after the next step
+int Checkpointer::LocalFlag() {
+  if (!writer_.Idle()) return kWriting;
+  Status st = writer_.TakeStatus();
+  if (!st.ok() && write_error_.ok()) write_error_ = st;
+  return write_error_.ok() ? kWritten : kFailed;
+}
+
+Status Checkpointer::Resolve(int all) {
+  if (all == kWriting) return Status::Ok();  // vote again after the next step
   const int64_t step = pending_step_;
   pending_step_ = -1;
   if (all == kFailed) {
-    if (!written.ok()) return written.WithContext("checkpoint step " + std::to_string(step));
+    Status mine = write_error_;
+    write_error_ = Status::Ok();
+    if (!mine.ok()) return mine.WithContext("checkpoint step " + std::to_string(step));
     return Internal("checkpoint step " + std::to_string(step) +
                     ": another rank failed to write its part (see its error)");
   }
@@ -337,13 +362,38 @@ Status Checkpointer::Complete(bool wait) {
     proto::CheckpointMetadata meta = pending_meta_;
     const ModelConfig model = job_.model;
     writer_.Submit([=] {
-      Status st = CommitCheckpoint(root, tmp, world, model, meta, keep);
-      if (st.ok()) {
-        LOOM_LOG(INFO, CKPT) << "saved " << JoinPath(root, StepDirName(meta.step()));
-      }
-      return st;
+      const auto c0 = std::chrono::steady_clock::now();
+      LOOM_RETURN_IF_ERROR(CommitCheckpoint(root, tmp, world, model, meta));
+      LOOM_LOG(INFO, CKPT) << "saved " << JoinPath(root, StepDirName(meta.step()));
+      LOOM_LOG(DEBUG, CKPT) << "commit took " << SecondsSince(c0) * 1e3 << " ms";
+      return Status::Ok();
     });
+    writer_.Submit([=] { return ApplyRetention(root, keep, meta.step()); });
   }
+  return Status::Ok();
+}
+
+Status Checkpointer::Complete(bool wait) {
+  if (pending_step_ < 0) return Status::Ok();
+  // The vote started after the previous step: every rank has passed that point by now (each
+  // step ends with collectives that connect all ranks), so this wait returns at once. Every
+  // rank takes the same decision from the same result, at the same step.
+  if (poll_) {
+    Status st = poll_->Wait(world_->DefaultDeadline());
+    poll_.reset();
+    LOOM_RETURN_IF_ERROR(st);
+    LOOM_RETURN_IF_ERROR(Resolve(static_cast<int>(poll_value_)));
+    if (pending_step_ < 0) return Status::Ok();
+  }
+  if (wait) {  // every rank waits for its writer, so the vote can only be written or failed
+    Status st = writer_.WaitIdle(WriterTimeoutMs());
+    if (!st.ok()) return st.WithContext("checkpoint step " + std::to_string(pending_step_));
+    LOOM_ASSIGN_OR_RETURN(int all, AllMax(LocalFlag()));
+    return Resolve(all);
+  }
+  if (world_ == nullptr) return Resolve(LocalFlag());
+  poll_value_ = static_cast<float>(LocalFlag());
+  poll_ = world_->AllReduceAsync(&poll_value_, 1, ReduceOp::kMax);
   return Status::Ok();
 }
 
@@ -351,6 +401,7 @@ Status Checkpointer::AfterStep(int64_t step) {
   if (job_.checkpoint.dir.empty()) return Status::Ok();
   const auto t0 = std::chrono::steady_clock::now();
   Status st = Complete(/*wait=*/false);
+  stats_.poll_s += SecondsSince(t0);
   stats_.stall_s += SecondsSince(t0);
   LOOM_RETURN_IF_ERROR(st);
   const int64_t every = job_.checkpoint.every;

@@ -40,10 +40,13 @@
 namespace loom {
 
 struct CheckpointStats {
-  int saves = 0;       // saves started
-  double stall_s = 0;  // time the step loop was blocked by saving (copies, waits, polls)
-  double write_s = 0;  // background time spent writing this rank's files
-  uint64_t bytes = 0;  // tensor bytes written by this rank
+  int saves = 0;           // saves started
+  double stall_s = 0;      // time the step loop was blocked by saving, in total; of which:
+  double save_s = 0;       //   starting saves (including waiting for the previous one)
+  double copy_wait_s = 0;  //   optimizer updates waiting for the state copy
+  double poll_s = 0;       //   per-step completion polls (one small all-reduce)
+  double write_s = 0;      // background time spent writing this rank's files
+  uint64_t bytes = 0;      // tensor bytes written by this rank
   int64_t resumed_step = 0;
   std::string resumed_from;  // "" when starting fresh
 };
@@ -73,10 +76,17 @@ class Checkpointer {
 
  private:
   Status Save(int64_t step);
-  Status TakeSnapshot();  // writer thread: the state into snapshot_
-  // Completes the in-flight save if every rank has written its part (`wait`: wait for this
-  // rank's writer first, so it always completes).
+  // Writer thread: copies pieces from *next on until bytes [0, end) of snapshot_ are filled.
+  Status CopyState(size_t* next, uint64_t end);
+  // Advances the in-flight save: acts on the vote started after the previous step and, if the
+  // save is still open, starts the next vote (`wait`: waits for this rank's writer and votes at
+  // once, so the save always completes).
   Status Complete(bool wait);
+  // This rank's part of the vote: written, still writing, or failed (remembered in
+  // write_error_).
+  int LocalFlag();
+  // Acts on the agreed vote: nothing (still writing), an error (failed), or the commit.
+  Status Resolve(int all);
   Status LoadFrom(const std::string& dir, int64_t* step);
   // Maximum of `v` over the world (v itself for one process).
   Result<int> AllMax(int v);
@@ -102,6 +112,9 @@ class Checkpointer {
   int64_t pending_step_ = -1;   // in flight (written, not yet agreed complete)
   proto::CheckpointMetadata pending_meta_;
   int64_t last_started_ = -1;
+  Status write_error_;    // this rank's failed write, until reported
+  HandlePtr poll_;        // the vote in flight (an all-reduce over the world)
+  float poll_value_ = 0;  // its buffer
   CheckpointStats stats_;
   BackgroundWriter writer_;  // last: joined first on destruction
 };

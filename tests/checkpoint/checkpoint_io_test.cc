@@ -79,7 +79,9 @@ void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, in
     };
     ASSERT_TRUE(WriteRankFiles(tmp, r, plan, source).ok());
   }
-  Status st = CommitCheckpoint(root, tmp, lay.world(), kModel, Base(step, lay), keep);
+  Status st = CommitCheckpoint(root, tmp, lay.world(), kModel, Base(step, lay));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  st = ApplyRetention(root, keep, step);
   ASSERT_TRUE(st.ok()) << st.ToString();
 }
 
