@@ -156,6 +156,23 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
   LOOM_RETURN_IF_ERROR(ck.Finish());
+
+  // Planner-only settings (docs/PLANNER.md): checked here so a typo is caught, used by loom plan.
+  LOOM_ASSIGN_OR_RETURN(ConfigSection plan, root.Section("plan", false));
+  std::string precision;
+  double headroom = 0.1;
+  int64_t devices = 1;
+  bool flag = false;
+  LOOM_RETURN_IF_ERROR(plan.String("precision", &precision, false));
+  if (!precision.empty() && precision != "fp32" && precision != "bf16") {
+    return InvalidArgument(plan.Where("precision") + ": expected fp32 or bf16, got '" + precision +
+                           "'");
+  }
+  LOOM_RETURN_IF_ERROR(plan.Double("headroom", &headroom, false, 0.0, 0.9));
+  LOOM_RETURN_IF_ERROR(plan.Int("devices", &devices, false, 1, kMaxInt));
+  LOOM_RETURN_IF_ERROR(plan.Bool("selective_recompute", &flag, false));
+  LOOM_RETURN_IF_ERROR(plan.Bool("dropout", &flag, false));
+  LOOM_RETURN_IF_ERROR(plan.Finish());
   return root.Finish();
 }
 
