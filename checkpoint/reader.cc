@@ -67,6 +67,18 @@ std::string CheckpointReader::Where(const Entry& e, const ChunkRef& c) const {
          e.tensor->state() + "' chunk " + std::to_string(c.index);
 }
 
+void CheckpointReader::Prefetch(const std::string& name, StateKind state) {
+  auto it = index_.find({name, StateName(state)});
+  if (it == index_.end()) return;
+  for (const ChunkRef& c : it->second.chunks) {
+    Result<int> fd = Fd(c.chunk->file());
+    if (fd.ok()) {
+      (void)::posix_fadvise(*fd, static_cast<off_t>(c.chunk->offset()),
+                            static_cast<off_t>(c.chunk->length()), POSIX_FADV_WILLNEED);
+    }
+  }
+}
+
 const proto::TensorEntry* CheckpointReader::Find(const std::string& name, StateKind state) const {
   auto it = index_.find({name, StateName(state)});
   return it == index_.end() ? nullptr : it->second.tensor;
@@ -139,18 +151,19 @@ Status CheckpointReader::Read(const std::string& name, StateKind state, const Re
   const Entry& e = it->second;
   const uint64_t block = meta_.checksum_block_bytes();
   int64_t covered = 0;
-  std::vector<CopySegment> segs;
-  std::vector<char> buf;
+  std::vector<CopySegment>& segs = segs_;
+  std::vector<char>& buf = buf_;
   for (const ChunkRef& c : e.chunks) {
-    if (c.region == region) {  // saved with this very split: no copy, no intersection
-      LOOM_RETURN_IF_ERROR(ReadWhole(e, c, reinterpret_cast<char*>(dst)));
-      covered += region.size();
-      continue;
-    }
     segs.clear();
     const int64_t n = Intersect(c.region, region, &segs);
     if (n == 0) continue;
     covered += n;
+    if (segs.size() == 1 && n == c.region.size()) {
+      // The whole chunk lands in one run of dst (e.g. saved with this very split, or a row
+      // block of a whole tensor): read it in place, no intermediate copy.
+      LOOM_RETURN_IF_ERROR(ReadWhole(e, c, reinterpret_cast<char*>(dst + segs[0].dst)));
+      continue;
+    }
     int64_t lo = segs.front().src, hi = 0;
     for (const CopySegment& s : segs) {
       lo = std::min(lo, s.src);

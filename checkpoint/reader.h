@@ -34,6 +34,9 @@ class CheckpointReader {
   Status Read(const std::string& name, StateKind state, const Region& region, float* dst);
   // Reads every chunk and checks every checksum and that each tensor is covered exactly once.
   Status VerifyAll();
+  // Asks the kernel to start reading the chunks of (name, state) in the background
+  // (posix_fadvise WILLNEED), so a later Read finds them in memory. Best effort.
+  void Prefetch(const std::string& name, StateKind state);
   // The metadata entry of (name, state), or null.
   const proto::TensorEntry* Find(const std::string& name, StateKind state) const;
 
@@ -64,6 +67,8 @@ class CheckpointReader {
   std::map<std::pair<std::string, std::string>, Entry> index_;
   std::map<std::string, int> fds_;
   uint64_t bytes_read_ = 0;
+  std::vector<CopySegment> segs_;  // scratch of Read, kept to avoid reallocation
+  std::vector<char> buf_;
 };
 
 // The metadata region of chunk `c` of a tensor with `dims` dimensions as a matrix Region.

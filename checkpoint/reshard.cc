@@ -116,27 +116,44 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
             {r - g0, k});
       }
     }
-    for (int s = 0; s < kNumStates && st.ok(); ++s) {
-      const StateKind state = static_cast<StateKind>(s);
+    // The (state, tensor) pairs this group needs, in the order they are processed; the next
+    // one's chunks are prefetched while the current one is rearranged and written.
+    std::vector<std::pair<StateKind, const ParamInfo*>> order;
+    for (int s = 0; s < kNumStates; ++s) {
       for (const ParamInfo& p : canonical.params) {
-        auto it = users.find(p.name);
-        if (it == users.end()) continue;
-        Region whole;
-        GlobalMatrix(p, &whole.rows, &whole.cols);
-        whole.flat_end = whole.rows * whole.cols;
-        st = reader->Read(p.name, state, whole, full.get());
-        for (const auto& [i, k] : it->second) {
-          if (!st.ok()) break;
-          const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
-          segs.clear();
-          Intersect(whole, region, &segs);
-          for (const CopySegment& c : segs) {
-            std::memcpy(piece.get() + c.dst, full.get() + c.src,
-                        static_cast<size_t>(c.count) * sizeof(float));
-          }
-          st = writers[static_cast<size_t>(i)]->Put(state, k, piece.get());
-        }
+        if (users.count(p.name)) order.emplace_back(static_cast<StateKind>(s), &p);
+      }
+    }
+    size_t prefetched = 0;                           // order[0, prefetched) asked for
+    int64_t ahead = 0;                               // elements asked for beyond the current tensor
+    constexpr int64_t kPrefetchElements = 64 << 20;  // 256 MB of fp32 in flight at most
+    for (size_t o = 0; o < order.size() && st.ok(); ++o) {
+      const StateKind state = order[o].first;
+      const ParamInfo& p = *order[o].second;
+      if (o < prefetched) ahead -= p.numel();
+      for (; prefetched < order.size() && (prefetched <= o || ahead < kPrefetchElements);
+           ++prefetched) {
+        reader->Prefetch(order[prefetched].second->name, order[prefetched].first);
+        if (prefetched > o) ahead += order[prefetched].second->numel();
+      }
+      Region whole;
+      GlobalMatrix(p, &whole.rows, &whole.cols);
+      whole.flat_end = whole.rows * whole.cols;
+      st = reader->Read(p.name, state, whole, full.get());
+      for (const auto& [i, k] : users[p.name]) {
         if (!st.ok()) break;
+        const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
+        segs.clear();
+        Intersect(whole, region, &segs);
+        if (segs.size() == 1) {  // one run of the tensor (a row block): write it in place
+          st = writers[static_cast<size_t>(i)]->Put(state, k, full.get() + segs[0].src);
+          continue;
+        }
+        for (const CopySegment& c : segs) {
+          std::memcpy(piece.get() + c.dst, full.get() + c.src,
+                      static_cast<size_t>(c.count) * sizeof(float));
+        }
+        st = writers[static_cast<size_t>(i)]->Put(state, k, piece.get());
       }
     }
     for (size_t i = 0; i < writers.size() && st.ok(); ++i) {

@@ -14,6 +14,7 @@
 #include "checkpoint/reshard.h"
 #include "cli/commands.h"
 #include "core/memory.h"
+#include "core/threads.h"
 
 namespace loom {
 namespace {
@@ -84,6 +85,7 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
     sub->add_option("dir", o->dir, "A step directory or a checkpoint root (its newest)")
         ->required();
     sub->callback([o, exit_code, run, name] {
+      ConfigureThreads(1);  // one thread of I/O and copies; no idle BLAS or OpenMP workers
       Status st = run(*o);
       *exit_code = st.ok() ? 0 : ReportError(std::string("ckpt ") + name, st);
     });
