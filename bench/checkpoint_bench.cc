@@ -99,6 +99,9 @@ bool DropCaches() {
   return ok;
 }
 
+// 27M parameters (wte 16384 x 512 is the largest tensor, 33.5 MB): 330 MB of weights and moments.
+const loom::ModelConfig kModel{16384, 64, 6, 8, 512};
+
 struct Figures {
   double loom_s = 0, plain_s = 0, save_bytes = 0;
   double step_s = 0, step_saving_s = 0, stall_per_save_s = 0;
@@ -115,9 +118,7 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
   LOOM_ASSIGN_OR_RETURN(auto dp, rt.CreateGroup("dp", {0, 1}));
   loom::JobConfig job;
   job.path = "checkpoint_bench";
-  // 27M parameters (wte 16384 x 512 is the largest tensor, 33.5 MB): 330 MB of weights and
-  // moments.
-  job.model = {16384, 64, 6, 8, 512};
+  job.model = kModel;
   job.data.text = LOOM_SOURCE_DIR "/data/tinyshakespeare.txt";
   job.data.val_fraction = 0;
   job.data.seq = 64;
@@ -194,49 +195,54 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
   f->step_s = Median(plain_steps);
   f->step_saving_s = Median(saving_steps);
 
-  // Reshard (rank 0, offline tool) vs a raw read of the same files, from the disk (page cache
-  // dropped before each, where this process may) and from the page cache.
-  if (rank == 0) {
-    const std::string src_dir = job.checkpoint.dir + "/" + loom::ReadLatest(job.checkpoint.dir);
-    const std::string out = dir + "/resharded", log = dir + "/reshard.log";
-    auto reshard = [&]() -> double {
-      fs::remove_all(out);
-      const double t =
-          RunChild({LOOM_BINARY, "ckpt", "reshard", src_dir, "--to", "tp=2,pp=2,dp=1", out}, log);
-      auto text = loom::ReadFile(log);
-      double mib = 0;
-      const size_t at = text.ok() ? text->find("peak memory ") : std::string::npos;
-      if (at != std::string::npos) mib = std::atof(text->c_str() + at + 12);
-      f->reshard_rss = std::max<int64_t>(f->reshard_rss, static_cast<int64_t>(mib * 1048576));
-      return t;
-    };
-    auto raw_read = [&] {
-      const auto t0 = Clock::now();
-      f->read_bytes = static_cast<double>(RawRead(src_dir));
-      return Since(t0);
-    };
-    std::vector<double> cold_reshard, cold_read, warm_reshard, warm_read;
-    for (int r = 0; r < rounds; ++r) {
-      f->cold = DropCaches();
-      if (f->cold) cold_reshard.push_back(reshard());
-      if (f->cold && DropCaches()) cold_read.push_back(raw_read());
-      warm_reshard.push_back(reshard());
-      warm_read.push_back(raw_read());
-      if (warm_reshard.back() < 0 || (f->cold && cold_reshard.back() < 0)) {
-        return loom::Internal("loom ckpt reshard failed (see " + log + ")");
-      }
-    }
-    f->reshard_s = Median(warm_reshard);
-    f->read_s = Median(warm_read);
-    if (f->cold) {
-      f->cold_reshard_s = Median(cold_reshard);
-      f->cold_read_s = Median(cold_read);
-    }
-    for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(job.model, 1).params) {
-      f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
+  return world->Barrier();
+}
+
+// Reshard (the offline tool, after MPI is shut down so nothing else runs) vs a raw read of the
+// same files, from the disk (page cache dropped before each, where this process may) and from
+// the page cache.
+loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, int rounds,
+                        Figures* f) {
+  const std::string ckpt_dir = dir + "/ckpt";
+  const std::string src_dir = ckpt_dir + "/" + loom::ReadLatest(ckpt_dir);
+  const std::string out = dir + "/resharded", log = dir + "/reshard.log";
+  auto reshard = [&]() -> double {
+    fs::remove_all(out);
+    const double t =
+        RunChild({LOOM_BINARY, "ckpt", "reshard", src_dir, "--to", "tp=2,pp=2,dp=1", out}, log);
+    auto text = loom::ReadFile(log);
+    double mib = 0;
+    const size_t at = text.ok() ? text->find("peak memory ") : std::string::npos;
+    if (at != std::string::npos) mib = std::atof(text->c_str() + at + 12);
+    f->reshard_rss = std::max<int64_t>(f->reshard_rss, static_cast<int64_t>(mib * 1048576));
+    return t;
+  };
+  auto raw_read = [&] {
+    const auto t0 = Clock::now();
+    f->read_bytes = static_cast<double>(RawRead(src_dir));
+    return Since(t0);
+  };
+  std::vector<double> cold_reshard, cold_read, warm_reshard, warm_read;
+  for (int r = 0; r < rounds; ++r) {
+    f->cold = DropCaches();
+    if (f->cold) cold_reshard.push_back(reshard());
+    if (f->cold && DropCaches()) cold_read.push_back(raw_read());
+    warm_reshard.push_back(reshard());
+    warm_read.push_back(raw_read());
+    if (warm_reshard.back() < 0 || (f->cold && cold_reshard.back() < 0)) {
+      return loom::Internal("loom ckpt reshard failed (see " + log + ")");
     }
   }
-  return world->Barrier();
+  f->reshard_s = Median(warm_reshard);
+  f->read_s = Median(warm_read);
+  if (f->cold) {
+    f->cold_reshard_s = Median(cold_reshard);
+    f->cold_read_s = Median(cold_read);
+  }
+  for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(model, 1).params) {
+    f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
+  }
+  return loom::Status::Ok();
 }
 
 }  // namespace
@@ -260,11 +266,14 @@ int main(int argc, char** argv) {
   loom::ConfigureThreads(1);  // one core per rank
   Figures f;
   loom::Status st = Run(**rt, dir, rounds, &f);
+  const int rank = (*rt)->world_rank();
+  rt->reset();  // MPI finalized: the reshard runs alone
+  if (st.ok() && rank == 0) st = RunReshard(dir, kModel, rounds, &f);
   if (!st.ok()) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", st.ToString().c_str());
     return 1;
   }
-  if ((*rt)->world_rank() == 0) {
+  if (rank == 0) {
     const double mb = 1e6;
     std::printf(
         "model 6 layers x 512 hidden, vocab 16384 (27M params; weights + Adam moments %.0f MB), "
@@ -304,6 +313,5 @@ int main(int argc, char** argv) {
                 f.plain_s / f.loom_s, f.stall_per_save_s / f.step_s, reshard_vs_read,
                 f.cold ? "" : " (page cache: could not drop it)");
   }
-  rt->reset();
   return 0;
 }

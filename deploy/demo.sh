@@ -5,4 +5,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/deploy/install-deps.sh"
 "$root/deploy/build.sh"
-exec "$root/build/loom" train --config "$root/examples/demo.yaml"
+# A fresh demo every time: without this the run would resume from the last demo's checkpoints.
+rm -rf "$root/runs/demo/checkpoints"
+"$root/build/loom" train --config "$root/examples/demo.yaml"
+echo
+echo "Checkpoints: $root/runs/demo/checkpoints (try: build/loom ckpt inspect runs/demo/checkpoints)"
