@@ -56,6 +56,8 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
     LOOM_RETURN_IF_ERROR(
         Num(file, k, "compute", "memory_bandwidth", &c->memory_bandwidth, 1, 1e18));
     LOOM_RETURN_IF_ERROR(Num(file, k, "compute", "op_overhead", &c->op_overhead, 0, 1));
+    LOOM_RETURN_IF_ERROR(
+        Num(file, k, "compute", "overlap_slowdown", &c->overlap_slowdown, 0, 0.99));
     for (const json& g : k.value("gemm", json::array())) {
       GemmSample s;
       double threads = 1;
@@ -129,6 +131,7 @@ std::string CalibrationToJson(const Calibration& c) {
   k["memory_efficiency"] = c.memory_efficiency;
   if (c.memory_bandwidth > 0) k["memory_bandwidth"] = c.memory_bandwidth;
   k["op_overhead"] = c.op_overhead;
+  k["overlap_slowdown"] = c.overlap_slowdown;
   k["gemm"] = json::array();
   for (const GemmSample& s : c.gemm) {
     k["gemm"].push_back(

@@ -4,7 +4,7 @@
 // number). JSON, documented in docs/PLANNER.md:
 //   {"format": "loom-calibration", "version": 1, "source": "...", "precision": "fp32",
 //    "compute": {"gemm_efficiency": 0.8, "attention_efficiency": 0.3,
-//                "memory_bandwidth": 1.6e12, "op_overhead": 5e-6,
+//                "memory_bandwidth": 1.6e12, "op_overhead": 5e-6, "overlap_slowdown": 0.15,
 //                "gemm": [{"m": 2048, "n": 768, "k": 256, "threads": 2, "flops": 1.9e11}, ...],
 //                "attention": [{"seq": 256, "head_dim": 64, "threads": 2, "flops": 4e10}, ...],
 //                "memory": [{"threads": 2, "bandwidth": 3.8e9}]},
@@ -66,7 +66,10 @@ struct Calibration {
   double memory_efficiency = 0.7;     // fraction of the nominal memory bandwidth (if not measured)
   double memory_bandwidth = -1;       // measured bytes/s per device; < 0: nominal x efficiency
   double op_overhead = 5e-6;          // seconds per kernel (launch, synchronisation)
-  double link_efficiency = 0.8;       // fraction of nominal link bandwidth (if not measured)
+  // Fraction of compute speed lost while a transfer runs alongside it: NCCL's kernels hold SMs
+  // exclusively (one per channel) and stream through the same memory. 0: overlap is free.
+  double overlap_slowdown = 0;
+  double link_efficiency = 0.8;  // fraction of nominal link bandwidth (if not measured)
   std::vector<GemmSample> gemm;
   std::vector<AttentionSample> attention;
   std::vector<MemorySample> memory;  // per-rank figures; they take precedence over memory_bandwidth

@@ -55,6 +55,7 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
     }
   }
   h.link_efficiency = cal.link_efficiency;
+  h.overlap_slowdown = cal.overlap_slowdown;
   h.intra.latency = cal.intra.latency >= 0 ? cal.intra.latency : cluster.intra.latency;
   h.intra.bandwidth =
       cal.intra.bandwidth > 0 ? cal.intra.bandwidth : cluster.intra.bandwidth * cal.link_efficiency;

@@ -27,6 +27,8 @@ struct Hardware {
   LinkSpec intra;                          // effective, per device
   LinkSpec inter;                          // effective, per node
   double link_efficiency = 1;  // applied to nominal inter-node figures (not to measured ones)
+  // Fraction of compute speed lost while a transfer runs alongside (calibration.h).
+  double overlap_slowdown = 0;
 
   // Seconds for `g` with `element_bytes` operands: the nearest measured sample's rate, else
   // max(flops / (peak * efficiency), bytes / memory bandwidth), plus one kernel overhead.

@@ -146,6 +146,8 @@ std::vector<Part> Parts(const StepBreakdown& t) {
           {"tensor-parallel collectives (exposed)", t.tp},
           {"context-parallel ring (exposed)", t.cp},
           {"ZeRO-2/3 per-micro-batch traffic (exposed)", t.zero},
+          {"links shared by several dimensions (exposed)", t.shared},
+          {"compute slowed by overlapped transfers", t.slowdown},
           {"data-parallel reduction / gather (exposed)", t.dp},
           {"tied-embedding exchange (exposed)", t.pp},
           {"optimizer step", t.optimizer}};
@@ -190,6 +192,14 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& /*job*/, const Clu
     s += Fmt("    %-46s %10s  %5.1f%%\n", p.name, Secs(p.seconds).c_str(),
              100 * p.seconds / w.time.step);
   }
+  const CommBytes& b = w.bytes;
+  s += Fmt("\n  traffic per step (sent by each rank) and how long its links are busy:\n");
+  s +=
+      Fmt("    tp %s, cp %s, pp %s, dp %s; NVLink busy %s (%.0f%% of the step), "
+          "network busy %s (%.0f%%)\n",
+          Bytes(b.tp).c_str(), Bytes(b.cp).c_str(), Bytes(b.pp).c_str(), Bytes(b.dp).c_str(),
+          Secs(w.links.busy[kIntraNode]).c_str(), 100 * w.links.busy[kIntraNode] / w.time.step,
+          Secs(w.links.busy[kInterNode]).c_str(), 100 * w.links.busy[kInterNode] / w.time.step);
   s += "\n  links each dimension uses (worst group, effective per rank):\n";
   PathCache paths(c, r.placement, hw);
   auto path = [&](const char* name, GroupPath g, const char* what) {
@@ -273,9 +283,20 @@ std::string PlanJson(const SearchResult& r, const PlanJob& job, const Cluster& c
     o["tokens_per_second"] = p.tokens_per_s;
     o["tflops_per_device"] = p.tflops_per_device;
     o["mfu"] = p.mfu;
-    o["time"] = {{"compute", p.time.compute}, {"bubble", p.time.bubble},      {"tp", p.time.tp},
-                 {"cp", p.time.cp},           {"zero", p.time.zero},          {"dp", p.time.dp},
-                 {"pp", p.time.pp},           {"optimizer", p.time.optimizer}};
+    o["time"] = {{"compute", p.time.compute},
+                 {"bubble", p.time.bubble},
+                 {"tp", p.time.tp},
+                 {"cp", p.time.cp},
+                 {"zero", p.time.zero},
+                 {"shared_links", p.time.shared},
+                 {"overlap_slowdown", p.time.slowdown},
+                 {"dp", p.time.dp},
+                 {"pp", p.time.pp},
+                 {"optimizer", p.time.optimizer}};
+    o["bytes_sent"] = {
+        {"tp", p.bytes.tp}, {"cp", p.bytes.cp}, {"pp", p.bytes.pp}, {"dp", p.bytes.dp}};
+    o["link_busy_seconds"] = {{"intra_node", p.links.busy[kIntraNode]},
+                              {"inter_node", p.links.busy[kInterNode]}};
     o["memory"] = {{"peak_bytes", p.peak_memory},
                    {"peak_stage", p.peak_stage},
                    {"capacity_bytes", p.capacity}};

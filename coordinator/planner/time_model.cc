@@ -1,7 +1,6 @@
-// Step-time model. Per layer and micro-batch, op by op: the four linear layers as GEMMs (backward:
-// two GEMMs of the same size), the attention core as two batched GEMMs plus the softmax/dropout
-// traffic over the s x s scores (unfused) or as one fused kernel, and the memory-bound
-// element-wise ops (LayerNorms, GELU, bias-dropout-residual) as bytes over memory bandwidth.
+// Step-time model: chunk costs from the per-layer model (layer_model.h) plus ZeRO's buckets, the
+// first and last stages' embedding and head, the pipeline simulation, and what the data-parallel
+// reductions and gathers add after it.
 #include "coordinator/planner/time_model.h"
 
 #include <algorithm>
@@ -12,16 +11,9 @@
 namespace loom {
 namespace {
 
-// Kernels per layer outside the GEMMs (LayerNorms, GELU, residual adds, softmax), forward.
-constexpr double kElementwiseOpsPerLayer = 6;
 // Adam step bytes per owned parameter besides the gradient read: fp32 master, m and v read and
 // written (24), the working copy written (<= 4).
 constexpr double kOptimizerBytesPerParam = 28;
-
-struct LayerCosts {
-  double fwd = 0, bwd = 0, recompute = 0;  // compute, seconds per micro-batch
-  double attn_fwd = 0, attn_bwd = 0;       // attention core part of fwd / bwd
-};
 
 }  // namespace
 
@@ -44,101 +36,93 @@ int64_t TimeModel::MicroBatches(const Candidate& c) const {
 
 namespace {
 
-LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Candidate& c) {
-  const Layout& L = c.layout;
-  const ModelShape& m = job.model;
-  const int e = ElementBytes(job.precision);
-  const std::vector<GemmShape> g = LayerForwardGemms(m, c.micro_batch, job.seq, L.tp, L.cp);
-  LayerCosts x;
-  double linear = 0;
-  for (int i : {kQkv, kProj, kFc1, kFc2}) linear += hw.GemmTime(g[static_cast<size_t>(i)], e);
-  const double tokens = static_cast<double>(c.micro_batch * job.seq) / L.cp;
-  const double nh = tokens * static_cast<double>(m.hidden);
-  const double scores = g[kScores].m * g[kScores].n * g[kScores].count;  // elements
-  const double sp_div = (L.sp && L.tp > 1) ? L.tp : 1;
-  const double mask = job.dropout ? 1 : 0;
-  // Two LayerNorms (read, write) and two bias-dropout-residual adds (read two, write one, mask),
-  // on 1/tp of the tokens with sequence parallelism; GELU on the 4h/tp-wide FC1 output.
-  double elementwise = nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) + 2 * e * 4 * nh / L.tp;
-  if (hw.type.fused_kernels) {
-    const double flops = g[kScores].flops() + g[kContext].flops();
-    x.attn_fwd = hw.AttentionTime(flops, static_cast<double>(job.seq), g[kScores].k);
-    x.attn_bwd = 2 * x.attn_fwd;
-  } else {
-    // Scaled-masked softmax (read, write) and dropout (read, write, mask) over the scores.
-    const double score_bytes = scores * (2 * e + (job.dropout ? 2 * e + 1 : 0));
-    x.attn_fwd = hw.GemmTime(g[kScores], e) + hw.GemmTime(g[kContext], e) +
-                 hw.MemoryTime(score_bytes) + 2 * hw.op_overhead;
-    x.attn_bwd = 2 * (hw.GemmTime(g[kScores], e) + hw.GemmTime(g[kContext], e)) +
-                 hw.MemoryTime(2 * score_bytes) + 2 * hw.op_overhead;
-  }
-  const double overhead = kElementwiseOpsPerLayer * hw.op_overhead;
-  x.fwd = linear + x.attn_fwd + hw.MemoryTime(elementwise) + overhead;
-  x.bwd = 2 * linear + x.attn_bwd + hw.MemoryTime(2 * elementwise) + 2 * overhead;
-  if (c.recompute == RecomputeMode::kFull) x.recompute = x.fwd;
-  if (c.recompute == RecomputeMode::kSelective) x.recompute = x.attn_fwd;
-  return x;
+// Adds `count` layers of `p`, with their exposure, to one direction of a chunk.
+void AddLayers(const LayerPass& p, double count, double slowdown, PassCosts* d, CommBytes* bytes) {
+  const Exposure ex = p.Exposed(slowdown);
+  d->compute += count * p.compute;
+  d->tp += count * p.tp;
+  d->cp += count * p.cp;
+  d->zero += count * ex.own;
+  d->shared += count * ex.shared;
+  d->slow += count * ex.slowdown;
+  d->load += p.load.Scaled(count);
+  *bytes += p.bytes.Scaled(count);
 }
 
 }  // namespace
 
 ChunkCosts TimeModel::Chunk(const Candidate& c) const {
   const Layout& L = c.layout;
-  const ModelShape& m = job_.model;
-  const int e = ElementBytes(job_.precision);
-  const BytesPerParam pb = ParamBytes(job_.precision);
-  const LayerCosts x = LayerCompute(job_, hw_, c);
-  const double tokens = static_cast<double>(c.micro_batch * job_.seq) / L.cp;
-  const double nh = tokens * static_cast<double>(m.hidden);
-  const bool full = c.recompute == RecomputeMode::kFull;
-
-  ChunkCosts k;
-  k.compute_fwd = x.fwd;
-  k.compute_bwd = x.bwd + x.recompute;
-  if (L.tp > 1) {
-    // Two all-reduces per layer each way (or, with SP, two all-gathers and two reduce-scatters of
-    // the same volume), again in a recomputed forward; nothing overlaps them.
-    const GroupPath tp = paths_->Ring(1, L.tp);
-    const double one =
-        L.sp ? AllGather(tp, nh * e) + ReduceScatter(tp, nh * e) : AllReduce(tp, nh * e);
-    k.tp_fwd = 2 * one;
-    k.tp_bwd = 2 * one + (full ? 2 * one : 0);
-  }
-  if (L.cp > 1) {
-    // Ring attention: cp - 1 K/V blocks arrive while the previous block is folded in; backward
-    // moves K/V and dK/dV, plus the last hop of dK/dV home.
-    const GroupPath ring = paths_->Hop(L.tp, L.cp);
-    const double kv = 2 * nh / L.tp * e;
-    const double fwd_step = std::max(0.0, PointToPoint(ring, kv) - x.attn_fwd / L.cp);
-    const double bwd_step = std::max(0.0, PointToPoint(ring, 2 * kv) - x.attn_bwd / L.cp);
-    k.cp_fwd = (L.cp - 1) * fwd_step;
-    k.cp_bwd = (L.cp - 1) * bwd_step + PointToPoint(ring, kv) + (full ? k.cp_fwd : 0);
-  }
+  const double layers = static_cast<double>(job_.model.layers) / (L.pp * L.vpp);  // >= 1
+  const double slowdown = hw_.overlap_slowdown;
+  const LayerCosts x = LayerCompute(job_, hw_, L, c.micro_batch, c.recompute);
+  const LayerPasses plain = LayerTraffic(job_, paths_, L, c.micro_batch, c.recompute, x, layers);
   const int nd = L.dp * L.cp;
+  Buckets z;
+  z.dp = paths_->Ring(L.tp, nd);
   if (nd > 1 && L.zero >= 2) {
-    const GroupPath dp = paths_->Ring(L.tp, nd);
-    const double psi = LayerParamsPerRank(m, L.tp);
-    const double rs = ReduceScatter(dp, psi * pb.grads);
+    const BytesPerParam pb = ParamBytes(job_.precision);
+    const double psi = LayerParamsPerRank(job_.model, L.tp);
+    z.rs = ReduceScatter(z.dp, psi * pb.grads);
+    z.rs_bytes = RingBytes(nd, psi * pb.grads);
     if (L.zero == 3) {
-      // Each layer is gathered before its forward and its backward (the next one prefetched
-      // while this one computes); its gradient is reduce-scattered after its backward.
-      const double ag = AllGather(dp, psi * pb.weights);
-      k.zero_fwd = job_.overlap ? std::max(0.0, ag - x.fwd) : ag;
-      k.zero_bwd = job_.overlap ? std::max(0.0, ag + rs - k.compute_bwd) : ag + rs;
-    } else {
-      k.zero_bwd = job_.overlap ? std::max(0.0, rs - k.compute_bwd) : rs;
+      z.ag = AllGather(z.dp, psi * pb.weights);
+      z.ag_bytes = RingBytes(nd, psi * pb.weights);
     }
   }
-  const double layers = static_cast<double>(m.layers) / (L.pp * L.vpp);
-  k.compute_fwd *= layers;
-  k.compute_bwd *= layers;
-  k.tp_fwd *= layers;
-  k.tp_bwd *= layers;
-  k.cp_fwd *= layers;
-  k.cp_bwd *= layers;
-  k.zero_fwd *= layers;
-  k.zero_bwd *= layers;
+  // Layers that prefetch the next bucket (all but the chunk's last in each direction) carry it
+  // alongside their compute: forward the next gather, backward the next gather plus the
+  // previous layer's reduce-scatter (they queue on one communicator). Without overlap the
+  // reduce-scatter is waited for at once (the gathers are still prefetched).
+  LayerPasses zero = plain;
+  zero.fwd.own = z.ag;
+  zero.bwd.own = z.ag + (job_.overlap ? z.rs : 0);
+  for (LayerPass* p : {&zero.fwd, &zero.bwd}) {
+    p->async += p->own;
+    p->load.Add(z.dp, p->own);
+  }
+  ChunkCosts k;
+  AddLayers(zero.fwd, layers - 1, slowdown, &k.f, &k.bytes);
+  AddLayers(plain.fwd, 1, slowdown, &k.f, &k.bytes);
+  AddLayers(zero.bwd, layers - 1, slowdown, &k.b, &k.bytes);
+  AddLayers(plain.bwd, 1, slowdown, &k.b, &k.bytes);
+  // Every layer's bucket is gathered each way and its gradient reduce-scattered.
+  k.bytes.dp = layers * (2 * z.ag_bytes + z.rs_bytes);
+  ChunkEnds(L, z, layers, &k);
   return k;
+}
+
+void TimeModel::ChunkEnds(const Layout& L, const Buckets& z, double layers, ChunkCosts* k) const {
+  if (L.zero == 3) {
+    // The chunk's first layer waits for its whole gather (nothing was prefetched) in the forward
+    // and in the backward, and its last reduce-scatter delays the next gather.
+    k->f.zero += z.ag;
+    k->b.zero += z.ag + z.rs;
+    k->f.load.Add(z.dp, z.ag);
+    k->b.load.Add(z.dp, z.ag + z.rs);
+  } else if (L.zero == 2 && job_.overlap) {
+    // The chunk's last reduce-scatter is waited for only by the same bucket's next micro-batch:
+    // it runs while the rank executes other chunks, one forward and one backward (in the steady
+    // state of every schedule) before the next chunk's last reduce-scatter queues behind it. So
+    // it hides behind a whole chunk's forward and backward, sharing their links and slowing their
+    // compute; what the link cannot carry in that time shows. (The step's very last one is
+    // exposed after the pipeline.)
+    LinkLoad load = k->f.load;
+    load += k->b.load;
+    load.Add(z.dp, z.rs);
+    const Exposure ex = Overlap(k->fwd() + k->bwd(), k->f.compute + k->b.compute, z.rs, load, z.rs,
+                                hw_.overlap_slowdown);
+    k->f.zero += ex.own;
+    k->f.shared += ex.shared;
+    k->f.slow += ex.slowdown;
+    k->f.load.Add(z.dp, z.rs);
+  }
+  if (!job_.overlap && L.zero >= 2) {
+    // Every reduce-scatter waited for as soon as it is issued (ZeRO 3's last one is above).
+    const double waited = (L.zero == 2 ? layers : layers - 1) * z.rs;
+    k->b.zero += waited;
+    k->b.load.Add(z.dp, waited);
+  }
 }
 
 TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
@@ -165,6 +149,22 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
     x.first_tp = L.sp ? ReduceScatter(tp, nh * e) : AllReduce(tp, nh * e);
     x.last_tp =
         2 * AllReduce(tp, 4 * tokens) + (L.sp ? ReduceScatter(tp, nh * e) : AllReduce(tp, nh * e));
+    x.first_load.Add(tp, x.first_tp);
+    x.last_load.Add(tp, x.last_tp);
+    x.first_bytes.tp = (L.sp ? 1 : 2) * RingBytes(L.tp, nh * e);
+    x.last_bytes.tp = 2 * 2 * RingBytes(L.tp, 4 * tokens) + x.first_bytes.tp;
+  }
+  const int nd = L.dp * L.cp;
+  if (nd > 1 && L.zero >= 2) {
+    // The embedding bucket stays gathered for the whole step, but its gradient is
+    // reduce-scattered after every micro-batch's backward; under ZeRO 3 the next gather queues
+    // behind it.
+    const GroupPath dp = paths_->Ring(L.tp, nd);
+    const double grads = EmbeddingParamsPerRank(m, L.tp) * ParamBytes(job_.precision).grads;
+    const double rs = ReduceScatter(dp, grads);
+    if (L.zero == 3 || !job_.overlap) x.first_zero = rs;
+    x.first_load.Add(dp, rs);
+    x.first_bytes.dp = RingBytes(nd, grads);
   }
   return x;
 }
@@ -179,46 +179,72 @@ double TimeModel::Transfer(const Candidate& c) const {
   return PointToPoint(paths_->Hop(L.tp * L.cp * L.dp, L.pp), bytes);
 }
 
-double TimeModel::StageParams(const Candidate& c) const {
+void TimeModel::DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakdown* t,
+                             CommBytes* bytes, LinkLoad* links) const {
   const Layout& L = c.layout;
-  const double layers = static_cast<double>(job_.model.layers) / L.pp;
-  const double body = layers * LayerParamsPerRank(job_.model, L.tp);
-  return body + EmbeddingParamsPerRank(job_.model, L.tp);  // the first stage is the largest
+  const int nd = L.dp * L.cp;
+  if (nd <= 1) return;
+  const BytesPerParam pb = ParamBytes(job_.precision);
+  // The first stage is the largest (it holds the embedding): its buckets are one per layer plus
+  // the embedding's, reduced last in the backward and gathered first in the forward.
+  const int buckets = static_cast<int>(job_.model.layers / L.pp);
+  const double layer = LayerParamsPerRank(job_.model, L.tp);
+  const double emb = EmbeddingParamsPerRank(job_.model, L.tp);
+  const GroupPath dp = paths_->Ring(L.tp, nd);
+  const LinkClass cls = ClassOf(dp);
+  // A serial chain of per-layer transfers plus the embedding's within a window of the rank's
+  // compute (the last micro-batch's backward for reductions, the next step's first forward for
+  // gathers), less what other dimensions keep the same link busy with meanwhile: the link time
+  // that shows, and the compute slowed by the part that overlaps (if the link does not already
+  // extend the window by more).
+  auto chain = [&](double each, double first_or_last, const PassCosts& window) {
+    const double total = buckets * each + first_or_last;
+    const double wall = L.vpp * window.total();
+    const double free = std::max(0.0, wall - L.vpp * window.load.busy[cls]);
+    const double exposed =
+        job_.overlap ? first_or_last + SerialChainExposed(buckets, each, free) : total;
+    const double slowed =
+        each + first_or_last + hw_.overlap_slowdown * std::min(total - exposed, wall);
+    t->dp += exposed;
+    t->slowdown += std::max(0.0, slowed - exposed);
+    links->busy[cls] += total;
+  };
+  const double grads = buckets * layer * pb.grads + emb * pb.grads;
+  const double weights = buckets * layer * pb.weights + emb * pb.weights;
+  if (L.zero == 0) {
+    chain(AllReduce(dp, layer * pb.grads), AllReduce(dp, emb * pb.grads), k.b);
+    bytes->dp += 2 * RingBytes(nd, grads);
+  } else if (L.zero == 1) {
+    chain(ReduceScatter(dp, layer * pb.grads), ReduceScatter(dp, emb * pb.grads), k.b);
+    bytes->dp += RingBytes(nd, grads);
+  } else if (L.zero == 2 && job_.overlap) {
+    // Per-micro-batch reduce-scatters are in the chunks; the step's last layer bucket and the
+    // embedding's are waited for before the optimizer.
+    t->dp += ReduceScatter(dp, layer * pb.grads) + ReduceScatter(dp, emb * pb.grads);
+  }
+  if (L.zero == 1 || L.zero == 2) {
+    // The updated parameters are gathered while the next step's forward needs them.
+    chain(AllGather(dp, layer * pb.weights), AllGather(dp, emb * pb.weights), k.f);
+    bytes->dp += RingBytes(nd, weights);
+  } else if (L.zero == 3) {
+    // The embedding bucket is gathered once per step, by the first forward, unprefetched.
+    const double ag = AllGather(dp, emb * pb.weights);
+    t->dp += ag;
+    links->busy[cls] += ag;
+    bytes->dp += RingBytes(nd, emb * pb.weights);
+  }
 }
 
-void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreakdown* t) const {
+void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreakdown* t,
+                              CommBytes* bytes, LinkLoad* links) const {
   const Layout& L = c.layout;
   const BytesPerParam pb = ParamBytes(job_.precision);
-  const double psi = StageParams(c);
-  const int nd = L.dp * L.cp;
-  const double buckets = static_cast<double>(job_.model.layers) / L.pp + 1;
-  const double window_b = L.vpp * k.bwd();  // last micro-batch's backward on this rank
-  const double window_f = L.vpp * k.fwd();  // first micro-batch's forward of the next step
-  const bool overlap = job_.overlap;
-  auto hidden = [&](double total, double window) {
-    return overlap ? std::max(total / buckets, total - window) : total;
-  };
+  const ModelShape& m = job_.model;
   t->dp = 0;
-  if (nd > 1) {
-    const GroupPath dp = paths_->Ring(L.tp, nd);
-    const double grads = psi * pb.grads, weights = psi * pb.weights;
-    const double layer_psi = LayerParamsPerRank(job_.model, L.tp);
-    switch (L.zero) {
-      case 0:
-        t->dp = hidden(AllReduce(dp, grads), window_b);
-        break;
-      case 1:
-        t->dp =
-            hidden(ReduceScatter(dp, grads), window_b) + hidden(AllGather(dp, weights), window_f);
-        break;
-      case 2:
-        t->dp = ReduceScatter(dp, grads) / buckets + hidden(AllGather(dp, weights), window_f);
-        break;
-      default:
-        t->dp = AllGather(dp, layer_psi * pb.weights) + ReduceScatter(dp, layer_psi * pb.grads);
-    }
-  }
-  const double owned = L.zero >= 1 ? psi / nd : psi;
+  DataParallel(c, k, t, bytes, links);
+  const double psi = static_cast<double>(m.layers / L.pp) * LayerParamsPerRank(m, L.tp) +
+                     EmbeddingParamsPerRank(m, L.tp);
+  const double owned = L.zero >= 1 ? psi / (L.dp * L.cp) : psi;
   t->optimizer =
       hw_.MemoryTime(owned * (kOptimizerBytesPerParam + 2 * pb.grads)) + 4 * hw_.op_overhead;
   t->pp = 0;
@@ -227,10 +253,13 @@ void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreak
     // forward, pp - 1 forwards later) and receives its gradient after the last stage's last
     // backward (needed pp - 1 backwards later).
     const GroupPath emb = paths_->Hop(L.tp * L.cp * L.dp * (L.pp - 1), 2);
-    const double wte = static_cast<double>((job_.model.vocab + L.tp - 1) / L.tp) *
-                       static_cast<double>(job_.model.hidden);
-    t->pp = std::max(0.0, PointToPoint(emb, wte * pb.weights) - (L.pp - 1) * k.fwd()) +
-            std::max(0.0, PointToPoint(emb, wte * pb.grads) - (L.pp - 1) * k.bwd());
+    const double wte =
+        static_cast<double>((m.vocab + L.tp - 1) / L.tp) * static_cast<double>(m.hidden);
+    const double send = PointToPoint(emb, wte * pb.weights);
+    const double back = PointToPoint(emb, wte * pb.grads);
+    t->pp = std::max(0.0, send - (L.pp - 1) * k.fwd()) + std::max(0.0, back - (L.pp - 1) * k.bwd());
+    links->Add(emb, send + back);
+    bytes->pp += wte * (pb.weights + pb.grads);
   }
 }
 
@@ -238,11 +267,13 @@ double TimeModel::LowerBound(const Candidate& c) const {
   const ChunkCosts k = Chunk(c);
   const Edges x = EdgeCosts(c);
   const double m = static_cast<double>(MicroBatches(c));
-  const double edge = c.layout.pp == 1 ? x.first + x.last + x.first_tp + x.last_tp
-                                       : std::max(x.first + x.first_tp, x.last + x.last_tp);
+  const double first = x.first + x.first_tp + x.first_zero, last = x.last + x.last_tp;
+  const double edge = c.layout.pp == 1 ? first + last : std::max(first, last);
   StepBreakdown t;
-  AfterPipeline(c, k, &t);
-  return m * (c.layout.vpp * (k.fwd() + k.bwd()) + edge) + t.dp + t.optimizer + t.pp;
+  CommBytes bytes;
+  LinkLoad links;
+  AfterPipeline(c, k, &t, &bytes, &links);
+  return m * (c.layout.vpp * (k.fwd() + k.bwd()) + edge) + t.dp + t.slowdown + t.optimizer + t.pp;
 }
 
 Result<Prediction> TimeModel::Memory(const Candidate& c) {
@@ -290,23 +321,37 @@ Result<Prediction> TimeModel::Predict(const Candidate& c) {
                                                                   k.fwd(), k.bwd(), Transfer(c)));
   // The simulator prices uniform chunks; the first and last stages also run the embedding and
   // the head. The busiest of them sets the pace, so its extra work adds once per micro-batch.
-  double edge_compute = x.first + x.last, edge_tp = x.first_tp + x.last_tp;
-  if (L.pp > 1) {
-    const bool last = x.last + x.last_tp >= x.first + x.first_tp;
-    edge_compute = last ? x.last : x.first;
-    edge_tp = last ? x.last_tp : x.first_tp;
-  }
+  const bool both = L.pp == 1;
+  const bool last = x.last + x.last_tp >= x.first + x.first_tp + x.first_zero;
+  const double edge_compute = both ? x.first + x.last : (last ? x.last : x.first);
+  const double edge_tp = both ? x.first_tp + x.last_tp : (last ? x.last_tp : x.first_tp);
+  const double edge_zero = both || !last ? x.first_zero : 0;
+  LinkLoad edge_load = both ? x.first_load : (last ? x.last_load : x.first_load);
+  CommBytes edge_bytes = both ? x.first_bytes : (last ? x.last_bytes : x.first_bytes);
+  if (both) edge_load += x.last_load, edge_bytes += x.last_bytes;
   StepBreakdown& t = p.time;
   const double chunks = m * L.vpp;
-  t.compute = chunks * (k.compute_fwd + k.compute_bwd) + m * edge_compute;
-  t.tp = chunks * (k.tp_fwd + k.tp_bwd) + m * edge_tp;
-  t.cp = chunks * (k.cp_fwd + k.cp_bwd);
-  t.zero = chunks * (k.zero_fwd + k.zero_bwd);
-  const double pipe = est.step_time + m * (edge_compute + edge_tp);
-  t.bubble = std::max(0.0, pipe - (t.compute + t.tp + t.cp + t.zero));
-  AfterPipeline(c, k, &t);
-  t.step = pipe + t.dp + t.optimizer + t.pp;
-
+  t.compute = chunks * (k.f.compute + k.b.compute) + m * edge_compute;
+  t.tp = chunks * (k.f.tp + k.b.tp) + m * edge_tp;
+  t.cp = chunks * (k.f.cp + k.b.cp);
+  t.zero = chunks * (k.f.zero + k.b.zero) + m * edge_zero;
+  t.shared = chunks * (k.f.shared + k.b.shared);
+  t.slowdown = chunks * (k.f.slow + k.b.slow);
+  const double pipe = est.step_time + m * (edge_compute + edge_tp + edge_zero);
+  t.bubble = std::max(0.0, pipe - (t.compute + t.tp + t.cp + t.zero + t.shared + t.slowdown));
+  p.bytes = k.bytes.Scaled(chunks);
+  p.bytes += edge_bytes.Scaled(m);
+  p.links = k.f.load;
+  p.links += k.b.load;
+  p.links = p.links.Scaled(chunks);
+  p.links += edge_load.Scaled(m);
+  const double slowed_in_pipeline = t.slowdown;
+  AfterPipeline(c, k, &t, &p.bytes, &p.links);  // adds its own slowdown
+  t.step = pipe + t.dp + (t.slowdown - slowed_in_pipeline) + t.optimizer + t.pp;
+  // No link carries more than a step's worth of traffic, whatever the windows above allowed
+  // (transfers may also run in the bubble, so this bound is the whole step).
+  const double over = p.links.Max() - t.step;
+  if (over > 0) t.shared += over, t.step += over;
   const double world = L.world();
   p.tokens_per_s = static_cast<double>(job_.global_batch * job_.seq) / t.step;
   p.tflops_per_device = IterationFlops(job_.model, job_.global_batch, job_.seq, c.recompute) /

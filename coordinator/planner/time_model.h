@@ -2,14 +2,23 @@
 // communication per parallel dimension, data-parallel overlap, optimizer) and the pipeline part
 // (the schedule simulator run on per-micro-batch chunk costs, pipeline_model.h).
 //
-// How the runtime overlaps, and so how the model counts (docs/PLANNER.md):
+// How the runtime overlaps, and so how the model counts (docs/PLANNER.md, overlap_model.h):
 //  - tensor-parallel collectives sit on the critical path of every layer: fully exposed;
-//  - context-parallel K/V ring steps overlap the attention block they feed: the excess shows;
+//  - context-parallel K/V blocks travel while the previous block is folded in (the excess over
+//    that block's attention shows); in the backward the dK/dV accumulators travel after each
+//    block and are waited for at once: exposed;
 //  - pipeline transfers are asynchronous sends; the simulator delays the receiver;
-//  - ZeRO 0/1 reduce gradients bucket by bucket (one bucket per layer) during the last
-//    micro-batch's backward, ZeRO 2 after every micro-batch's backward of each layer, ZeRO 3 also
-//    gathers each layer before its forward and backward (the next one prefetched); ZeRO 1/2
-//    gather the updated parameters in the background during the next forward;
+//  - ZeRO 3 gathers each layer's bucket before its forward and again before its backward, in
+//    every micro-batch, with one bucket prefetched: the first layer of every chunk's forward and
+//    backward waits for its whole gather, every other gather shows only by what exceeds the
+//    previous layer's compute; ZeRO 2 and 3 reduce-scatter each layer's gradient after its
+//    backward in every micro-batch (ZeRO 3: the chunk's last one delays the next gather;
+//    ZeRO 2: it hides behind the next chunk's forward and backward if the link can carry it);
+//    ZeRO 0/1 reduce gradients bucket by bucket (one bucket per layer) during the last
+//    micro-batch's backward; ZeRO 1/2 gather the updated parameters during the next forward;
+//  - asynchronous traffic shares its link with every other dimension on that link (NVLink inside
+//    a node, the node's network between nodes) and slows the compute it overlaps
+//    (Hardware::overlap_slowdown);
 //  - the optimizer step is memory-bound and runs after the reductions.
 #pragma once
 
@@ -19,7 +28,9 @@
 
 #include "coordinator/plan_job.h"
 #include "coordinator/planner/hardware.h"
+#include "coordinator/planner/layer_model.h"
 #include "coordinator/planner/memory_model.h"
+#include "coordinator/planner/overlap_model.h"
 #include "coordinator/planner/pipeline_model.h"
 #include "coordinator/planner/placement.h"
 #include "parallel/layout.h"
@@ -34,14 +45,24 @@ struct Candidate {
   std::string ToString() const;  // "tp=8 cp=1 pp=8 vpp=2 dp=24 zero=0 sp=off mb=1 rc=full ..."
 };
 
-// Seconds per micro-batch through one local chunk, split by cause.
+// Seconds per micro-batch through one local chunk in one direction (the backward includes its
+// recompute), split by cause.
+struct PassCosts {
+  double compute = 0;  // kernels
+  double tp = 0;       // exposed tensor-parallel collectives
+  double cp = 0;       // exposed context-parallel ring transfers
+  double zero = 0;     // exposed ZeRO 2/3 per-micro-batch traffic
+  double shared = 0;   // exposed because several dimensions share a link
+  double slow = 0;     // compute slowed by the transfers it overlaps
+  LinkLoad load;       // busy seconds of each link class, all traffic
+  double total() const { return compute + tp + cp + zero + shared + slow; }
+};
+
 struct ChunkCosts {
-  double compute_fwd = 0, compute_bwd = 0;  // backward includes recompute
-  double tp_fwd = 0, tp_bwd = 0;            // exposed tensor-parallel collectives
-  double cp_fwd = 0, cp_bwd = 0;            // exposed context-parallel ring transfers
-  double zero_fwd = 0, zero_bwd = 0;        // exposed ZeRO 2/3 per-micro-batch traffic
-  double fwd() const { return compute_fwd + tp_fwd + cp_fwd + zero_fwd; }
-  double bwd() const { return compute_bwd + tp_bwd + cp_bwd + zero_bwd; }
+  PassCosts f, b;   // forward, backward
+  CommBytes bytes;  // sent, forward and backward together
+  double fwd() const { return f.total(); }
+  double bwd() const { return b.total(); }
 };
 
 // Everything of one step on the critical (busiest) pipeline rank, in seconds.
@@ -49,6 +70,8 @@ struct StepBreakdown {
   double compute = 0;     // forward, backward and recompute kernels
   double tp = 0, cp = 0;  // exposed TP / CP communication
   double zero = 0;        // exposed per-micro-batch ZeRO 2/3 traffic
+  double shared = 0;      // exposed because several dimensions' traffic shares a link
+  double slowdown = 0;    // compute slowed by the transfers it overlaps
   double bubble = 0;      // pipeline idle time, including waits for activation transfers
   double pp = 0;          // exposed tied-embedding exchange between first and last stage
   double dp = 0;          // exposed gradient reduction / parameter gather (after the pipeline)
@@ -64,6 +87,8 @@ struct Prediction {
   int peak_stage = 0;
   double peak_memory = 0;  // bytes, worst stage
   double capacity = 0;     // usable bytes per rank (device memory minus headroom)
+  CommBytes bytes;         // sent per step by this rank
+  LinkLoad links;          // seconds per step each link class of this rank is busy (<= step)
   double tokens_per_s = 0;
   double tflops_per_device = 0;  // achieved, counting recomputation (as Megatron reports)
   double mfu = 0;                // model FLOPs (no recomputation) / peak
@@ -88,12 +113,29 @@ class TimeModel {
   struct Edges {
     double first = 0, last = 0;        // compute per micro-batch (forward + backward)
     double first_tp = 0, last_tp = 0;  // exposed TP collectives per micro-batch
+    double first_zero = 0;             // exposed ZeRO-3 reduce-scatter of the embedding
+    LinkLoad first_load, last_load;    // busy seconds per micro-batch
+    CommBytes first_bytes, last_bytes;
   };
   Edges EdgeCosts(const Candidate& c) const;
+  // One layer bucket's ZeRO 2/3 traffic over dp x cp: seconds, and bytes each rank sends.
+  struct Buckets {
+    GroupPath dp;
+    double ag = 0, rs = 0;  // gather of the weights, reduce-scatter of the gradient
+    double ag_bytes = 0, rs_bytes = 0;
+  };
+  // What a chunk's first and last buckets add (they have no neighbour to overlap with).
+  void ChunkEnds(const Layout& L, const Buckets& z, double layers, ChunkCosts* k) const;
   double Transfer(const Candidate& c) const;  // one pipeline message
-  // Exposed data-parallel time after the pipeline and the optimizer step.
-  void AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreakdown* t) const;
-  double StageParams(const Candidate& c) const;  // parameters of the largest stage, per rank
+  // Data-parallel traffic outside the chunks: ZeRO 0/1 reductions during the last backward,
+  // ZeRO 1/2 gathers during the next forward, the step's last ZeRO 2 reductions, ZeRO 3's
+  // embedding gather. Sets t->dp, adds to t->slowdown, `bytes` and `links`.
+  void DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakdown* t, CommBytes* bytes,
+                    LinkLoad* links) const;
+  // Exposed data-parallel time after the pipeline (t->dp, part of t->slowdown), the optimizer
+  // step and the tied-embedding exchange; their bytes and link seconds go to `bytes`, `links`.
+  void AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreakdown* t, CommBytes* bytes,
+                     LinkLoad* links) const;
   int64_t MicroBatches(const Candidate& c) const;
 
   const PlanJob& job_;

@@ -89,6 +89,10 @@ TEST(Placement, GroupPaths) {
   EXPECT_DOUBLE_EQ(dp.latency, 5e-6);
   // Pure data parallelism over all 32: eight members per node, one ring uses the whole network.
   EXPECT_DOUBLE_EQ(paths.Ring(1, 32).bandwidth, 200e9);
+  // tp = 2: four members of each data-parallel ring per node, two rings per node; each ring
+  // enters a node once per channel and forwards over NVLink, so it gets half the network.
+  EXPECT_DOUBLE_EQ(paths.Ring(2, 16).bandwidth, 200e9 / 2);
+  EXPECT_EQ(paths.Ring(2, 16).nodes, 4);
   // Pipeline hops between nodes: every rank of a node sends at once.
   EXPECT_DOUBLE_EQ(paths.Hop(8, 4).bandwidth, 200e9 / 8);
   // Hops inside a node.

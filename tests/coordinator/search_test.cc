@@ -62,6 +62,8 @@ TEST(Search, BoundNeverLosesTheBestPlan) {
   for (const Prediction& p : all->plans) {
     EXPECT_LE(p.candidate.layout.tp, 8) << "tensor parallelism must stay inside a node";
     EXPECT_TRUE(p.fits());
+    // No link carries more traffic than fits in the predicted step.
+    EXPECT_LE(p.links.Max(), p.time.step * (1 + 1e-12)) << p.candidate.ToString();
   }
 }
 

@@ -1,0 +1,244 @@
+// The time model's communication against what the runtime does (worker/param_store.cc,
+// worker/gpt.cc) and against the ZeRO paper: bytes per step, exposure when transfers outlast the
+// compute they overlap, the unprefetched first gather of every chunk, the dK/dV hops of ring
+// attention, links shared by several dimensions, and compute slowed by overlapped transfers.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "coordinator/planner/model_math.h"
+#include "coordinator/planner/overlap_model.h"
+#include "coordinator/planner/search.h"
+#include "coordinator/planner/time_model.h"
+#include "tests/coordinator/planner_test_util.h"
+
+namespace loom {
+namespace {
+
+TEST(OverlapFormulas, ExcessOverTheWindowShows) {
+  LinkLoad alone;
+  alone.busy[kInterNode] = 3;
+  // A 3 s transfer behind 1 s of compute: 2 s show, all of it the transfer's own.
+  Exposure e = Overlap(1, 1, 3, alone, 3, 0);
+  EXPECT_DOUBLE_EQ(e.own, 2);
+  EXPECT_DOUBLE_EQ(e.shared, 0);
+  // Behind 5 s nothing shows.
+  EXPECT_DOUBLE_EQ(Overlap(5, 5, 3, alone, 3, 0).total(), 0);
+  // Another dimension puts 4 s on the same link: together they need 7 s of a 5 s window.
+  LinkLoad both = alone;
+  both.busy[kInterNode] += 4;
+  e = Overlap(5, 5, 3, both, 7, 0);
+  EXPECT_DOUBLE_EQ(e.own, 0);
+  EXPECT_DOUBLE_EQ(e.shared, 2);
+  // On different links they do not interfere.
+  LinkLoad apart = alone;
+  apart.busy[kIntraNode] = 4;
+  EXPECT_DOUBLE_EQ(Overlap(5, 5, 3, apart, 7, 0).total(), 0);
+  // Compute overlapping 3 s of transfer at 15 % slowdown takes 0.45 s longer.
+  e = Overlap(5, 5, 3, alone, 3, 0.15);
+  EXPECT_DOUBLE_EQ(e.slowdown, 0.45);
+  // When the link already extends the window by more, the slower compute hides in it.
+  EXPECT_DOUBLE_EQ(Overlap(1, 1, 3, alone, 3, 0.15).slowdown, 0);
+}
+
+TEST(OverlapFormulas, SerialChainOfBuckets) {
+  // Four 1 s reductions issued as an 8 s backward progresses: only the last one shows.
+  EXPECT_DOUBLE_EQ(SerialChainExposed(4, 1, 8), 1);
+  // Behind a 2 s backward the chain ends 4 s after the first bucket (0.5 s): 2.5 s past it.
+  EXPECT_DOUBLE_EQ(SerialChainExposed(4, 1, 2), 2.5);
+  EXPECT_DOUBLE_EQ(SerialChainExposed(1, 3, 100), 3);
+  EXPECT_DOUBLE_EQ(SerialChainExposed(0, 3, 1), 0);
+}
+
+TEST(CalibrationFile, OverlapSlowdown) {
+  EXPECT_DOUBLE_EQ(LoadShippedCalibration("dgx-a100.calibration.json").overlap_slowdown, 0.15);
+  EXPECT_DOUBLE_EQ(Calibration{}.overlap_slowdown, 0);  // not calibrated: overlap is free
+  const std::string dir = ::testing::TempDir();
+  Calibration c;
+  c.overlap_slowdown = 0.2;
+  std::ofstream(dir + "/cal.json") << CalibrationToJson(c);
+  Result<Calibration> back = LoadCalibration(dir + "/cal.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->overlap_slowdown, 0.2);
+  std::ofstream(dir + "/bad.json")
+      << R"({"format": "loom-calibration", "version": 1, "compute": {"overlap_slowdown": 1.5}})";
+  Result<Calibration> bad = LoadCalibration(dir + "/bad.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("compute.overlap_slowdown"), std::string::npos);
+}
+
+// The 145.6 B GPT of Narayanan et al. on the shipped A100 cluster and calibration, priced
+// layout by layout.
+class GptOnA100 : public ::testing::Test {
+ protected:
+  GptOnA100()
+      : cluster_(LoadShippedCluster("dgx-a100.yaml")),
+        job_(MegatronJob(96, 12288, 80, 2304, 1536)),
+        place_(*PlaceRanks(cluster_, NodePool(cluster_, nullptr), 1536)) {
+    cal_ = LoadShippedCalibration("dgx-a100.calibration.json");
+    Rebuild();
+  }
+  void Rebuild() {
+    hw_ = MakeHardware(cluster_, place_.type, cal_, job_.precision, 1);
+    paths_ = std::make_unique<PathCache>(cluster_, place_, hw_);
+    model_ = std::make_unique<TimeModel>(job_, hw_, place_, paths_.get(), &pipeline_);
+  }
+  static Candidate Make(int tp, int cp, int pp, int vpp, int zero, int mb, RecomputeMode rc) {
+    Candidate c;
+    c.layout = Layout{tp, cp, pp, vpp, 1536 / (tp * cp * pp), zero, tp > 1};
+    c.micro_batch = mb;
+    c.recompute = rc;
+    c.schedule = vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+    return c;
+  }
+  Prediction Price(const Candidate& c) {
+    Result<Prediction> p = model_->Predict(c);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_LE(p->links.Max(), p->time.step * (1 + 1e-12)) << "a link busier than the step";
+    return *p;
+  }
+  Cluster cluster_;
+  PlanJob job_;
+  RankPlacement place_;
+  Calibration cal_;
+  Hardware hw_;
+  PipelineModel pipeline_;
+  std::unique_ptr<PathCache> paths_;
+  std::unique_ptr<TimeModel> model_;
+};
+
+// What the old planner recommended: ZeRO 3 over dp x cp = 768 ranks, 2 micro-batches of 3.
+Candidate OldChoice() {
+  Candidate c;
+  c.layout = Layout{2, 2, 1, 1, 384, 3, true};
+  c.micro_batch = 3;
+  c.recompute = RecomputeMode::kSelective;
+  return c;
+}
+
+TEST_F(GptOnA100, Zero3BytesPerStep) {
+  const Prediction p = Price(OldChoice());
+  ASSERT_EQ(p.micro_batches, 2);
+  // Every micro-batch gathers each layer's tensor-parallel shard in the forward and again in the
+  // backward and reduce-scatters its gradient: 3 x 2 bytes per parameter, (N-1)/N of it sent by
+  // each rank of the ring; the embedding bucket is gathered once per step and reduce-scattered
+  // per micro-batch.
+  const double n = 768, ring = (n - 1) / n;
+  const double layer = LayerParamsPerRank(job_.model, 2),
+               emb = EmbeddingParamsPerRank(job_.model, 2);
+  const double per_micro_batch = 80 * layer * (2 + 2 + 2) + emb * 2;
+  EXPECT_NEAR(p.bytes.dp, ring * (2 * per_micro_batch + emb * 2), 1e3);
+  EXPECT_NEAR(p.bytes.dp / 1e9, 870.7, 0.1);  // against 145.6 GB of bf16 weights in the shard
+  // The ZeRO paper's 1.5x of data parallelism holds per micro-batch: ZeRO 0 all-reduces the
+  // gradients (2 x 2 bytes per parameter) once per step.
+  Candidate z0 = OldChoice();
+  z0.layout.zero = 0;
+  const Prediction q = Price(z0);
+  EXPECT_NEAR(p.bytes.dp - ring * emb * 6, 1.5 * p.micro_batches * (q.bytes.dp - ring * emb * 4),
+              1e3);
+  // All of it crosses the network: 4 members of each ring per node, so half the node's 185 GB/s
+  // per rank; the link is busy 13.1 s of the step.
+  EXPECT_DOUBLE_EQ(paths_->Ring(2, 768).bandwidth, 185e9 / 2);
+  EXPECT_GT(p.links.busy[kInterNode], 13.0);
+  EXPECT_LE(p.links.busy[kInterNode], p.time.step);
+}
+
+TEST_F(GptOnA100, FirstGatherOfEveryChunkIsWaitedFor) {
+  // One layer per chunk (pp 8, vpp 10): nothing can be prefetched, so every chunk's forward
+  // waits for a whole gather and its backward for a gather and a reduce-scatter, although a
+  // layer's compute (8 sequences) outlasts them.
+  const Candidate c = Make(2, 4, 8, 10, 3, 8, RecomputeMode::kNone);
+  const ChunkCosts k = model_->Chunk(c);
+  const GroupPath dp = paths_->Ring(2, 4 * c.layout.dp);
+  const double w = LayerParamsPerRank(job_.model, 2) * 2;
+  EXPECT_GE(k.f.zero, AllGather(dp, w));
+  EXPECT_GE(k.b.zero, AllGather(dp, w) + ReduceScatter(dp, w));
+  ASSERT_GT(k.f.compute, AllGather(dp, w));
+  // With ten layers per chunk the gathers of nine of them hide behind their predecessors: the
+  // chunk waits no longer than the one-layer chunk did.
+  const ChunkCosts ten = model_->Chunk(Make(2, 4, 8, 1, 3, 8, RecomputeMode::kNone));
+  EXPECT_NEAR(ten.f.zero, k.f.zero, 1e-12);
+  EXPECT_NEAR(ten.f.compute, 10 * k.f.compute, 1e-9);
+}
+
+TEST_F(GptOnA100, TransfersLongerThanComputeShow) {
+  // A network ten times slower: each layer's gather (about 0.2 s) far outlasts the layer's
+  // forward (28 ms), so the excess shows and the step is as long as the network is busy.
+  cal_.inter.bandwidth = 18.5e9;
+  Rebuild();
+  const Candidate c = OldChoice();
+  const ChunkCosts k = model_->Chunk(c);
+  const GroupPath dp = paths_->Ring(2, 768);
+  const double ag = AllGather(dp, LayerParamsPerRank(job_.model, 2) * 2);
+  const double window = k.f.compute / 80 + k.f.tp / 80 + k.f.cp / 80;
+  ASSERT_GT(ag, 5 * window);
+  // First gather whole, the other 79 by their excess over the previous layer's forward.
+  EXPECT_NEAR(k.f.zero, ag + 79 * (ag - window), 1e-6);
+  const Prediction p = Price(c);
+  EXPECT_GT(p.time.zero, 0.8 * p.time.step);
+  EXPECT_GE(p.time.step, p.links.busy[kInterNode]);
+}
+
+TEST_F(GptOnA100, RingAttentionWaitsForTheGradientHops) {
+  // worker/gpt.cc RingBackward sends the dK/dV accumulators after each block and waits at once:
+  // cp hops per layer are exposed even when the attention would hide them.
+  const Candidate c = Make(2, 4, 1, 1, 3, 1, RecomputeMode::kNone);
+  const ChunkCosts k = model_->Chunk(c);
+  const GroupPath ring = paths_->Hop(2, 4);
+  const double kv = 2.0 * 2048 / 4 * 12288 / 2 * 2;  // K and V of the local tokens, bf16
+  EXPECT_GE(k.b.cp, 80 * 4 * PointToPoint(ring, kv));
+  // Selective recompute rebuilds the attention core, and so runs the forward ring again.
+  const ChunkCosts sel = model_->Chunk(Make(2, 4, 1, 1, 3, 1, RecomputeMode::kSelective));
+  EXPECT_NEAR(sel.b.cp - k.b.cp, k.f.cp, 1e-12);
+  EXPECT_NEAR(sel.bytes.cp - k.bytes.cp, k.bytes.cp * 3 / 10, 1);  // 3 of 10 hops again
+}
+
+TEST_F(GptOnA100, DimensionsSharingTheNetworkAddUp) {
+  // tp 8, cp 2: the context ring and the ZeRO-3 ring both cross the network from every node.
+  const Prediction p = Price(Make(8, 2, 1, 1, 3, 4, RecomputeMode::kSelective));
+  EXPECT_GT(p.time.shared, 0);
+  // With one member per node (tp 8) a ZeRO ring gets one NIC's share, 185 / 8 GB/s: the layout
+  // is network-bound.
+  EXPECT_DOUBLE_EQ(paths_->Ring(8, 192).bandwidth, 185e9 / 8);
+  EXPECT_GT(p.links.busy[kInterNode], 0.95 * p.time.step);
+}
+
+TEST_F(GptOnA100, OverlappedTransfersSlowTheCompute) {
+  const Prediction slowed = Price(OldChoice());
+  cal_.overlap_slowdown = 0;
+  Rebuild();
+  const Prediction free = Price(OldChoice());
+  EXPECT_EQ(free.time.slowdown, 0);
+  // 15 % of compute speed lost during the ~13 s the gathers and reductions overlap it.
+  const double overlapped = slowed.links.busy[kInterNode] - slowed.time.zero - slowed.time.dp;
+  EXPECT_NEAR(slowed.time.slowdown, 0.15 * overlapped, 0.05 * 0.15 * overlapped);
+  EXPECT_NEAR(slowed.time.step - free.time.step, slowed.time.slowdown, 1e-9);
+}
+
+TEST_F(GptOnA100, Zero2ReductionsPerMicroBatchAddUp) {
+  // 48 micro-batches of one sequence, one layer per chunk: each chunk reduce-scatters its
+  // layer's 1.8 GB gradient after every micro-batch, 960 times per step at 92.5 GB/s per rank;
+  // the step cannot be shorter than that.
+  const Candidate c = Make(2, 4, 4, 20, 2, 1, RecomputeMode::kNone);
+  const Prediction p = Price(c);
+  const GroupPath dp = paths_->Ring(2, 4 * c.layout.dp);
+  const double rs = ReduceScatter(dp, LayerParamsPerRank(job_.model, 2) * 2);
+  EXPECT_GE(p.time.step, p.micro_batches * 20 * rs);
+}
+
+TEST(PlanChoice, NoPlanIsBusierOnALinkThanItsStep) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  const Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
+  PlanJob job = MegatronJob(96, 12288, 80, 2304, 1536);
+  job.selective_recompute = true;
+  Result<SearchResult> r = SearchPlans(job, a100, cal, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Prediction& p : r->plans) {
+    for (double busy : p.links.busy) EXPECT_LE(busy, p.time.step) << p.candidate.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace loom
