@@ -18,6 +18,11 @@ void AddTrainCommand(CLI::App& app, int* exit_code);
 void AddDataCommand(CLI::App& app, int* exit_code);
 // Registers `loom schedule`.
 void AddScheduleCommand(CLI::App& app, int* exit_code);
+// Registers `loom launch` and `loom coordinator` (docs/COORDINATOR.md).
+void AddLaunchCommand(CLI::App& app, int* exit_code);
+void AddCoordinatorCommand(CLI::App& app, int* exit_code);
+// Registers `loom worker` (one rank of a coordinated job).
+void AddWorkerCommand(CLI::App& app, int* exit_code);
 // Registers `loom ckpt inspect|verify|reshard|export`.
 void AddCkptCommand(CLI::App& app, int* exit_code);
 // Registers `loom plan` (layout search, docs/PLANNER.md).

@@ -3,6 +3,8 @@
 //   loom data prepare --input corpus.txt --output-dir dir
 //   loom schedule --pp 4 --vpp 2 --microbatches 8 --schedule interleaved
 //   loom ckpt inspect|verify|reshard|export DIR ...
+//   loom launch job.yaml [--cluster c.yaml]   plan, start the workers, coordinate them
+//   loom coordinator job.yaml --np N          the service alone; loom worker: one rank
 //   loom plan --cluster c.yaml --job j.yaml [--explain]   layout search (docs/PLANNER.md)
 //   loom calibrate --job j.yaml --output cal.json         measure this machine for the planner
 #include <CLI/CLI.hpp>
@@ -20,6 +22,9 @@ int main(int argc, char** argv) {
   loom::AddDataCommand(app, &exit_code);
   loom::AddScheduleCommand(app, &exit_code);
   loom::AddCkptCommand(app, &exit_code);
+  loom::AddLaunchCommand(app, &exit_code);
+  loom::AddCoordinatorCommand(app, &exit_code);
+  loom::AddWorkerCommand(app, &exit_code);
   loom::AddPlanCommand(app, &exit_code);
   loom::AddCalibrateCommand(app, &exit_code);
   try {

@@ -22,6 +22,18 @@ Result<ConfigSection> ConfigSection::LoadFile(const std::string& file) {
   return ConfigSection(file, root, "");
 }
 
+Result<ConfigSection> ConfigSection::LoadString(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return InvalidArgument(file + ":" + std::to_string(e.mark.line + 1) +
+                           ": YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) return InvalidArgument(file + ": expected a YAML mapping at the top level");
+  return ConfigSection(file, root, "");
+}
+
 std::string ConfigSection::Where(const std::string& key) const {
   std::string where = file_;
   YAML::Node n = node_[key];

@@ -22,6 +22,8 @@ class ConfigSection {
 
   // Parses a whole file; the root must be a mapping.
   static Result<ConfigSection> LoadFile(const std::string& file);
+  // Parses `text` as if it were the contents of `file` (errors name `file`).
+  static Result<ConfigSection> LoadString(const std::string& text, const std::string& file);
 
   bool Has(const std::string& key) const;
   // Required fields fail when absent; optional ones keep *out unchanged.

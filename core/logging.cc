@@ -32,6 +32,8 @@ const char* SubsysName(LogSubsys s) {
       return "CKPT";
     case LogSubsys::CLI:
       return "CLI";
+    case LogSubsys::COORD:
+      return "COORD";
   }
   return "?";
 }
@@ -61,7 +63,7 @@ LogSettings& Settings() {
     if (const char* ss = std::getenv("LOOM_LOG_SUBSYS")) {
       unsigned mask = 0;
       std::string list(ss);
-      for (unsigned bit = 1; bit <= 32; bit <<= 1) {
+      for (unsigned bit = 1; bit <= 64; bit <<= 1) {
         if (list.find(SubsysName(static_cast<LogSubsys>(bit))) != std::string::npos) mask |= bit;
       }
       if (mask != 0) s->subsys_mask = mask;

@@ -13,7 +13,15 @@
 namespace loom {
 
 enum class LogLevel { DEBUG = 0, INFO = 1, WARN = 2, ERROR = 3 };
-enum class LogSubsys : unsigned { CORE = 1, DATA = 2, TRAIN = 4, COMM = 8, CKPT = 16, CLI = 32 };
+enum class LogSubsys : unsigned {
+  CORE = 1,
+  DATA = 2,
+  TRAIN = 4,
+  COMM = 8,
+  CKPT = 16,
+  CLI = 32,
+  COORD = 64,
+};
 
 // True when a message of this level and subsystem would be printed.
 bool LogEnabled(LogLevel level, LogSubsys subsys);

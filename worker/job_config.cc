@@ -188,8 +188,10 @@ Status CheckCheckpointConfig(const JobConfig& job) {
   return Status::Ok();
 }
 
-Result<JobConfig> LoadJobConfig(const std::string& path) {
-  LOOM_ASSIGN_OR_RETURN(ConfigSection root, ConfigSection::LoadFile(path));
+namespace {
+
+Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(ConfigSection root, std::move(parsed));
   JobConfig job;
   job.path = path;
   try {
@@ -203,6 +205,16 @@ Result<JobConfig> LoadJobConfig(const std::string& path) {
   job.checkpoint.dir = Resolve(path, job.checkpoint.dir);
   job.checkpoint.load = Resolve(path, job.checkpoint.load);
   return job;
+}
+
+}  // namespace
+
+Result<JobConfig> LoadJobConfig(const std::string& path) {
+  return ReadJobConfig(ConfigSection::LoadFile(path), path);
+}
+
+Result<JobConfig> ParseJobConfig(const std::string& text, const std::string& path) {
+  return ReadJobConfig(ConfigSection::LoadString(text, path), path);
 }
 
 }  // namespace loom

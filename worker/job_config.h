@@ -94,6 +94,9 @@ struct JobConfig {
 };
 
 Result<JobConfig> LoadJobConfig(const std::string& path);
+// The same from the file's text (e.g. sent by the coordinator); relative paths are resolved
+// against `path`'s directory and errors name `path`.
+Result<JobConfig> ParseJobConfig(const std::string& text, const std::string& path);
 // Cross-field checks of the checkpoint section, after command-line overrides.
 Status CheckCheckpointConfig(const JobConfig& job);
 

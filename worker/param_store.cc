@@ -36,10 +36,14 @@ class ShardedParamStore : public ParamStore {
   }
 
   // Buffers must outlive every transfer that reads or writes them.
+  // One deadline for all of them: after a failure every outstanding transfer may be stuck, and
+  // waiting for each in turn would multiply the communicator's timeout by their number.
   ~ShardedParamStore() override {
+    if (opt_.dp == nullptr) return;
+    const Deadline deadline = opt_.dp->DefaultDeadline();
     for (auto* list : {&pending_, &gather_pending_}) {
       for (HandlePtr& h : *list) {
-        if (h) (void)h->Wait(opt_.dp->DefaultDeadline());
+        if (h) (void)h->Wait(deadline);
       }
     }
   }

@@ -517,10 +517,11 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
   return GatherOverPipeline(out, full.total);
 }
 
-Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepStats&)>& on_step) {
+Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const StepStats&)>& on_step,
+                                  bool print) {
   TrainSummary summary;
   summary.first_step = start_step_;
-  const bool root = is_root();
+  const bool root = is_root() && print;
   const bool tty = root && isatty(STDOUT_FILENO) != 0;
   const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
   if (root) {
@@ -558,7 +559,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
                       " (diverged; lower optimizer.lr or check the data)");
     }
     summary.losses.push_back(st.loss);
-    if (on_step) on_step(step, st);
+    if (on_step) LOOM_RETURN_IF_ERROR(on_step(step, st));
     if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->AfterStep(step + 1));
     const auto now = Clock::now();
     window_seconds += std::chrono::duration<double>(now - last).count();
@@ -600,6 +601,7 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
   for (size_t i = summary.losses.size() - tail; i < summary.losses.size(); ++i) {
     tail_mean += summary.losses[i] / static_cast<double>(tail);
   }
+  summary.train_loss = tail_mean;
   if (root && summary.losses.empty()) {
     std::printf("done: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
                 static_cast<long long>(start_step_), static_cast<long long>(steps), vl);
@@ -615,8 +617,10 @@ Result<TrainSummary> Trainer::Run(const std::function<void(int64_t, const StepSt
     std::printf("checkpoints: %d saved to %s | training blocked %.1f ms in total (rank 0)\n",
                 cs.saves, job_.checkpoint.dir.c_str(), cs.stall_s * 1e3);
   }
-  LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
-  LOOM_LOG(INFO, TRAIN) << "activation peak bytes " << GetMemUsage(MemTag::kActivations).peak;
+  if (print) {  // under a launcher the coordinator gets this from the step reports
+    LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
+    LOOM_LOG(INFO, TRAIN) << "activation peak bytes " << GetMemUsage(MemTag::kActivations).peak;
+  }
   if (place_.pp && place_.layout.vpp == 1) {
     // Activation memory against the schedule: the peak must be the chunk's scratch plus the
     // simulator's peak number of in-flight micro-batches times one slot.

@@ -52,6 +52,7 @@ struct TrainSummary {
   std::vector<double> losses;                     // per step run: steps first_step+1, ...
   std::vector<std::pair<int64_t, double>> evals;  // (step, val loss)
   double tokens_per_second = 0;
+  double train_loss = 0;  // mean of the last (up to 10) steps
   std::string sample;
 };
 
@@ -64,7 +65,10 @@ class Trainer {
 
   // Runs steps start_step()+1 .. job.steps, saving checkpoints as configured; progress on stdout
   // from world rank 0. `on_step` sees every step.
-  Result<TrainSummary> Run(const std::function<void(int64_t, const StepStats&)>& on_step = {});
+  // An error from `on_step` stops training with that error. `print`: false keeps stdout quiet
+  // (a launcher shows progress instead).
+  Result<TrainSummary> Run(const std::function<Status(int64_t, const StepStats&)>& on_step = {},
+                           bool print = true);
 
   // One optimizer step on an explicit global batch [global_batch, seq] (every rank passes the
   // whole batch and uses its data-parallel slice) with learning rate lr.

@@ -1,0 +1,50 @@
+// What `loom train` and `loom worker` share: starting MPI when the process is one rank of many,
+// building the layout's communicators, and running the trainer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "comm/mpi/mpi_runtime.h"
+#include "core/status.h"
+#include "worker/job_config.h"
+#include "worker/trainer.h"
+
+namespace loom {
+
+struct TrainOptions {
+  std::string config;
+  int threads = 0;
+  int64_t steps = 0;
+  std::string dump_losses;           // per-step losses, one "step loss" line each (world rank 0)
+  std::string dump_params;           // final parameters in single-process layout (safetensors)
+  std::string checkpoint_dir, load;  // override checkpoint.dir / checkpoint.load
+  bool no_resume = false;
+};
+
+// Applies the command-line overrides of `opt` to `job` and checks the result.
+Status ApplyOverrides(const TrainOptions& opt, JobConfig* job);
+
+// True when this process was started as one rank of an MPI job (mpirun, srun --mpi=pmix).
+bool LaunchedByMpi();
+// Starts MPI when launched by it or when `force`; sets *world and *local (ranks on this host).
+Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local);
+
+struct RunHooks {
+  bool print = true;                                              // progress on stdout (rank 0)
+  std::function<Status(int64_t step, const StepStats&)> on_step;  // after every step
+};
+
+// Trains `job` on this rank (mpi null: one process): resolves and validates the layout, creates
+// the communicators, runs, and writes the requested outputs. The trainer's summary is returned.
+Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, MpiRuntime* mpi,
+                              int world, int local, const RunHooks& hooks);
+
+// After a failure under MPI: outstanding operations can be neither completed nor cancelled, so
+// the job is aborted after a grace period (LOOM_ABORT_GRACE_MS, default 5000) in which the other
+// ranks' own deadlines expire and they report what they were waiting for.
+void AbortAfterGrace(MpiRuntime* mpi, int code);
+
+}  // namespace loom

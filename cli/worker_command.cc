@@ -1,0 +1,156 @@
+// `loom worker`: one rank of a job run by a coordinator (`loom launch`, or `loom coordinator`
+// with workers started by srun or by hand). The worker registers, receives its plan (layout,
+// coordinates, the job), trains it, reports every step (loss, step time, memory, a summary of its
+// collectives) and how it finished. The coordinator's address and the job token come from
+// --coordinator / --token or LOOM_COORDINATOR / LOOM_JOB_TOKEN (set by `loom launch`).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/train_run.h"
+#include "core/logging.h"
+#include "core/memory.h"
+#include "worker/coordinator_client.h"
+
+namespace loom {
+namespace {
+
+struct WorkerOptions {
+  std::string coordinator, token;
+  int threads = 0;
+  int timeout_ms = 30000;
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Collectives that finished since `*since_ns`, summed per (op, group).
+void SummariseTrace(MpiRuntime* mpi, int64_t* since_ns, proto::StepReport* report) {
+  if (mpi == nullptr) return;
+  std::map<std::pair<std::string, std::string>, proto::CollectiveSummary> sums;
+  int64_t newest = *since_ns;
+  for (const TraceRecord& r : mpi->trace().Snapshot()) {
+    if (r.end_ns <= *since_ns) continue;
+    newest = std::max(newest, r.end_ns);
+    proto::CollectiveSummary& s = sums[{CommOpName(r.op), r.group}];
+    s.set_op(CommOpName(r.op));
+    s.set_group(r.group);
+    s.set_count(s.count() + 1);
+    s.set_bytes(s.bytes() + r.bytes);
+    const double busy = static_cast<double>(r.end_ns - r.start_ns) * 1e-9;
+    s.set_busy_s(s.busy_s() + busy);
+    s.set_wait_s(s.wait_s() + static_cast<double>(r.wait_ns) * 1e-9);
+    s.set_max_s(std::max(s.max_s(), busy));
+  }
+  *since_ns = newest;
+  for (auto& [key, s] : sums) *report->add_collectives() = s;
+}
+
+Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
+                 std::unique_ptr<CoordinatorClient>* client, int64_t* last_step) {
+  const std::string endpoint = o.coordinator.empty() ? Env("LOOM_COORDINATOR") : o.coordinator;
+  const std::string token = o.token.empty() ? Env("LOOM_JOB_TOKEN") : o.token;
+  if (endpoint.empty()) {
+    return InvalidArgument("--coordinator: expected host:port (or LOOM_COORDINATOR)");
+  }
+  if (token.empty()) return InvalidArgument("--token: expected the job token (or LOOM_JOB_TOKEN)");
+  int world = 1, local = 1;
+  LOOM_RETURN_IF_ERROR(StartMpi(false, mpi, &world, &local));
+  proto::RegisterRequest req;
+  req.set_rank(*mpi ? (*mpi)->world_rank() : 0);
+  req.set_world_size(world);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  req.set_host(host);
+  req.set_pid(static_cast<int>(::getpid()));
+  req.set_device("cpu");
+  req.set_local_rank(std::atoi(Env("OMPI_COMM_WORLD_LOCAL_RANK").c_str()));
+  LOOM_ASSIGN_OR_RETURN(*client, CoordinatorClient::Register(endpoint, token, req, o.timeout_ms));
+  const proto::Plan& plan = (*client)->plan();
+  LOOM_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(plan.job_yaml(), plan.job_path()));
+  TrainOptions topt;
+  topt.threads = o.threads;
+  LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
+  int64_t since_ns = NowNs();
+  auto last = std::chrono::steady_clock::now();
+  const double tokens_per_step = static_cast<double>(job.data.global_batch * job.data.seq);
+  RunHooks hooks;
+  hooks.print = false;
+  hooks.on_step = [&](int64_t step, const StepStats& st) -> Status {
+    const auto now = std::chrono::steady_clock::now();
+    const double step_s = std::chrono::duration<double>(now - last).count();
+    last = now;
+    proto::StepReport r;
+    r.set_rank(req.rank());
+    r.set_step(step + 1);
+    r.set_loss(st.loss);
+    r.set_step_s(step_s);
+    r.set_tokens_per_s(step_s > 0 ? tokens_per_step / step_s : 0);
+    int64_t mem = 0, peak = 0;
+    for (int t = 0; t < static_cast<int>(MemTag::kCount); ++t) {
+      mem += GetMemUsage(static_cast<MemTag>(t)).current;
+      peak += GetMemUsage(static_cast<MemTag>(t)).peak;
+    }
+    r.set_memory_bytes(mem);
+    r.set_peak_memory_bytes(peak);
+    SummariseTrace(mpi->get(), &since_ns, &r);
+    (*client)->ReportStep(std::move(r));
+    *last_step = step + 1;
+    return (*client)->status();  // the coordinator is gone: stop instead of training blind
+  };
+  LOOM_ASSIGN_OR_RETURN(TrainSummary summary, TrainJob(job, topt, mpi->get(), world, local, hooks));
+  proto::Done done;
+  done.set_rank(req.rank());
+  done.set_ok(true);
+  done.set_step(job.steps);
+  done.set_val_loss(summary.evals.empty() ? std::nan("") : summary.evals.back().second);
+  done.set_train_loss(summary.train_loss);
+  done.set_tokens_per_s(summary.tokens_per_second);
+  done.set_sample(summary.sample);
+  done.set_checkpoint(job.checkpoint.dir);
+  return (*client)->Finish(done);
+}
+
+}  // namespace
+
+void AddWorkerCommand(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<WorkerOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "worker", "Run one rank of a coordinated job (started by loom launch, srun or by hand)");
+  cmd->add_option("--coordinator", o->coordinator,
+                  "Coordinator address host:port (default: LOOM_COORDINATOR)");
+  cmd->add_option("--token", o->token, "Job token (default: LOOM_JOB_TOKEN)");
+  cmd->add_option("--threads", o->threads, "Threads per rank (default: cores / local ranks)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout-ms", o->timeout_ms, "Deadline of every exchange with the coordinator")
+      ->check(CLI::Range(100, 3600000));
+  cmd->callback([o, exit_code] {
+    std::unique_ptr<MpiRuntime> mpi;
+    std::unique_ptr<CoordinatorClient> client;
+    int64_t step = 0;
+    Status st = RunWorker(*o, &mpi, &client, &step);
+    if (st.ok()) {
+      *exit_code = 0;
+      return;
+    }
+    *exit_code = ReportError("worker", st);
+    if (client && client->status().ok()) {  // tell the coordinator why (best effort)
+      proto::Done done;
+      done.set_rank(mpi ? mpi->world_rank() : 0);
+      done.set_ok(false);
+      done.set_error(st.message().substr(0, st.message().find(" [at ")));
+      done.set_step(step);
+      (void)client->Finish(done);
+    }
+    AbortAfterGrace(mpi.get(), *exit_code);
+  });
+}
+
+}  // namespace loom

@@ -1,0 +1,171 @@
+// Job bookkeeping of the coordinator.
+#include "coordinator/service/job_state.h"
+
+#include <algorithm>
+
+namespace loom {
+
+JobState::JobState(JobSpec spec) : spec_(std::move(spec)) {
+  ranks_.resize(static_cast<size_t>(spec_.layout.world()));
+}
+
+Status JobState::CheckRank(int rank, const char* what) const {
+  if (rank < 0 || rank >= spec_.layout.world()) {
+    return InvalidArgument(std::string(what) + ": field 'rank': expected 0.." +
+                           std::to_string(spec_.layout.world() - 1) + ", got " +
+                           std::to_string(rank));
+  }
+  return Status::Ok();
+}
+
+Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double now) {
+  LOOM_RETURN_IF_ERROR(CheckRank(req.rank(), "register"));
+  if (req.world_size() != spec_.layout.world()) {
+    return InvalidArgument("register: field 'world_size': the plan has " +
+                           std::to_string(spec_.layout.world()) + " ranks, the launcher started " +
+                           std::to_string(req.world_size()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RankStatus& r = ranks_[static_cast<size_t>(req.rank())];
+  if (r.registered && (r.pid != req.pid() || r.host != req.host())) {
+    return FailedPrecondition("register: rank " + std::to_string(req.rank()) +
+                              " is already registered by pid " + std::to_string(r.pid) + " on " +
+                              r.host);
+  }
+  r.registered = true;
+  r.host = req.host();
+  r.pid = req.pid();
+  r.last_contact = now;
+  proto::Plan plan;
+  const Layout& l = spec_.layout;
+  proto::LayoutSpec* ls = plan.mutable_layout();
+  ls->set_tp(l.tp);
+  ls->set_cp(l.cp);
+  ls->set_pp(l.pp);
+  ls->set_vpp(l.vpp);
+  ls->set_dp(l.dp);
+  ls->set_zero(l.zero);
+  ls->set_sp(l.sp);
+  const Coord c = l.CoordOf(req.rank());
+  plan.set_rank(req.rank());
+  plan.set_tp_rank(c.tp);
+  plan.set_cp_rank(c.cp);
+  plan.set_dp_rank(c.dp);
+  plan.set_pp_rank(c.pp);
+  plan.set_schedule(spec_.schedule);
+  plan.set_job_yaml(spec_.job_yaml);
+  plan.set_job_path(spec_.job_path);
+  const size_t i = static_cast<size_t>(req.rank());
+  plan.set_node(i < spec_.node.size() ? spec_.node[i] : 0);
+  plan.set_device(i < spec_.device.size() ? spec_.device[i] : req.rank());
+  plan.set_predicted_step_s(spec_.predicted_step_s);
+  plan.set_flops_per_step(spec_.flops_per_step);
+  plan.set_peak_flops(spec_.peak_flops);
+  plan.set_heartbeat_ms(spec_.heartbeat_ms);
+  return plan;
+}
+
+Status JobState::Heartbeat(const proto::Heartbeat& hb, double now) {
+  LOOM_RETURN_IF_ERROR(CheckRank(hb.rank(), "heartbeat"));
+  std::lock_guard<std::mutex> lock(mu_);
+  RankStatus& r = ranks_[static_cast<size_t>(hb.rank())];
+  if (!r.registered) {
+    return FailedPrecondition("heartbeat from rank " + std::to_string(hb.rank()) +
+                              ", which has not registered");
+  }
+  r.last_contact = now;
+  r.step = std::max(r.step, hb.step());
+  return Status::Ok();
+}
+
+Status JobState::Report(const proto::StepReport& report, double now) {
+  LOOM_RETURN_IF_ERROR(CheckRank(report.rank(), "step report"));
+  std::lock_guard<std::mutex> lock(mu_);
+  RankStatus& r = ranks_[static_cast<size_t>(report.rank())];
+  if (!r.registered) {
+    return FailedPrecondition("step report from rank " + std::to_string(report.rank()) +
+                              ", which has not registered");
+  }
+  if (report.step() <= complete_step_ || report.step() < r.step) {
+    return InvalidArgument("step report from rank " + std::to_string(report.rank()) +
+                           ": field 'step': " + std::to_string(report.step()) +
+                           " was already reported");
+  }
+  r.last_contact = now;
+  r.step = report.step();
+  std::vector<proto::StepReport>& got = pending_[report.step()];
+  got.push_back(report);
+  if (static_cast<int>(got.size()) < spec_.layout.world()) return Status::Ok();
+  // Every rank finished this step: it is complete.
+  complete_step_ = report.step();
+  loss_ = 0;
+  step_s_ = 0;
+  for (const proto::StepReport& s : got) {
+    if (s.rank() == 0) loss_ = s.loss();
+    step_s_ = std::max(step_s_, s.step_s());
+  }
+  std::sort(got.begin(), got.end(), [](const proto::StepReport& a, const proto::StepReport& b) {
+    return a.rank() < b.rank();
+  });
+  latest_ = std::move(got);
+  pending_.erase(pending_.begin(), pending_.upper_bound(complete_step_));
+  return Status::Ok();
+}
+
+Status JobState::Done(const proto::Done& done, double now) {
+  LOOM_RETURN_IF_ERROR(CheckRank(done.rank(), "done"));
+  std::lock_guard<std::mutex> lock(mu_);
+  RankStatus& r = ranks_[static_cast<size_t>(done.rank())];
+  r.last_contact = now;
+  r.done = true;
+  r.ok = done.ok();
+  r.error = done.error();
+  if (done.rank() == 0) final_ = done;
+  return Status::Ok();
+}
+
+Progress JobState::GetProgress() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Progress p;
+  p.world = spec_.layout.world();
+  for (const RankStatus& r : ranks_) {
+    p.registered += r.registered;
+    p.done += r.done;
+    p.failed += r.done && !r.ok;
+  }
+  p.step = complete_step_;
+  p.loss = loss_;
+  p.step_s = step_s_;
+  if (step_s_ > 0) {
+    p.tokens_per_s = static_cast<double>(spec_.tokens_per_step) / step_s_;
+    if (spec_.peak_flops > 0) {
+      p.mfu = spec_.flops_per_step / step_s_ / (spec_.peak_flops * p.world);
+    }
+    p.eta_s = step_s_ * static_cast<double>(std::max<int64_t>(0, spec_.steps - complete_step_));
+  }
+  p.final = final_;
+  return p;
+}
+
+std::vector<RankStatus> JobState::Ranks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ranks_;
+}
+
+std::vector<int> JobState::Silent(double now, double timeout_s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> out;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const RankStatus& r = ranks_[i];
+    if (r.registered && !r.done && now - r.last_contact > timeout_s)
+      out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+std::vector<proto::StepReport> JobState::LatestReports() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+}  // namespace loom

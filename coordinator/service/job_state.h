@@ -1,0 +1,86 @@
+// What the coordinator knows about one running job, as pure logic (no sockets, no clocks of its
+// own; times are passed in): who registered, each rank's plan, the latest heartbeat and step of
+// every rank, completed steps (every rank reported), and how each rank finished. The service
+// feeds it messages; `loom launch` reads its progress. Thread-safe (one mutex).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "parallel/layout.h"
+#include "proto/control.pb.h"
+
+namespace loom {
+
+// Everything needed to hand each rank its part.
+struct JobSpec {
+  std::string token;
+  Layout layout;
+  std::string schedule;  // pipeline schedule name ("" when pp = 1)
+  std::string job_yaml;  // the job's text with the layout written into `parallel:`
+  std::string job_path;  // the original file (relative paths are resolved against it)
+  int64_t steps = 0;
+  int64_t tokens_per_step = 0;
+  std::vector<int> node, device;  // per world rank (empty: node 0, device = rank)
+  double predicted_step_s = 0;
+  double flops_per_step = 0;  // model FLOPs of one step, all ranks together
+  double peak_flops = 0;      // per device
+  int heartbeat_ms = 2000;
+};
+
+struct RankStatus {
+  bool registered = false;
+  std::string host;
+  int pid = 0;
+  double last_contact = 0;  // seconds, the caller's clock
+  int64_t step = 0;         // last step reported
+  bool done = false, ok = false;
+  std::string error;
+};
+
+struct Progress {
+  int world = 0, registered = 0, done = 0, failed = 0;
+  int64_t step = 0;  // last step every rank has reported
+  double loss = 0, step_s = 0, tokens_per_s = 0, mfu = 0;
+  double eta_s = 0;
+  std::optional<proto::Done> final;  // rank 0's Done, once received
+};
+
+class JobState {
+ public:
+  explicit JobState(JobSpec spec);
+
+  const JobSpec& spec() const { return spec_; }
+  // A worker introduces itself; its plan, or an error (rank out of range, another world size, a
+  // rank registered twice by different processes).
+  Result<proto::Plan> Register(const proto::RegisterRequest& req, double now);
+  Status Heartbeat(const proto::Heartbeat& hb, double now);
+  Status Report(const proto::StepReport& report, double now);
+  Status Done(const proto::Done& done, double now);
+
+  Progress GetProgress() const;
+  std::vector<RankStatus> Ranks() const;
+  // Registered, unfinished ranks not heard from for more than `timeout_s`.
+  std::vector<int> Silent(double now, double timeout_s) const;
+  // Per-step collective summaries of the latest complete step, by rank (for the detector).
+  std::vector<proto::StepReport> LatestReports() const;
+
+ private:
+  Status CheckRank(int rank, const char* what) const;
+
+  const JobSpec spec_;
+  mutable std::mutex mu_;
+  std::vector<RankStatus> ranks_;                              // GUARDED_BY(mu_)
+  std::map<int64_t, std::vector<proto::StepReport>> pending_;  // step -> reports; GUARDED_BY(mu_)
+  int64_t complete_step_ = 0;                                  // GUARDED_BY(mu_)
+  double loss_ = 0, step_s_ = 0;                               // GUARDED_BY(mu_)
+  std::vector<proto::StepReport> latest_;                      // GUARDED_BY(mu_)
+  std::optional<proto::Done> final_;                           // GUARDED_BY(mu_)
+};
+
+}  // namespace loom

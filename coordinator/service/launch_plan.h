@@ -1,0 +1,33 @@
+// Turning a job file and a cluster into what the coordinator hands out: the layout (the job's,
+// when its `parallel:` section fixes tp, cp, pp and dp; otherwise the planner's best), the job
+// text with that layout written into it, and where every rank runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coordinator/calibration.h"
+#include "coordinator/cluster.h"
+#include "coordinator/service/job_state.h"
+#include "core/status.h"
+
+namespace loom {
+
+// The built-in manifest of this machine (deploy/clusters/localhost.yaml, compiled in). With
+// `ranks` > 0 the node offers that many ranks; when they are more than its cores, the cores are
+// shared and each rank's peak compute and memory bandwidth are scaled down accordingly.
+Result<Cluster> LocalhostCluster(int ranks);
+
+struct LaunchPlan {
+  JobSpec spec;                    // for JobState (token left empty: the caller sets it)
+  std::string how;                 // "planner: ..." or "the job's parallel section"
+  std::string prediction;          // one line: predicted step time, MFU, memory (empty: none)
+  std::vector<std::string> hosts;  // per used node: host name
+  std::vector<int> slots;          // per used node: ranks on it
+};
+
+// `world` 0: every usable device of the cluster. Errors name the job file and field.
+Result<LaunchPlan> PlanLaunch(const std::string& job_path, const Cluster& cluster,
+                              const Calibration& calibration, int world);
+
+}  // namespace loom
