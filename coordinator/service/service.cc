@@ -133,9 +133,10 @@ class Session : public std::enable_shared_from_this<Session> {
     proto::Envelope reply;
     Status st = Handle(*msg, &reply);
     if (!st.ok()) {
-      LOOM_LOG(WARN, COORD) << who() << ": rejected: " << st.message();
+      const std::string why = st.message().substr(0, st.message().find(" [at "));
+      LOOM_LOG(WARN, COORD) << who() << ": rejected: " << why;
       impl_->Count(&ServiceStats::rejected_protocol);
-      return Reply(ErrorReply(st.message()), /*close=*/true);
+      return Reply(ErrorReply(why), /*close=*/true);
     }
     impl_->Count(&ServiceStats::messages);
     Reply(reply, /*close=*/false);

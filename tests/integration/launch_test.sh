@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# `loom launch` and `loom coordinator` end to end on this machine (real mpirun, real sockets):
+#  1. a 4-rank job with a fixed layout runs through the coordinator and ends exactly as
+#     `mpirun loom train` of the same job does (same final losses), while random bytes, an
+#     oversized frame, a malformed message and another job's token are sent to the service;
+#  2. the planner chooses the layout when the job has none, and the job trains;
+#  3. a worker that hangs: the job stops, exit 1, the failing ranks and the reason named;
+#  4. Ctrl-C: exit 130, every worker stopped;
+#  5. malformed manifests, a bad job and a bad launcher are refused before anything starts;
+#  6. `loom coordinator` with workers started by hand under mpirun.
+# Usage: launch_test.sh LOOM WORK_DIR JOB
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+rm -rf "$dir" && mkdir -p "$dir"
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#" "$job" > "$dir/job.yaml"
+fail=0
+expect() {  # expect LABEL FILE PATTERN...
+  local label=$1 file=$2
+  shift 2
+  for p in "$@"; do
+    grep -qF -- "$p" "$file" || { echo "FAIL $label: '$p' not in the output:"; tail -8 "$file"; fail=1; return; }
+  done
+  echo "PASS $label"
+}
+wait_for() {  # wait_for FILE PATTERN: up to 60 s
+  for _ in $(seq 600); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# 1. Fixed layout, garbage on the wire, same result as loom train.
+sed "s/^steps: .*/steps: 200/; s/micro_batch: 2/micro_batch: 2/" "$dir/job.yaml" > "$dir/long.yaml"
+sed "s/^steps:/parallel: {tp: 2, dp: 2, cp: 1, pp: 1, vpp: 1, zero: 1, sp: false}\nsteps:/" \
+  "$dir/long.yaml" > "$dir/fixed.yaml"
+"$loom" launch "$dir/fixed.yaml" > "$dir/fixed.log" 2>&1 &
+pid=$!
+if wait_for "coordinator at" "$dir/fixed.log"; then
+  port=$(sed -n 's/.*coordinator at 127.0.0.1:\([0-9]*\).*/\1/p' "$dir/fixed.log")
+  /usr/bin/python3 - "$port" <<'PY'
+import os, socket, struct, sys
+port = int(sys.argv[1])
+def send(data):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(data)
+    try:
+        s.recv(64)
+    except OSError:
+        pass
+    s.close()
+send(os.urandom(16) + b"\xff" * 48)              # random bytes (a huge size)
+send(struct.pack("<I", 64 << 20))                # an oversized frame
+send(struct.pack("<I", 6) + b"\xff" * 6)         # not a message
+token = b"\x0a\x05other"                         # another job's token ...
+send(struct.pack("<I", len(token) + 2) + token + b"\x32\x00")  # ... with a Done
+PY
+fi
+wait $pid
+code=$?
+[[ $code -eq 0 ]] || { echo "FAIL fixed layout: exit $code"; tail -20 "$dir/fixed.log"; fail=1; }
+expect "launch with a fixed layout" "$dir/fixed.log" \
+  "4 ranks via mpirun | layout tp=2 cp=1 pp=1 vpp=1 dp=2 zero=1 sp=off (the job's parallel section)" \
+  "step   200/200" "done in" \
+  "coordinator: rejected 4 connection(s) (wrong token 1, malformed 1, oversized 2, protocol 0)"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 4 \
+  "$loom" train --config "$dir/fixed.yaml" > "$dir/train.log" 2>&1 || { echo "FAIL: loom train"; fail=1; }
+want=$(grep -o "train loss [0-9.]* (first" "$dir/train.log" | cut -d' ' -f3)
+got=$(grep -o "train loss [0-9.]* |" "$dir/fixed.log" | cut -d' ' -f3)
+[[ -n $want && $want == "$got" ]] && echo "PASS launch trains exactly as loom train (final loss $got)" \
+  || { echo "FAIL: launch final loss '$got', loom train '$want'"; fail=1; }
+
+# 2. The planner chooses.
+"$loom" launch "$dir/job.yaml" --np 2 > "$dir/planned.log" 2>&1 \
+  || { echo "FAIL: planned launch"; tail "$dir/planned.log"; fail=1; }
+expect "planner-chosen layout" "$dir/planned.log" "2 ranks via mpirun" "(planner: best of" \
+  "predicted" "done in"
+
+# 3. A hung worker.
+LOOM_FAULT_HANG=1:3 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=1000 \
+  timeout 120 "$loom" launch "$dir/fixed.yaml" > "$dir/hang.log" 2>&1
+code=$?
+[[ $code -eq 1 ]] || { echo "FAIL hung worker: exit $code"; fail=1; }
+expect "a hung worker stops the job" "$dir/hang.log" "loom launch: error: the workers exited" \
+  "failed after step 2:" "did not complete within 3000 ms" "ended without reporting"
+
+# 4. Ctrl-C.
+sed "s/^steps: .*/steps: 100000/" "$dir/fixed.yaml" > "$dir/endless.yaml"
+"$loom" launch "$dir/endless.yaml" --token ctrl-c-test > "$dir/int.log" 2>&1 &
+pid=$!
+wait_for "step " "$dir/int.log" || echo "(no progress seen before the interrupt)"
+kill -INT $pid
+wait $pid
+code=$?
+[[ $code -eq 130 ]] || { echo "FAIL Ctrl-C: exit $code"; fail=1; }
+expect "Ctrl-C stops the job" "$dir/int.log" "interrupted (Interrupt): stopping 4 workers"
+sleep 1
+if grep -l "LOOM_JOB_TOKEN=ctrl-c-test" /proc/[0-9]*/environ 2>/dev/null | grep -q .; then
+  echo "FAIL Ctrl-C: workers are still running"; fail=1
+else
+  echo "PASS no worker left after Ctrl-C"
+fi
+
+# 5. Bad input, refused before anything starts.
+bad_cluster() {  # bad_cluster NAME YAML EXPECTED
+  printf '%s\n' "$2" > "$dir/$1.yaml"
+  if "$loom" launch "$dir/job.yaml" --cluster "$dir/$1.yaml" > "$dir/$1.log" 2>&1; then
+    echo "FAIL manifest $1 accepted"; fail=1
+  else
+    expect "manifest $1" "$dir/$1.log" "$3"
+  fi
+}
+good_types='device_types: {cpu: {memory: 1e9, memory_bandwidth: 1e10, peak_flops: {fp32: 1e10}}}'
+bad_cluster no_types 'name: x
+nodes: [{name: a, devices: 2, type: cpu}]' "$dir/no_types.yaml"
+bad_cluster bad_devices "$good_types
+nodes: [{name: a, devices: -2, type: cpu}]
+links: {intra_node: {bandwidth: 1e9, latency: 1e-6}}" "$dir/bad_devices.yaml:2: field 'nodes[0].devices'"
+bad_cluster bad_type "$good_types
+nodes: [{name: a, devices: 2, type: gpu}]
+links: {intra_node: {bandwidth: 1e9, latency: 1e-6}}" "$dir/bad_type.yaml:2: field 'nodes[0].type'"
+bad_cluster bad_bandwidth "$good_types
+nodes: [{name: a, devices: 2, type: cpu}]
+links: {intra_node: {bandwidth: fast, latency: 1e-6}}" "$dir/bad_bandwidth.yaml:3: field 'links.intra_node.bandwidth'"
+bad_cluster unknown_key "$good_types
+nodes: [{name: a, devices: 2, type: cpu, gpus: 8}]
+links: {intra_node: {bandwidth: 1e9, latency: 1e-6}}" "unknown field"
+sed 's/^steps:/colour: blue\nsteps:/' "$dir/job.yaml" > "$dir/bad_job.yaml"
+"$loom" launch "$dir/bad_job.yaml" > "$dir/bad_job.log" 2>&1 && { echo "FAIL: bad job accepted"; fail=1; }
+expect "bad job" "$dir/bad_job.log" "field 'colour': unknown field"
+grep -q "coordinator at" "$dir/bad_job.log" && { echo "FAIL: started with a bad job"; fail=1; }
+"$loom" launch "$dir/job.yaml" --launcher pbs > "$dir/bad_launcher.log" 2>&1 && { echo "FAIL: pbs"; fail=1; }
+expect "bad launcher" "$dir/bad_launcher.log" "expected mpirun, srun or none, got 'pbs'"
+
+# 6. The coordinator alone; workers started by hand.
+"$loom" coordinator "$dir/fixed.yaml" --token by-hand > "$dir/coord.log" 2>&1 &
+pid=$!
+if wait_for "coordinator at" "$dir/coord.log"; then
+  endpoint=$(sed -n 's/.*coordinator at \(127.0.0.1:[0-9]*\).*/\1/p' "$dir/coord.log")
+  LOOM_COORDINATOR=$endpoint LOOM_JOB_TOKEN=by-hand OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 4 "$loom" worker \
+    > "$dir/by_hand_workers.log" 2>&1 || { echo "FAIL: workers by hand"; fail=1; }
+fi
+wait $pid || { echo "FAIL: loom coordinator exit $?"; fail=1; }
+expect "loom coordinator with workers started by hand" "$dir/coord.log" \
+  "4 ranks via none" "start 4 workers" "done in"
+exit $fail
