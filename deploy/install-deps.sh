@@ -9,6 +9,7 @@ PACKAGES=(
   libopenblas-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libgtest-dev
   libopenmpi-dev openmpi-bin libboost-dev libprotobuf-dev protobuf-compiler
   libisal-dev python3-torch python3-numpy python3-yaml
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

@@ -444,6 +444,30 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
 
 Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,
                                     int64_t top_k, uint64_t seed) {
+  const Layout& l = place_.layout;
+  if (l.tp == 1 && l.pp == 1 && l.cp == 1) {
+    return SampleWith(*models_[0], prompt, tokens, temperature, top_k, seed);
+  }
+  // Any other layout: gather the weights and sample with a one-process model on world rank 0.
+  std::vector<float> full;
+  LOOM_RETURN_IF_ERROR(GatherFullParams(&full));  // collective
+  if (place_.world_rank != 0) return std::string();
+  const ParamLayout layout = ParamLayout::ForModel(job_.model, 1);
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ParamStore> store,
+                        MakeParamStore(layout, AdamWConfig{}, ParamStoreOptions{}));
+  LOOM_RETURN_IF_ERROR(store->LoadParams(full.data()));
+  const ModelRuntime rt{1,
+                        job_.data.seq,
+                        Recompute::kNone,
+                        job_.runtime.vocab_chunk,
+                        job_.runtime.attn_block_q,
+                        job_.runtime.attn_block_k};
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> gpt, Gpt::Create(job_.model, rt, layout, store.get()));
+  return SampleWith(*gpt, prompt, tokens, temperature, top_k, seed);
+}
+
+Result<std::string> Trainer::SampleWith(Gpt& model, const std::string& prompt, int64_t tokens,
+                                        double temperature, int64_t top_k, uint64_t seed) {
   std::vector<int32_t> ctx;
   for (uint32_t t : EncodeBytes(prompt.empty() ? "\n" : prompt)) {
     ctx.push_back(
@@ -455,8 +479,7 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < tokens; ++i) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(ctx.size()), window);
-    LOOM_RETURN_IF_ERROR(
-        models_[0]->ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
+    LOOM_RETURN_IF_ERROR(model.ForwardLastLogits(ctx.data() + ctx.size() - t, t, logits.data()));
     int32_t next = 0;
     if (temperature <= 0) {
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -637,8 +660,7 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
                           << ScheduleKindName(schedule_.kind) << ", pp rank " << place_.pp->rank()
                           << ")";
   }
-  if (job_.sample.tokens > 0 && place_.layout.tp == 1 && place_.layout.pp == 1 &&
-      place_.layout.cp == 1) {
+  if (job_.sample.tokens > 0) {
     LOOM_ASSIGN_OR_RETURN(summary.sample,
                           Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
                                  job_.sample.top_k, job_.seed));
@@ -647,8 +669,6 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
                   static_cast<long long>(job_.sample.tokens), job_.sample.temperature,
                   job_.sample.prompt.c_str(), summary.sample.c_str());
     }
-  } else if (job_.sample.tokens > 0 && root) {
-    std::printf("(sampling skipped: it runs with tp = pp = cp = 1 only)\n");
   }
   std::fflush(stdout);
   return summary;

@@ -81,7 +81,9 @@ class Trainer {
   Result<StepStats> Step(int64_t step);
   // Mean loss over eval.batches fixed micro-batches of the validation split (NaN without one).
   Result<double> Evaluate();
-  // Generates `tokens` tokens after `prompt` (tp = 1; every data-parallel rank must call it).
+  // Generates `tokens` tokens after `prompt`. With tp = pp = cp = 1 every rank samples with its
+  // own model; otherwise it is collective (the weights are gathered) and world rank 0 samples,
+  // the others return "".
   Result<std::string> Sample(const std::string& prompt, int64_t tokens, double temperature,
                              int64_t top_k, uint64_t seed);
   // The whole model in single-process layout (canonical order), on every rank.
@@ -100,6 +102,8 @@ class Trainer {
  private:
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
   Status Init();
+  Result<std::string> SampleWith(Gpt& model, const std::string& prompt, int64_t tokens,
+                                 double temperature, int64_t top_k, uint64_t seed);
   // Context parallelism: this rank's tokens of every sequence of [count, seq] (load-balanced
   // split) into [count, seq / cp]; a plain copy when cp = 1.
   void LocalRows(const int32_t* full, int64_t count, std::vector<int32_t>* out) const;

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `loom launch --launcher srun` under a real Slurm: a private one-node cluster (slurmctld, slurmd
+# and munge on 127.0.0.1, state under WORK_DIR, its own ports) is started, `salloc -n 4 loom
+# launch JOB --launcher srun` must train the job through `srun --mpi=pmix` and the coordinator,
+# and ending exactly as `mpirun loom train` of the same job does; outside an allocation the srun
+# launcher is refused with the reason. The cluster is shut down at the end.
+# Usage: slurm_launch_test.sh LOOM WORK_DIR JOB
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+rm -rf "$dir" && mkdir -p "$dir"/{state,spool,log}
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2, dp: 2, cp: 1, pp: 1, vpp: 1, zero: 1, sp: false}\nsteps:/" \
+  "$job" > "$dir/job.yaml"
+for tool in slurmctld slurmd salloc srun munged; do
+  command -v $tool > /dev/null || { echo "FAIL: $tool is not installed (deploy/install-deps.sh installs it)"; exit 1; }
+done
+# Ports of our own, so a Slurm already running on this machine is not disturbed.
+base=$((20000 + ($$ % 20000)))
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=loomtest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$base
+SlurmdPort=$((base + 1))
+SlurmUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+MailProg=/bin/true
+SchedulerParameters=bf_interval=1
+SlurmdParameters=config_overrides
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=16000
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF=$dir/slurm.conf
+munge_ok() { munge -n 2>/dev/null | unmunge > /dev/null 2>&1; }
+started_munge=0
+if ! munge_ok; then
+  mkdir -p /run/munge && chown munge:munge /run/munge
+  runuser -u munge -- /usr/sbin/munged --force || { echo "FAIL: munged did not start"; exit 1; }
+  started_munge=1
+  for _ in $(seq 100); do munge_ok && break; sleep 0.1; done
+  munge_ok || { echo "FAIL: munge does not answer"; exit 1; }
+fi
+cleanup() {
+  local pids=()
+  for p in slurmctld slurmd; do [[ -f $dir/$p.pid ]] && pids+=("$(cat "$dir/$p.pid")"); done
+  scontrol shutdown > /dev/null 2>&1
+  for _ in $(seq 100); do  # up to 10 s for an orderly shutdown, then SIGKILL
+    kill -0 "${pids[@]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "${pids[@]}" 2>/dev/null
+  pkill -9 -f "slurmscriptd" 2>/dev/null
+  [[ $started_munge -eq 1 ]] && pkill -x munged
+  return 0
+}
+trap cleanup EXIT
+slurmctld && slurmd -N localhost || { echo "FAIL: slurm daemons did not start"; cat "$dir"/log/*; exit 1; }
+ready=0
+deadline=$((SECONDS + 30))
+while [[ $SECONDS -lt $deadline ]]; do
+  timeout 5 sinfo -h -o %t 2>/dev/null | grep -q idle && { ready=1; break; }
+  sleep 0.2
+done
+[[ $ready -eq 1 ]] || { echo "FAIL: the Slurm node never became idle"; tail -20 "$dir"/log/*; exit 1; }
+echo "Slurm up: $(sinfo -h -o '%P %a %D %t %N')"
+fail=0
+timeout 300 salloc -n 4 "$loom" launch "$dir/job.yaml" --launcher srun --np 4 > "$dir/srun.log" 2>&1
+code=$?
+[[ $code -eq 0 ]] || { echo "FAIL: loom launch under salloc exited $code"; tail -20 "$dir/srun.log"; fail=1; }
+for p in "4 ranks via srun" "done in" "salloc: Granted job allocation"; do
+  grep -qF "$p" "$dir/srun.log" || { echo "FAIL: '$p' not in the output"; fail=1; }
+done
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 4 \
+  "$loom" train --config "$dir/job.yaml" > "$dir/train.log" 2>&1 || { echo "FAIL: loom train"; fail=1; }
+want=$(grep -o "train loss [0-9.]* (first" "$dir/train.log" | cut -d' ' -f3)
+got=$(grep -o "train loss [0-9.]* |" "$dir/srun.log" | cut -d' ' -f3)
+[[ -n $want && $want == "$got" ]] && echo "PASS srun launch trains exactly as mpirun loom train (final loss $got)" \
+  || { echo "FAIL: srun launch final loss '$got', mpirun loom train '$want'"; fail=1; }
+env -u SLURM_JOB_ID "$loom" launch "$dir/job.yaml" --launcher srun --np 4 > "$dir/outside.log" 2>&1 \
+  && { echo "FAIL: srun launcher outside an allocation"; fail=1; }
+grep -qF "run loom launch inside a Slurm allocation" "$dir/outside.log" \
+  && echo "PASS srun outside an allocation is refused" || { echo "FAIL: $(cat "$dir/outside.log")"; fail=1; }
+exit $fail
