@@ -52,6 +52,27 @@ std::vector<uint32_t> BlockCrcs(const void* data, size_t n) {
   return out;
 }
 
+std::vector<uint32_t> BlockCrcs(const std::vector<std::pair<const char*, size_t>>& parts) {
+  std::vector<uint32_t> out;
+  uint32_t crc = 0;
+  size_t in_block = 0;
+  for (const auto& [data, n] : parts) {
+    for (size_t at = 0; at < n;) {
+      const size_t take = std::min<size_t>(n - at, kChecksumBlockBytes - in_block);
+      crc = Crc32c(data + at, take, crc);
+      in_block += take;
+      at += take;
+      if (in_block == kChecksumBlockBytes) {
+        out.push_back(crc);
+        crc = 0;
+        in_block = 0;
+      }
+    }
+  }
+  if (in_block > 0) out.push_back(crc);
+  return out;
+}
+
 namespace {
 
 std::string ChunkWhere(const std::string& path, const proto::TensorEntry& t, int k) {

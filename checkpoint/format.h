@@ -36,6 +36,8 @@ std::string JoinPath(const std::string& a, const std::string& b);
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // Per-block CRCs of a chunk's bytes (blocks of kChecksumBlockBytes).
 std::vector<uint32_t> BlockCrcs(const void* data, size_t n);
+// The same for a chunk whose bytes are the concatenation of `parts` (pointer, length).
+std::vector<uint32_t> BlockCrcs(const std::vector<std::pair<const char*, size_t>>& parts);
 
 // Parses `<dir>/metadata.json` and checks it is self-consistent: version, model, every chunk's
 // region inside its tensor's shape, byte length = elements x 4, one CRC per block, files listed.

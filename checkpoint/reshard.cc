@@ -2,10 +2,13 @@
 #include "checkpoint/reshard.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_plan.h"
@@ -88,15 +91,16 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   ReshardResult out;
   Status st;
   // Target ranks are written a group at a time, tensor by tensor: each saved tensor state is read
-  // once per group (memory: the tensor plus one piece), and at most kGroup files are open.
+  // once per group, and at most kGroup files are open.
   constexpr int kGroup = 256;
   const ParamLayout canonical = ParamLayout::ForModel(model, 1);
-  // Two buffers of the largest tensor, allocated once and never zero-filled.
+  // Two buffers of the largest tensor (one being read, one being written), allocated once and
+  // never zero-filled: the memory bound of the tool.
   int64_t largest = 1;
   for (const ParamInfo& p : canonical.params) largest = std::max(largest, p.numel());
-  std::unique_ptr<float[]> full(new float[static_cast<size_t>(largest)]);
-  std::unique_ptr<float[]> piece(new float[static_cast<size_t>(largest)]);
-  std::vector<CopySegment> segs;
+  std::unique_ptr<float[]> buffers[2] = {
+      std::unique_ptr<float[]>(new float[static_cast<size_t>(largest)]),
+      std::unique_ptr<float[]>(new float[static_cast<size_t>(largest)])};
   for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
     const int g1 = std::min(to.world(), g0 + kGroup);
     std::vector<RankShardPlan> plans;
@@ -124,6 +128,56 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         if (users.count(p.name)) order.emplace_back(static_cast<StateKind>(s), &p);
       }
     }
+    // Two threads share the work: this one reads each tensor state (prefetching the next ones),
+    // the other rearranges the previous one into the target ranks' pieces and writes them.
+    // Two tensor buffers alternate between them.
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t filled = 0, drained = 0;  // GUARDED_BY(mu): order[0, filled) read, [0, drained) written
+    bool failed = false;             // GUARDED_BY(mu)
+    Status write_st;
+    std::thread writer_thread([&] {
+      std::vector<CopySegment> segs;
+      std::vector<std::pair<const char*, size_t>> parts;
+      for (size_t o = 0; o < order.size(); ++o) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return filled > o || failed; });
+          if (failed) return;
+        }
+        const StateKind state = order[o].first;
+        const ParamInfo& p = *order[o].second;
+        const float* data = buffers[o % 2].get();
+        Region whole;
+        GlobalMatrix(p, &whole.rows, &whole.cols);
+        whole.flat_end = whole.rows * whole.cols;
+        Status ws;
+        for (const auto& [i, k] : users[p.name]) {
+          const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
+          segs.clear();
+          Intersect(whole, region, &segs);
+          if (segs.size() == 1) {  // one run of the tensor (a row block)
+            ws = writers[static_cast<size_t>(i)]->Put(state, k, data + segs[0].src);
+          } else {  // a column slab: one vectored write of its rows
+            parts.clear();
+            for (const CopySegment& c : segs) {
+              parts.emplace_back(reinterpret_cast<const char*>(data + c.src),
+                                 static_cast<size_t>(c.count) * sizeof(float));
+            }
+            ws = writers[static_cast<size_t>(i)]->PutParts(state, k, parts);
+          }
+          if (!ws.ok()) break;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (!ws.ok()) {
+          write_st = ws;
+          failed = true;
+        }
+        drained = o + 1;
+        cv.notify_all();
+        if (failed) return;
+      }
+    });
     size_t prefetched = 0;                           // order[0, prefetched) asked for
     int64_t ahead = 0;                               // elements asked for beyond the current tensor
     constexpr int64_t kPrefetchElements = 64 << 20;  // 256 MB of fp32 in flight at most
@@ -136,26 +190,22 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         reader->Prefetch(order[prefetched].second->name, order[prefetched].first);
         if (prefetched > o) ahead += order[prefetched].second->numel();
       }
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return drained + 2 > o || failed; });  // its buffer is free
+        if (failed) break;
+      }
       Region whole;
       GlobalMatrix(p, &whole.rows, &whole.cols);
       whole.flat_end = whole.rows * whole.cols;
-      st = reader->Read(p.name, state, whole, full.get());
-      for (const auto& [i, k] : users[p.name]) {
-        if (!st.ok()) break;
-        const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
-        segs.clear();
-        Intersect(whole, region, &segs);
-        if (segs.size() == 1) {  // one run of the tensor (a row block): write it in place
-          st = writers[static_cast<size_t>(i)]->Put(state, k, full.get() + segs[0].src);
-          continue;
-        }
-        for (const CopySegment& c : segs) {
-          std::memcpy(piece.get() + c.dst, full.get() + c.src,
-                      static_cast<size_t>(c.count) * sizeof(float));
-        }
-        st = writers[static_cast<size_t>(i)]->Put(state, k, piece.get());
-      }
+      st = reader->Read(p.name, state, whole, buffers[o % 2].get());
+      std::lock_guard<std::mutex> lock(mu);
+      if (!st.ok()) failed = true;
+      filled = o + 1;
+      cv.notify_all();
     }
+    writer_thread.join();
+    if (st.ok()) st = write_st;
     for (size_t i = 0; i < writers.size() && st.ok(); ++i) {
       Result<uint64_t> bytes = writers[i]->Finish();
       if (!bytes.ok()) st = bytes.status();

@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,7 +143,7 @@ RankFileWriter::~RankFileWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void RankFileWriter::Record(StateKind state, size_t k, const float* data) {
+void RankFileWriter::Record(StateKind state, size_t k, std::vector<uint32_t> crcs) {
   const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
   const Piece& p = plan_->writes[k];
   const ParamInfo& info = plan_->layout.params[static_cast<size_t>(p.param)];
@@ -156,7 +158,7 @@ void RankFileWriter::Record(StateKind state, size_t k, const float* data) {
   c->set_offset(offset_[slot]);
   c->set_length(n);
   FillRegion(p.region, static_cast<int>(info.global_shape.size()), c);
-  for (uint32_t crc : BlockCrcs(data, n)) c->add_crc32c(crc);
+  for (uint32_t crc : crcs) c->add_crc32c(crc);
   done_[slot] = true;
 }
 
@@ -171,10 +173,53 @@ Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
   CheckpointCrashPoint(rank_, "inside a data write");
   LOOM_RETURN_IF_ERROR(
       WriteAllFd(fd_, reinterpret_cast<const char*>(data) + n / 2, n - n / 2, path_));
-  Record(state, k, data);
+  Record(state, k, BlockCrcs(data, n));
   // Start the writeback of what has accumulated, so the final fsync finds little left to do
   // and the disk works while the next pieces are produced.
   unflushed_ += n;
+  if (unflushed_ >= kWritebackBytes) {
+    (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    unflushed_ = 0;
+  }
+  return Status::Ok();
+}
+
+Status RankFileWriter::PutParts(StateKind state, size_t k,
+                                const std::vector<std::pair<const char*, size_t>>& parts) {
+  const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
+  std::vector<iovec> iov;
+  size_t total = 0;
+  for (const auto& [data, n] : parts) {
+    iov.push_back({const_cast<char*>(data), n});
+    total += n;
+  }
+  if (total != static_cast<size_t>(plan_->writes[k].region.size()) * 4) {
+    return Internal(path_ + ": piece " + std::to_string(k) + " given " + std::to_string(total) +
+                    " bytes, expected " + std::to_string(plan_->writes[k].region.size() * 4));
+  }
+  uint64_t at = offset_[slot];
+  size_t first = 0;
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t w = ::pwritev(fd_, iov.data() + first, count, static_cast<off_t>(at));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ErrnoError("write '" + path_ + "'", errno);
+    at += static_cast<uint64_t>(w);
+    // Drop what was written, including part of a vector entry.
+    for (size_t left = static_cast<size_t>(w); left > 0 && first < iov.size();) {
+      if (left >= iov[first].iov_len) {
+        left -= iov[first].iov_len;
+        ++first;
+      } else {
+        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+        left = 0;
+      }
+    }
+    if (first < iov.size()) CheckpointCrashPoint(rank_, "inside a data write");
+  }
+  Record(state, k, BlockCrcs(parts));
+  unflushed_ += total;
   if (unflushed_ >= kWritebackBytes) {
     (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     unflushed_ = 0;
@@ -249,8 +294,9 @@ Status RankFileWriter::StreamImage(const char* image,
       const size_t k = slot % plan_->writes.size();
       const uint64_t begin = offset_[slot] - start;
       if (begin + static_cast<uint64_t>(plan_->writes[k].region.size()) * 4 > end) break;
+      const size_t bytes = static_cast<size_t>(plan_->writes[k].region.size()) * 4;
       Record(static_cast<StateKind>(slot / plan_->writes.size()), k,
-             reinterpret_cast<const float*>(image + begin));
+             BlockCrcs(image + begin, bytes));
     }
     {
       std::lock_guard<std::mutex> lock(mu);

@@ -45,6 +45,10 @@ class RankFileWriter {
   ~RankFileWriter();  // closes the file if Finish was not reached (an error path)
   // Writes piece `k` of plan.writes for `state` (region.size() floats) and records its chunk.
   Status Put(StateKind state, size_t k, const float* data);
+  // The same when the piece's bytes are scattered: `parts` (pointer, bytes) in order, written
+  // with one vectored write, no gathering copy.
+  Status PutParts(StateKind state, size_t k,
+                  const std::vector<std::pair<const char*, size_t>>& parts);
   // Writes every piece at once from `image`: the whole data section in file order (for each
   // state, each of plan.writes; image_bytes() bytes), aligned to kDataAlignment. The aligned
   // bulk is written with O_DIRECT where the file system allows it.
@@ -60,7 +64,8 @@ class RankFileWriter {
 
  private:
   RankFileWriter() = default;
-  void Record(StateKind state, size_t k, const float* data);  // the chunk entry and its CRCs
+  // The chunk entry of piece `k` of `state` with its block CRCs.
+  void Record(StateKind state, size_t k, std::vector<uint32_t> crcs);
   std::string tmp_dir_, file_, path_;
   int rank_ = 0, fd_ = -1;
   const RankShardPlan* plan_ = nullptr;
