@@ -31,7 +31,7 @@ namespace loom {
 namespace {
 
 struct LaunchOptions {
-  std::string job, cluster, calibration, launcher = "mpirun", address = "127.0.0.1", token;
+  std::string job, cluster, calibration, launcher, address = "127.0.0.1", token;
   int np = 0, port = 0, threads = 0;
   int heartbeat_ms = 2000;
   double silence_s = 60;  // a rank not heard from this long is declared lost
@@ -286,9 +286,15 @@ void AddLaunchCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "launch", "Plan a job, start its workers and coordinate them until it finishes");
   AddOptions(cmd, o.get());
-  cmd->add_option("--launcher", o->launcher, "mpirun (default), srun or none");
+  cmd->add_option("--launcher", o->launcher,
+                  "mpirun, srun or none (default: the job's `launcher:`, else mpirun)");
   cmd->callback([o, exit_code] {
-    Result<LauncherKind> kind = ParseLauncher(o->launcher);
+    std::string name = o->launcher;
+    if (name.empty()) {  // the job's choice; a bad job is reported by RunLaunch
+      Result<JobConfig> job = LoadJobConfig(o->job);
+      name = job.ok() && !job->launcher.empty() ? job->launcher : "mpirun";
+    }
+    Result<LauncherKind> kind = ParseLauncher(name);
     Status st = kind.ok() ? RunLaunch(*o, *kind) : kind.status().WithContext("--launcher");
     *exit_code = st.ok() ? 0 : st.message() == "interrupted" ? 130 : ReportError("launch", st);
   });

@@ -157,6 +157,13 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
   LOOM_RETURN_IF_ERROR(ck.Finish());
 
+  LOOM_RETURN_IF_ERROR(root.String("launcher", &job->launcher, false));
+  if (!job->launcher.empty() && job->launcher != "mpirun" && job->launcher != "srun" &&
+      job->launcher != "none") {
+    return InvalidArgument(root.Where("launcher") + ": expected mpirun, srun or none, got '" +
+                           job->launcher + "'");
+  }
+
   // Planner-only settings (docs/PLANNER.md): checked here so a typo is caught, used by loom plan.
   LOOM_ASSIGN_OR_RETURN(ConfigSection plan, root.Section("plan", false));
   std::string precision;

@@ -91,6 +91,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   int64_t steps = 100;
   uint64_t seed = 1337;
+  std::string launcher;  // how `loom launch` starts the workers: mpirun | srun | none ("": mpirun)
 };
 
 Result<JobConfig> LoadJobConfig(const std::string& path);
