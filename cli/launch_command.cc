@@ -7,11 +7,15 @@
 //
 // `loom coordinator JOB --np N` is the same service without a launcher: it prints how to start
 // the workers and waits for them.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -31,7 +35,7 @@ namespace loom {
 namespace {
 
 struct LaunchOptions {
-  std::string job, cluster, calibration, launcher, address = "127.0.0.1", token;
+  std::string job, cluster, calibration, launcher, address = "127.0.0.1", advertise, token;
   int np = 0, port = 0, threads = 0;
   int heartbeat_ms = 2000;
   double silence_s = 60;  // a rank not heard from this long is declared lost
@@ -60,6 +64,56 @@ std::string SelfPath() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "loom" : p.string();
+}
+
+// Signals: recorded by the handler, waited for through a pipe.
+std::atomic<int> g_signal{0};
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  g_signal.store(sig);
+  const char c = 1;
+  (void)!::write(g_signal_pipe[1], &c, 1);
+}
+
+Status InstallSignalHandlers() {
+  if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return ErrnoError("pipe", errno);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    if (::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
+  }
+  return Status::Ok();
+}
+
+// The signal received (0: none) within `ms` milliseconds.
+int WaitForSignal(int ms) {
+  pollfd p{g_signal_pipe[0], POLLIN, 0};
+  if (::poll(&p, 1, ms) > 0) {
+    char buf[16];
+    while (::read(g_signal_pipe[0], buf, sizeof(buf)) > 0) {
+    }
+  }
+  return g_signal.load();
+}
+
+// A file made with mkstemp, removed when this goes out of scope.
+struct TempFile {
+  std::string path;
+  ~TempFile() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
+Result<std::string> MakeTempFile(const std::string& stem) {
+  std::string path = (std::filesystem::temp_directory_path() / (stem + "-XXXXXX")).string();
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return ErrnoError("create a temporary file", errno);
+  ::close(fd);
+  return path;
 }
 
 class Monitor {
@@ -113,6 +167,21 @@ std::string DescribeFailure(const JobState& job) {
   return out;
 }
 
+// The ranks furthest behind, for a job that stopped making progress.
+std::string DescribeLaggards(const JobState& job) {
+  const std::vector<RankStatus> ranks = job.Ranks();
+  int64_t low = INT64_MAX;
+  for (const RankStatus& r : ranks) low = std::min(low, r.step);
+  std::string who;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i].step == low) {
+      who += (who.empty() ? "" : ", ") + std::to_string(i) + " (" + ranks[i].host + ", pid " +
+             std::to_string(ranks[i].pid) + ")";
+    }
+  }
+  return "; furthest behind at step " + std::to_string(low) + ": rank " + who;
+}
+
 Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
   // Everything is checked before anything starts: the job as the workers will read it, the
   // manifest, the layout.
@@ -128,18 +197,18 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
     LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
   }
   LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(o.job, cluster, cal, o.np));
+  // The job as every worker will parse it, checked here first.
+  Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
+  if (!planned.ok()) return planned.status().WithContext("the planned job");
+  plan.spec.steps = planned->steps;
   plan.spec.token = o.token.empty() ? RandomToken() : o.token;
   plan.spec.heartbeat_ms = o.heartbeat_ms;
   const int world = plan.spec.layout.world();
 
-  // Signals are handled by this thread only (sigtimedwait below): block them before any other
-  // thread exists so every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGCHLD);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A signal must never take the default action (kill this process and orphan the workers),
+  // whichever thread it lands on — threads created before main (OpenBLAS) have nothing blocked:
+  // the handler only records it and wakes the loop below through a pipe.
+  LOOM_RETURN_IF_ERROR(InstallSignalHandlers());
 
   JobState state(plan.spec);
   ServiceOptions so;
@@ -148,11 +217,27 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
   so.idle_timeout_ms = static_cast<int>(o.silence_s * 1000);
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
                         CoordinatorService::Start(&state, so));
+  // What workers connect to: the listen address unless it is a wildcard.
+  std::string advertise = o.advertise;
+  if (advertise.empty()) {
+    advertise = o.address;
+    if (advertise == "0.0.0.0") {
+      char host[256] = {};
+      ::gethostname(host, sizeof(host) - 1);
+      advertise = host;
+    }
+  }
+  if (plan.hosts.size() > 1 && (advertise == "127.0.0.1" || advertise == "localhost")) {
+    return InvalidArgument("the plan spans " + std::to_string(plan.hosts.size()) +
+                           " nodes: --address must be one the other nodes can reach (e.g. "
+                           "0.0.0.0) and --advertise this host's name on their network");
+  }
+  const std::string endpoint = advertise + ":" + std::to_string(service->port());
   std::printf("loom %s: %s | %d ranks via %s | layout %s (%s)\n",
               kind == LauncherKind::kNone ? "coordinator" : "launch", o.job.c_str(), world,
               LauncherName(kind), plan.spec.layout.ToString().c_str(), plan.how.c_str());
   if (!plan.prediction.empty()) std::printf("  %s\n", plan.prediction.c_str());
-  std::printf("  coordinator at %s\n", service->endpoint().c_str());
+  std::printf("  coordinator at %s\n", endpoint.c_str());
   std::fflush(stdout);
 
   LaunchCommand cmd;
@@ -162,9 +247,10 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
   cmd.threads = o.threads;
   cmd.as_root = ::geteuid() == 0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  TempFile hostfile;
   if (plan.hosts.size() > 1) {
-    cmd.hostfile =
-        std::filesystem::temp_directory_path() / ("loom-hostfile-" + std::to_string(::getpid()));
+    LOOM_ASSIGN_OR_RETURN(hostfile.path, MakeTempFile("loom-hostfile"));
+    cmd.hostfile = hostfile.path;
     LOOM_RETURN_IF_ERROR(WriteHostfile(cmd.hostfile, plan.hosts, plan.slots));
   } else {
     cmd.oversubscribe = world > static_cast<int>(cores);
@@ -174,7 +260,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
     std::printf(
         "  start %d workers, e.g.: LOOM_COORDINATOR=%s LOOM_JOB_TOKEN=%s mpirun -np %d "
         "%s worker\n",
-        world, service->endpoint().c_str(), plan.spec.token.c_str(), world, cmd.loom.c_str());
+        world, endpoint.c_str(), plan.spec.token.c_str(), world, cmd.loom.c_str());
     std::fflush(stdout);
   } else {
     if (kind == LauncherKind::kSrun && std::getenv("SLURM_JOB_ID") == nullptr) {
@@ -183,33 +269,78 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
           "(salloc or sbatch)");
     }
     LOOM_ASSIGN_OR_RETURN(
-        workers,
-        WorkerProcesses::Start(LauncherArgv(cmd), {"LOOM_COORDINATOR=" + service->endpoint(),
-                                                   "LOOM_JOB_TOKEN=" + plan.spec.token}));
+        workers, WorkerProcesses::Start(LauncherArgv(cmd), {"LOOM_COORDINATOR=" + endpoint,
+                                                            "LOOM_JOB_TOKEN=" + plan.spec.token}));
   }
+  // Stops the launcher, then kills any worker of this host it left behind (mpirun gives its
+  // ranks process groups of their own).
+  auto stop_workers = [&] {
+    if (!workers) return;
+    workers->Stop(5000);
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    for (const RankStatus& r : state.Ranks()) {
+      if (r.registered && r.pid > 0 && r.host == host && ::kill(r.pid, 0) == 0) {
+        ::kill(r.pid, SIGKILL);
+      }
+    }
+  };
 
   Monitor monitor(state, static_cast<int>(job.runtime.log_every));
   const auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  // The job must keep completing steps: none for this long after the last one (or after every
+  // worker registered) means a rank is stuck even if its heartbeats still arrive.
+  int64_t last_step = -1;
+  auto last_advance = start;
+  double slowest_step = 0;
+  std::optional<std::chrono::steady_clock::time_point> ending;  // all done, or one failed
   Status result;
   for (;;) {
-    timespec wait{0, 250 * 1000 * 1000};
-    const int sig = sigtimedwait(&signals, nullptr, &wait);
-    if (sig == SIGINT || sig == SIGTERM) {
+    const int sig = WaitForSignal(250);
+    if (sig != 0) {
       std::printf("\nloom launch: interrupted (%s): stopping %d workers\n", strsignal(sig), world);
       std::fflush(stdout);
-      if (workers) workers->Stop(5000);
-      return Status(StatusCode::kFailedPrecondition, "interrupted");
+      stop_workers();
+      return Status(StatusCode::kFailedPrecondition,
+                    "interrupted by signal " + std::to_string(sig));
     }
     monitor.Update(false);
     int status = 0;
-    const Progress p = state.GetProgress();
     if (workers && workers->Exited(&status)) {
+      const Progress p = state.GetProgress();  // after the exit: every Done has arrived
       if (status == 0 && p.done == world && p.failed == 0) break;
       result = Internal("the workers " + DescribeExit(status) + DescribeFailure(state));
+      stop_workers();
       break;
     }
+    const Progress p = state.GetProgress();
     if (!workers && p.done == world) {
       if (p.failed > 0) result = Internal("workers failed" + DescribeFailure(state));
+      break;
+    }
+    if ((p.done == world || p.failed > 0) && !ending) ending = std::chrono::steady_clock::now();
+    if (ending && since(*ending) > 30) {
+      result = DeadlineExceeded(
+          std::string(p.failed > 0 ? "a rank failed" : "every rank finished") +
+          " 30 s ago but the workers have not exited; stopping them" + DescribeFailure(state));
+      stop_workers();
+      break;
+    }
+    if (p.step != last_step || p.registered < world) {
+      if (p.step != last_step) last_step = p.step;
+      last_advance = std::chrono::steady_clock::now();
+    }
+    slowest_step = std::max(slowest_step, p.step_s);
+    const double stall_s =
+        std::max(o.silence_s, 20 * std::max(slowest_step, plan.spec.predicted_step_s));
+    if (!ending && p.registered == world && since(last_advance) > stall_s) {
+      result = DeadlineExceeded(
+          "no step completed for " + std::to_string(static_cast<int>(stall_s)) +
+          " s (last complete step " + std::to_string(p.step) + ")" + DescribeLaggards(state));
+      stop_workers();
       break;
     }
     const std::vector<int> silent = state.Silent(service->Now(), o.silence_s);
@@ -219,15 +350,15 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
                                 std::to_string(s.pid) + ") has not been heard from for " +
                                 std::to_string(static_cast<int>(o.silence_s)) + " s (last step " +
                                 std::to_string(s.step) + ")");
-      if (workers) workers->Stop(5000);
+      stop_workers();
       break;
     }
-    if (p.registered < world &&
-        std::chrono::steady_clock::now() - start > std::chrono::duration<double>(o.silence_s)) {
+    if (p.registered < world && since(start) > o.silence_s) {
       result = DeadlineExceeded(std::to_string(world - p.registered) + " of " +
                                 std::to_string(world) + " workers did not register within " +
-                                std::to_string(static_cast<int>(o.silence_s)) + " s");
-      if (workers) workers->Stop(5000);
+                                std::to_string(static_cast<int>(o.silence_s)) + " s" +
+                                DescribeFailure(state));
+      stop_workers();
       break;
     }
   }
@@ -244,7 +375,6 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
         static_cast<long long>(st.rejected_oversized),
         static_cast<long long>(st.rejected_protocol));
   }
-  if (!cmd.hostfile.empty()) std::filesystem::remove(cmd.hostfile);
   LOOM_RETURN_IF_ERROR(result);
   const Progress p = state.GetProgress();
   const double total =
@@ -260,6 +390,13 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
   return Status::Ok();
 }
 
+// 128 + the signal for a run stopped by one (130 for Ctrl-C, 143 for SIGTERM); 0 otherwise.
+int InterruptedExit(const Status& st) {
+  int sig = 0;
+  if (std::sscanf(st.message().c_str(), "interrupted by signal %d", &sig) == 1) return 128 + sig;
+  return 0;
+}
+
 void AddOptions(CLI::App* cmd, LaunchOptions* o) {
   cmd->add_option("job", o->job, "Job file (docs/JOB.md)")->required();
   cmd->add_option("--cluster", o->cluster,
@@ -270,6 +407,9 @@ void AddOptions(CLI::App* cmd, LaunchOptions* o) {
   cmd->add_option("--port", o->port, "Coordinator port (default: any free port)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--address", o->address, "Coordinator address to listen on");
+  cmd->add_option("--advertise", o->advertise,
+                  "Address workers connect to (default: --address, or this host's name for "
+                  "0.0.0.0)");
   cmd->add_option("--token", o->token, "Job token (default: random)");
   cmd->add_option("--threads", o->threads, "Threads per worker (default: cores / ranks)")
       ->check(CLI::PositiveNumber);
@@ -296,7 +436,9 @@ void AddLaunchCommand(CLI::App& app, int* exit_code) {
     }
     Result<LauncherKind> kind = ParseLauncher(name);
     Status st = kind.ok() ? RunLaunch(*o, *kind) : kind.status().WithContext("--launcher");
-    *exit_code = st.ok() ? 0 : st.message() == "interrupted" ? 130 : ReportError("launch", st);
+    *exit_code = st.ok()               ? 0
+                 : InterruptedExit(st) ? InterruptedExit(st)
+                                       : ReportError("launch", st);
   });
 }
 
@@ -307,7 +449,9 @@ void AddCoordinatorCommand(CLI::App& app, int* exit_code) {
   AddOptions(cmd, o.get());
   cmd->callback([o, exit_code] {
     Status st = RunLaunch(*o, LauncherKind::kNone);
-    *exit_code = st.ok() ? 0 : st.message() == "interrupted" ? 130 : ReportError("coordinator", st);
+    *exit_code = st.ok()               ? 0
+                 : InterruptedExit(st) ? InterruptedExit(st)
+                                       : ReportError("coordinator", st);
   });
 }
 

@@ -2,6 +2,7 @@
 #include "coordinator/service/job_state.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace loom {
 
@@ -74,7 +75,9 @@ Status JobState::Heartbeat(const proto::Heartbeat& hb, double now) {
                               ", which has not registered");
   }
   r.last_contact = now;
-  r.step = std::max(r.step, hb.step());
+  if (hb.step() >= 0 && (spec_.steps == 0 || hb.step() <= spec_.steps)) {
+    r.step = std::max(r.step, hb.step());
+  }
   return Status::Ok();
 }
 
@@ -86,28 +89,35 @@ Status JobState::Report(const proto::StepReport& report, double now) {
     return FailedPrecondition("step report from rank " + std::to_string(report.rank()) +
                               ", which has not registered");
   }
-  if (report.step() <= complete_step_ || report.step() < r.step) {
+  const std::string where =
+      "step report from rank " + std::to_string(report.rank()) + ": field 'step': ";
+  if (report.step() <= r.reported || report.step() <= complete_step_) {
+    return InvalidArgument(where + std::to_string(report.step()) + " was already reported");
+  }
+  if (spec_.steps > 0 && report.step() > spec_.steps) {
+    return InvalidArgument(where + std::to_string(report.step()) + " is past the job's " +
+                           std::to_string(spec_.steps) + " steps");
+  }
+  if (!std::isfinite(report.step_s()) || report.step_s() < 0) {
     return InvalidArgument("step report from rank " + std::to_string(report.rank()) +
-                           ": field 'step': " + std::to_string(report.step()) +
-                           " was already reported");
+                           ": field 'step_s': expected a time >= 0");
   }
   r.last_contact = now;
-  r.step = report.step();
-  std::vector<proto::StepReport>& got = pending_[report.step()];
-  got.push_back(report);
+  r.reported = report.step();
+  r.step = std::max(r.step, report.step());
+  std::map<int, proto::StepReport>& got = pending_[report.step()];
+  got[report.rank()] = report;
   if (static_cast<int>(got.size()) < spec_.layout.world()) return Status::Ok();
   // Every rank finished this step: it is complete.
   complete_step_ = report.step();
   loss_ = 0;
   step_s_ = 0;
-  for (const proto::StepReport& s : got) {
-    if (s.rank() == 0) loss_ = s.loss();
+  latest_.clear();
+  for (const auto& [rank, s] : got) {
+    if (rank == 0) loss_ = s.loss();
     step_s_ = std::max(step_s_, s.step_s());
+    latest_.push_back(s);
   }
-  std::sort(got.begin(), got.end(), [](const proto::StepReport& a, const proto::StepReport& b) {
-    return a.rank() < b.rank();
-  });
-  latest_ = std::move(got);
   pending_.erase(pending_.begin(), pending_.upper_bound(complete_step_));
   return Status::Ok();
 }
@@ -116,10 +126,22 @@ Status JobState::Done(const proto::Done& done, double now) {
   LOOM_RETURN_IF_ERROR(CheckRank(done.rank(), "done"));
   std::lock_guard<std::mutex> lock(mu_);
   RankStatus& r = ranks_[static_cast<size_t>(done.rank())];
+  if (!r.registered) {
+    return FailedPrecondition("done from rank " + std::to_string(done.rank()) +
+                              ", which has not registered");
+  }
+  if (r.done) {
+    return FailedPrecondition("done from rank " + std::to_string(done.rank()) + " again");
+  }
+  if (done.ok() && spec_.steps > 0 && done.step() != spec_.steps) {
+    return InvalidArgument("done from rank " + std::to_string(done.rank()) +
+                           ": field 'step': success at step " + std::to_string(done.step()) +
+                           ", the job has " + std::to_string(spec_.steps) + " steps");
+  }
   r.last_contact = now;
   r.done = true;
   r.ok = done.ok();
-  r.error = done.error();
+  r.error = done.error().substr(0, 4096);
   if (done.rank() == 0) final_ = done;
   return Status::Ok();
 }

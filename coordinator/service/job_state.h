@@ -38,7 +38,8 @@ struct RankStatus {
   std::string host;
   int pid = 0;
   double last_contact = 0;  // seconds, the caller's clock
-  int64_t step = 0;         // last step reported
+  int64_t step = 0;         // last step this rank said it completed (reports or heartbeats)
+  int64_t reported = 0;     // last step it sent a report for
   bool done = false, ok = false;
   std::string error;
 };
@@ -75,12 +76,13 @@ class JobState {
 
   const JobSpec spec_;
   mutable std::mutex mu_;
-  std::vector<RankStatus> ranks_;                              // GUARDED_BY(mu_)
-  std::map<int64_t, std::vector<proto::StepReport>> pending_;  // step -> reports; GUARDED_BY(mu_)
-  int64_t complete_step_ = 0;                                  // GUARDED_BY(mu_)
-  double loss_ = 0, step_s_ = 0;                               // GUARDED_BY(mu_)
-  std::vector<proto::StepReport> latest_;                      // GUARDED_BY(mu_)
-  std::optional<proto::Done> final_;                           // GUARDED_BY(mu_)
+  std::vector<RankStatus> ranks_;  // GUARDED_BY(mu_)
+  // step -> reports by rank, until every rank has reported it; GUARDED_BY(mu_)
+  std::map<int64_t, std::map<int, proto::StepReport>> pending_;
+  int64_t complete_step_ = 0;              // GUARDED_BY(mu_)
+  double loss_ = 0, step_s_ = 0;           // GUARDED_BY(mu_)
+  std::vector<proto::StepReport> latest_;  // GUARDED_BY(mu_)
+  std::optional<proto::Done> final_;       // GUARDED_BY(mu_)
 };
 
 }  // namespace loom

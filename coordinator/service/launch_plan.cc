@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "coordinator/plan_job.h"
@@ -43,8 +44,11 @@ std::string Format(const char* fmt, auto... args) {
 
 }  // namespace
 
-Result<LaunchPlan> PlanLaunch(const std::string& job_path, const Cluster& cluster,
+Result<LaunchPlan> PlanLaunch(const std::string& job_file, const Cluster& cluster,
                               const Calibration& calibration, int world) {
+  // Workers resolve the job's relative paths against this, wherever they run.
+  std::error_code ec;
+  const std::string job_path = std::filesystem::absolute(job_file, ec).lexically_normal().string();
   LOOM_ASSIGN_OR_RETURN(PlanJob job, LoadPlanJob(job_path));
   if (world <= 0) world = cluster.UsableDevices();
   job.devices = world;

@@ -26,8 +26,9 @@ struct LaunchPlan {
   std::vector<int> slots;          // per used node: ranks on it
 };
 
-// `world` 0: every usable device of the cluster. Errors name the job file and field.
-Result<LaunchPlan> PlanLaunch(const std::string& job_path, const Cluster& cluster,
+// `world` 0: every usable device of the cluster. Errors name the job file and field. The plan's
+// job_path is absolute.
+Result<LaunchPlan> PlanLaunch(const std::string& job_file, const Cluster& cluster,
                               const Calibration& calibration, int world);
 
 }  // namespace loom

@@ -63,8 +63,16 @@ Status WriteHostfile(const std::string& path, const std::vector<std::string>& ho
 Result<WorkerProcesses> WorkerProcesses::Start(const std::vector<std::string>& argv,
                                                const std::vector<std::string>& env) {
   if (argv.empty()) return InvalidArgument("no launcher command");
+  // The inherited environment, minus the variables `env` sets (the first of duplicates wins).
   std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& mine : env)
+      replaced |= mine.compare(0, name.size() + 1, name + "=") == 0;
+    if (!replaced) envs.push_back(entry);
+  }
   envs.insert(envs.end(), env.begin(), env.end());
   std::vector<char*> cargv, cenv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -109,10 +117,7 @@ bool WorkerProcesses::Exited(int* status) {
 
 void WorkerProcesses::Stop(int grace_ms) {
   int st = 0;
-  if (pid_ <= 0 || Exited(&st)) {
-    if (pid_ > 0) ::kill(-pid_, SIGKILL);  // stragglers of the group
-    return;
-  }
+  if (pid_ <= 0 || Exited(&st)) return;
   ::kill(-pid_, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   while (!Exited(&st) && std::chrono::steady_clock::now() < deadline) {

@@ -12,6 +12,9 @@ namespace loom {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+// Largest message accepted before a connection has registered (a Register is well under 1 KiB).
+constexpr uint32_t kMaxUnregisteredBytes = 64 << 10;
+
 struct CoordinatorService::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
@@ -21,6 +24,10 @@ struct CoordinatorService::Impl {
   const CoordinatorService* owner = nullptr;
   mutable std::mutex mu;
   ServiceStats stats;  // GUARDED_BY(mu)
+
+  asio::steady_timer retry{io};
+  std::atomic<int> open{0};  // sessions alive
+  int MaxConnections() const { return 4 * job->spec().layout.world() + 16; }
 
   void Count(int64_t ServiceStats::*field) {
     std::lock_guard<std::mutex> lock(mu);
@@ -36,17 +43,23 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, CoordinatorService::Impl* impl, const CoordinatorService* owner)
       : socket_(std::move(socket)), timer_(socket_.get_executor()), impl_(impl), owner_(owner) {
+    ++impl_->open;
     boost::system::error_code ec;
     const tcp::endpoint ep = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("unknown peer")
                : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
+  ~Session() { --impl_->open; }
+
   void Start() { ReadHeader(); }
 
  private:
+  // A registered worker may be quiet for a few heartbeats; an unregistered connection must say
+  // something within one message deadline.
   int IdleMs() const {
     const ServiceOptions& o = impl_->options;
+    if (rank_ < 0) return o.message_timeout_ms;
     return o.idle_timeout_ms > 0 ? o.idle_timeout_ms
                                  : 5 * std::max(1, impl_->job->spec().heartbeat_ms);
   }
@@ -101,6 +114,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void OnHeader() {
     Result<uint32_t> n = FrameSize(header_.data());
+    // Until a connection has registered with the job's token it may only send a Register,
+    // which is small: nobody gets to make the service allocate large buffers unauthenticated.
+    if (n.ok() && rank_ < 0 && *n > kMaxUnregisteredBytes) {
+      n = InvalidArgument("message of " + std::to_string(*n) +
+                          " bytes before registering (at most " +
+                          std::to_string(kMaxUnregisteredBytes) + ")");
+    }
     if (!n.ok()) {
       LOOM_LOG(WARN, COORD) << who() << ": rejected: " << n.status().message();
       impl_->Count(&ServiceStats::rejected_oversized);
@@ -146,6 +166,21 @@ class Session : public std::enable_shared_from_this<Session> {
     JobState& job = *impl_->job;
     const double now = owner_->Now();
     reply->set_job_token(job.spec().token);
+    // After Register a connection speaks for its rank only.
+    const int claimed = msg.body_case() == proto::Envelope::kHeartbeat    ? msg.heartbeat().rank()
+                        : msg.body_case() == proto::Envelope::kStepReport ? msg.step_report().rank()
+                        : msg.body_case() == proto::Envelope::kDone       ? msg.done().rank()
+                                                                          : rank_;
+    if (msg.body_case() != proto::Envelope::kRegister && rank_ < 0) {
+      return FailedPrecondition("the first message of a connection must be a register");
+    }
+    if (msg.body_case() == proto::Envelope::kRegister && rank_ >= 0) {
+      return FailedPrecondition("this connection already registered rank " + std::to_string(rank_));
+    }
+    if (claimed != rank_) {
+      return InvalidArgument("field 'rank': this connection registered rank " +
+                             std::to_string(rank_) + ", not " + std::to_string(claimed));
+    }
     switch (msg.body_case()) {
       case proto::Envelope::kRegister: {
         LOOM_ASSIGN_OR_RETURN(*reply->mutable_plan(), job.Register(msg.register_(), now));
@@ -207,8 +242,24 @@ class Session : public std::enable_shared_from_this<Session> {
 void CoordinatorService::Impl::Accept() {
   acceptor.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      Count(&ServiceStats::connections);
+    if (ec) {
+      // E.g. out of file descriptors: try again a little later instead of spinning.
+      LOOM_LOG(WARN, COORD) << "accept: " << ec.message() << "; retrying in 100 ms";
+      retry.expires_after(std::chrono::milliseconds(100));
+      retry.async_wait([this](const boost::system::error_code& e) {
+        if (!e) Accept();
+      });
+      return;
+    }
+    Count(&ServiceStats::connections);
+    if (open.load() >= MaxConnections()) {
+      LOOM_LOG(WARN, COORD) << "refusing a connection: " << open.load()
+                            << " are open already (the job has " << job->spec().layout.world()
+                            << " ranks)";
+      Count(&ServiceStats::rejected_protocol);
+      boost::system::error_code ignored;
+      socket.close(ignored);
+    } else {
       std::make_shared<Session>(std::move(socket), this, owner)->Start();
     }
     Accept();
@@ -242,7 +293,13 @@ Result<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
   s->port_ = a.local_endpoint().port();
   s->impl_->Accept();
   Impl* impl = s->impl_.get();
-  s->impl_->thread = std::thread([impl] { impl->io.run(); });
+  s->impl_->thread = std::thread([impl] {
+    try {
+      impl->io.run();
+    } catch (const std::exception& e) {  // e.g. out of memory: say so rather than terminate
+      LOOM_LOG(ERROR, COORD) << "coordinator service stopped: " << e.what();
+    }
+  });
   return s;
 }
 

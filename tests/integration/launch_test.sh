@@ -68,8 +68,8 @@ got=$(grep -o "train loss [0-9.]* |" "$dir/fixed.log" | cut -d' ' -f3)
 [[ -n $want && $want == "$got" ]] && echo "PASS launch trains exactly as loom train (final loss $got)" \
   || { echo "FAIL: launch final loss '$got', loom train '$want'"; fail=1; }
 
-# 2. The planner chooses.
-"$loom" launch "$dir/job.yaml" --np 2 > "$dir/planned.log" 2>&1 \
+# 2. The planner chooses (and a stale coordinator address in the environment does not leak in).
+LOOM_COORDINATOR=127.0.0.1:9 LOOM_JOB_TOKEN=stale "$loom" launch "$dir/job.yaml" --np 2 > "$dir/planned.log" 2>&1 \
   || { echo "FAIL: planned launch"; tail "$dir/planned.log"; fail=1; }
 expect "planner-chosen layout" "$dir/planned.log" "2 ranks via mpirun" "(planner: best of" \
   "predicted" "done in"
@@ -97,6 +97,19 @@ if grep -l "LOOM_JOB_TOKEN=ctrl-c-test" /proc/[0-9]*/environ 2>/dev/null | grep 
   echo "FAIL Ctrl-C: workers are still running"; fail=1
 else
   echo "PASS no worker left after Ctrl-C"
+fi
+
+# SIGTERM (e.g. from a batch system): exit 143, workers stopped.
+"$loom" launch "$dir/endless.yaml" --token term-test > "$dir/term.log" 2>&1 &
+pid=$!
+wait_for "step " "$dir/term.log" || echo "(no progress seen before SIGTERM)"
+kill -TERM $pid
+wait $pid
+code=$?
+[[ $code -eq 143 ]] && echo "PASS SIGTERM: exit 143" || { echo "FAIL SIGTERM: exit $code"; fail=1; }
+sleep 1
+if grep -l "LOOM_JOB_TOKEN=term-test" /proc/[0-9]*/environ 2>/dev/null | grep -q .; then
+  echo "FAIL SIGTERM: workers are still running"; fail=1
 fi
 
 # 5. Bad input, refused before anything starts.

@@ -113,8 +113,33 @@ TEST(JobState, SilentRanksAndFinishing) {
   EXPECT_FALSE(p.final.has_value());
   done.set_rank(0);
   done.set_ok(true);
+  EXPECT_FALSE(job.Done(done, 58).ok());  // success before the last step
+  done.set_step(10);
   ASSERT_TRUE(job.Done(done, 58).ok());
   EXPECT_TRUE(job.GetProgress().final.has_value());
+  EXPECT_FALSE(job.Done(done, 59).ok());  // twice
+}
+
+TEST(JobState, RanksCannotStandInForEachOther) {
+  JobState job(Spec());
+  ASSERT_TRUE(job.Register(Req(0), 0).ok());
+  // The same rank reporting a step again does not make up for the ranks that did not.
+  ASSERT_TRUE(job.Report(Report(0, 1, 5.0, 0.5), 1).ok());
+  EXPECT_FALSE(job.Report(Report(0, 1, 5.0, 0.5), 1).ok());
+  EXPECT_EQ(job.GetProgress().step, 0);
+  // Steps past the job, negative times, and news from ranks that never registered are refused.
+  auto past = job.Report(Report(0, 11, 5.0, 0.5), 2);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.message().find("past the job's 10 steps"), std::string::npos);
+  EXPECT_FALSE(job.Report(Report(0, 2, 5.0, -1), 2).ok());
+  proto::Done done;
+  done.set_rank(1);
+  done.set_ok(true);
+  done.set_step(10);
+  auto st = job.Done(done, 3);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("has not registered"), std::string::npos);
+  EXPECT_EQ(job.GetProgress().done, 0);
 }
 
 }  // namespace

@@ -150,6 +150,43 @@ TEST_F(Service, GarbageIsRefusedAndTheJobGoesOn) {
   EXPECT_EQ(job_.GetProgress().registered, 1);
 }
 
+TEST_F(Service, AConnectionSpeaksForItsOwnRankOnly) {
+  // A large frame before registering is refused at once (no 16 MiB buffer for strangers).
+  int fd = Dial(service_->port());
+  ASSERT_EQ(::send(fd, "\x00\x00\x01\x00", 4, 0), 4);  // 64 KiB + ...: 65536 bytes announced
+  EXPECT_TRUE(ClosedByPeer(fd));
+  ::close(fd);
+  // Rank 0 registers, then tries to report for rank 1.
+  fd = Dial(service_->port());
+  const auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(5); };
+  proto::Envelope reg;
+  reg.set_job_token("secret");
+  *reg.mutable_register_() = Req(0);
+  ASSERT_TRUE(SendMessage(fd, reg, deadline(), "test").ok());
+  auto plan = RecvMessage(fd, deadline(), "test");
+  ASSERT_TRUE(plan.ok() && plan->has_plan());
+  proto::Envelope report;
+  report.set_job_token("secret");
+  report.mutable_step_report()->set_rank(1);
+  report.mutable_step_report()->set_step(1);
+  ASSERT_TRUE(SendMessage(fd, report, deadline(), "test").ok());
+  auto reply = RecvMessage(fd, deadline(), "test");
+  ASSERT_TRUE(reply.ok());
+  ASSERT_TRUE(reply->has_error());
+  EXPECT_NE(reply->error().message().find("this connection registered rank 0, not 1"),
+            std::string::npos);
+  EXPECT_TRUE(ClosedByPeer(fd));
+  ::close(fd);
+  // A connection whose first message is not a register.
+  fd = Dial(service_->port());
+  report.mutable_step_report()->set_rank(0);
+  ASSERT_TRUE(SendMessage(fd, report, deadline(), "test").ok());
+  reply = RecvMessage(fd, deadline(), "test");
+  ASSERT_TRUE(reply.ok() && reply->has_error());
+  EXPECT_NE(reply->error().message().find("must be a register"), std::string::npos);
+  ::close(fd);
+}
+
 TEST_F(Service, AWorkerLosesACoordinatorThatStops) {
   auto c = CoordinatorClient::Register(Endpoint(), "secret", Req(0), 1000);
   ASSERT_TRUE(c.ok());
