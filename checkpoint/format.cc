@@ -128,6 +128,10 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
         return DataLoss(ChunkWhere(path, t, k) + ": expected " + std::to_string(blocks) +
                         " checksums, got " + std::to_string(c.crc32c_size()));
       }
+      if (c.file().find('/') != std::string::npos || c.file() == ".." || c.file().empty()) {
+        return DataLoss(ChunkWhere(path, t, k) + ": field 'file': '" + c.file() +
+                        "' is not a file name of this directory");
+      }
       if (std::find(files.begin(), files.end(), c.file()) == files.end()) {
         return DataLoss(ChunkWhere(path, t, k) + ": file '" + c.file() +
                         "' is not listed in 'files'");
@@ -178,6 +182,7 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
     long long step = -1;
     char tail = 0;
     if (std::sscanf(name.c_str(), "step_%lld%c", &step, &tail) != 1 || step < 0) continue;
+    if (name != StepDirName(step)) continue;  // only the canonical name is a checkpoint
     if (!fs::exists(e.path() / kMetadataFile, ec)) continue;
     out.emplace_back(step, e.path().string());
   }

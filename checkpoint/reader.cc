@@ -38,14 +38,64 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
                       " bytes, the metadata says " + std::to_string(f.bytes()));
     }
   }
+  const std::string meta_path = JoinPath(dir, kMetadataFile);
   for (const proto::TensorEntry& t : r->meta_.tensors()) {
     Entry& e = r->index_[{t.name(), t.state()}];
+    if (e.tensor != nullptr) {
+      return DataLoss(meta_path + ": tensor '" + t.name() + "' state '" + t.state() +
+                      "' is listed twice");
+    }
     e.tensor = &t;
     for (int k = 0; k < t.chunks_size(); ++k) {
       e.chunks.push_back({&t.chunks(k), ChunkRegion(t.chunks(k), t.shape_size()), k});
     }
+    LOOM_RETURN_IF_ERROR(CheckCoverage(meta_path, e));
   }
   return r;
+}
+
+Status CheckpointReader::CheckCoverage(const std::string& where, const Entry& e) {
+  // Every element of the tensor in exactly one chunk, checked on intervals of global flat
+  // indices (a full-width box is one interval, a column slab one per row), without reading data.
+  const int64_t rows = e.tensor->shape(0);
+  const int64_t cols = e.tensor->shape_size() > 1 ? e.tensor->shape(1) : 1;
+  struct Span {
+    int64_t begin, end;
+    int chunk;
+  };
+  std::vector<Span> spans;
+  for (const ChunkRef& c : e.chunks) {
+    const Region& r = c.region;
+    if (r.cols == cols) {
+      spans.push_back({r.row0 * cols + r.flat_begin, r.row0 * cols + r.flat_end, c.index});
+      continue;
+    }
+    for (int64_t i = r.flat_begin / r.cols; i * r.cols < r.flat_end; ++i) {
+      const int64_t a = std::max(i * r.cols, r.flat_begin),
+                    b = std::min((i + 1) * r.cols, r.flat_end);
+      const int64_t g = (r.row0 + i) * cols + r.col0;
+      spans.push_back({g + a - i * r.cols, g + b - i * r.cols, c.index});
+    }
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  const std::string what =
+      where + ": tensor '" + e.tensor->name() + "' state '" + e.tensor->state() + "'";
+  int64_t at = 0;
+  for (const Span& sp : spans) {
+    if (sp.begin < at) {
+      return DataLoss(what + ": chunk " + std::to_string(sp.chunk) +
+                      " overlaps another chunk at element (" + std::to_string(sp.begin / cols) +
+                      ", " + std::to_string(sp.begin % cols) + ")");
+    }
+    if (sp.begin > at) break;
+    at = sp.end;
+  }
+  if (at != rows * cols) {
+    return DataLoss(what + ": no chunk holds element (" + std::to_string(at / cols) + ", " +
+                    std::to_string(at % cols) + ") (a chunk is missing)");
+  }
+  return Status::Ok();
 }
 
 CheckpointReader::~CheckpointReader() {

@@ -21,8 +21,9 @@ namespace loom {
 
 class CheckpointReader {
  public:
-  // Parses and validates the metadata and checks every data file's size against its listing
-  // (a truncated file is refused here).
+  // Parses and validates the metadata, checks every data file's size against its listing (a
+  // truncated file is refused here) and that the chunks of every tensor hold each element
+  // exactly once (a missing or duplicated chunk is refused here).
   static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& dir);
   ~CheckpointReader();
 
@@ -53,6 +54,7 @@ class CheckpointReader {
     std::vector<ChunkRef> chunks;
   };
   CheckpointReader() = default;
+  static Status CheckCoverage(const std::string& where, const Entry& e);
   Result<int> Fd(const std::string& file);
   // Reads blocks [first, last] of chunk `c` into buf (chunk-relative, from block `first`) and
   // checks their CRCs.

@@ -213,8 +213,10 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     }
   }
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, to.world(), model, base);
-  if (!st.ok()) {
-    std::filesystem::remove_all(tmp, ec);  // never leave a partial output behind
+  if (!st.ok()) {  // never leave a partial output behind
+    std::filesystem::remove_all(tmp, ec);
+    std::filesystem::remove_all(JoinPath(out_root, StepDirName(meta.step())), ec);
+    std::filesystem::remove(JoinPath(out_root, kLatestFile), ec);
     return st;
   }
   out.bytes_read = reader->bytes_read();

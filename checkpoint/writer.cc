@@ -248,8 +248,9 @@ Status RankFileWriter::StreamImage(const char* image,
   constexpr uint64_t kPart = 8 << 20;
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t ready = 0;  // GUARDED_BY(mu): bytes of the image filled
-  bool stop = false;   // GUARDED_BY(mu): the producer failed
+  uint64_t ready = 0;      // GUARDED_BY(mu): bytes of the image filled
+  bool stop = false;       // GUARDED_BY(mu): the producer failed
+  bool io_failed = false;  // GUARDED_BY(mu): the writer failed
   Status io;
   std::thread writer([&] {
     const int flags = ::fcntl(fd_, F_GETFL);
@@ -281,12 +282,18 @@ Status RankFileWriter::StreamImage(const char* image,
       at += static_cast<uint64_t>(w);
     }
     if (direct) (void)::fcntl(fd_, F_SETFL, flags);
+    std::lock_guard<std::mutex> lock(mu);
+    io_failed = !io.ok();
   });
   // Produce the image part by part; record each piece (CRCs of bytes still in cache) once whole.
   Status st;
   size_t slot = 0;
   const size_t slots = offset_.size();
   for (uint64_t end = 0; end < data_bytes_ && st.ok();) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (io_failed) break;  // the disk refused: no point copying the rest
+    }
     end = std::min(end + kPart, data_bytes_);
     st = fill(end);
     if (!st.ok()) break;
@@ -408,14 +415,15 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int
   const std::string final_dir = JoinPath(root, StepDirName(base.step()));
   std::error_code ec;
   if (fs::exists(final_dir, ec)) {
-    // Re-saving a step (e.g. a final save right after resuming at it): move the old one aside.
-    const std::string old = final_dir + ".replaced.tmp";
-    fs::remove_all(old, ec);
-    if (::rename(final_dir.c_str(), old.c_str()) != 0) {
-      return ErrnoError("rename '" + final_dir + "' to '" + old + "'", errno);
+    // Re-saving a step: swap the two directories in one atomic step, so at every moment
+    // step_<N> is one complete checkpoint, then drop the old one (now under the .tmp name).
+    if (::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) != 0) {
+      return ErrnoError("exchange '" + tmp_dir + "' and '" + final_dir + "'", errno);
     }
-  }
-  if (::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) {
+    LOOM_RETURN_IF_ERROR(FsyncDir(root));
+    CheckpointCrashPoint(rank, "after exchanging a re-saved step");
+    fs::remove_all(tmp_dir, ec);
+  } else if (::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) {
     return ErrnoError("rename '" + tmp_dir + "' to '" + final_dir + "'", errno);
   }
   LOOM_RETURN_IF_ERROR(FsyncDir(root));

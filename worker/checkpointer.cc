@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "checkpoint/reader.h"
+#include "core/file_util.h"
 #include "core/logging.h"
 
 namespace loom {
@@ -49,8 +50,11 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
   // Aligned for O_DIRECT writes of the data section (RankFileWriter::PutImage).
   const size_t bytes = (static_cast<size_t>(at) * sizeof(float) + kDataAlignment - 1) /
                        kDataAlignment * kDataAlignment;
-  snapshot_.reset(static_cast<char*>(
-      std::aligned_alloc(kDataAlignment, std::max<size_t>(bytes, kDataAlignment))));
+  if (!job.checkpoint.dir.empty()) {  // only a saving run needs the host buffer
+    snapshot_.reset(static_cast<char*>(
+        std::aligned_alloc(kDataAlignment, std::max<size_t>(bytes, kDataAlignment))));
+    snapshot_bytes_ = bytes;
+  }
 }
 
 Checkpointer::~Checkpointer() {
@@ -58,13 +62,18 @@ Checkpointer::~Checkpointer() {
   // step_<N>.tmp directory is never loaded and is removed by the next run.
   if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // poll_value_ must outlive it
   (void)writer_.WaitIdle(WriterTimeoutMs());
+  (void)committer_.WaitIdle(WriterTimeoutMs());
 }
 
 Result<int> Checkpointer::AllMax(int v) {
   if (world_ == nullptr) return v;
-  float f = static_cast<float>(v);
-  LOOM_RETURN_IF_ERROR(world_->AllReduce(&f, 1, ReduceOp::kMax));
-  return static_cast<int>(f);
+  // The buffer is a member: after a timed-out wait the communication thread may still write it.
+  // The deadline is the checkpoint's, not the communicator's: ranks reach these votes after
+  // local I/O of very different lengths (deleting leftovers, loading, writing).
+  vote_ = static_cast<float>(v);
+  LOOM_RETURN_IF_ERROR(world_->AllReduceAsync(&vote_, 1, ReduceOp::kMax)
+                           ->Wait(Clock::now() + std::chrono::milliseconds(WriterTimeoutMs())));
+  return static_cast<int>(vote_);
 }
 
 proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
@@ -138,6 +147,17 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
                       std::to_string(v.second) + " (a checkpoint of another model)");
     }
   }
+  for (const ParamInfo& p : ParamLayout::ForModel(job_.model, 1).params) {
+    for (int s = 0; s < kNumStates; ++s) {
+      const proto::TensorEntry* t = reader->Find(p.name, static_cast<StateKind>(s));
+      if (t == nullptr) continue;  // reported, with its chunks, by the reads below
+      const std::vector<int64_t> shape(t->shape().begin(), t->shape().end());
+      if (shape != std::vector<int64_t>(p.global_shape.begin(), p.global_shape.end())) {
+        return DataLoss(path + ": tensor '" + p.name + "' state '" + t->state() +
+                        "': field 'shape' does not match the job's model");
+      }
+    }
+  }
   LOOM_RETURN_IF_ERROR(store_->Quiesce());
   std::vector<Piece> pieces;
   for (int s = 0; s < kNumStates; ++s) {
@@ -182,15 +202,22 @@ Result<int64_t> Checkpointer::Restore() {
   const bool explicit_load = !c.load.empty();
   const std::string where =
       job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") + "'";
-  std::vector<std::string> candidates;
   std::error_code ec;
+  const bool single = fs::exists(fs::path(source) / kMetadataFile, ec);
+  const std::string root = single ? fs::path(source).parent_path().string() : source;
+  // The candidates, newest first, as world rank 0 sees them: every rank tries the same steps in
+  // the same order even if its view of the directory differs (a rank that cannot read one
+  // refuses it, and all fall back together).
+  std::vector<int64_t> steps;
   if (c.resume && !source.empty()) {
-    if (fs::exists(fs::path(source) / kMetadataFile, ec)) {
-      candidates.push_back(source);
+    if (single) {
+      LOOM_ASSIGN_OR_RETURN(proto::CheckpointMetadata m, ReadMetadata(source));
+      steps.push_back(m.step());
     } else {
-      for (const auto& [step, dir] : ListCheckpoints(source)) candidates.push_back(dir);
+      for (const auto& [step, dir] : ListCheckpoints(source)) steps.push_back(step);
     }
-    if (candidates.empty() && explicit_load) {
+    LOOM_RETURN_IF_ERROR(AgreeOnSteps(&steps));
+    if (steps.empty() && explicit_load) {
       return NotFound(where + ": no checkpoint in '" + source +
                       "' (expected a step directory with " + kMetadataFile +
                       " or a directory holding step_<N> ones)");
@@ -198,10 +225,8 @@ Result<int64_t> Checkpointer::Restore() {
   }
   // Saving into a directory that already holds other checkpoints would mix two runs.
   auto existing = c.dir.empty() ? decltype(ListCheckpoints(""))() : ListCheckpoints(c.dir);
-  const bool same_root = !explicit_load || fs::equivalent(c.load, c.dir, ec) ||
-                         (fs::exists(fs::path(c.load) / kMetadataFile, ec) &&
-                          fs::equivalent(fs::path(c.load).parent_path(), c.dir, ec));
-  if (!existing.empty() && (candidates.empty() || !same_root)) {
+  const bool same_root = !explicit_load || fs::equivalent(root, c.dir, ec);
+  if (!existing.empty() && (steps.empty() || !same_root)) {
     return FailedPrecondition(job_.path + ": field 'checkpoint.dir': '" + c.dir +
                               "' already holds checkpoints (newest: " + existing.front().second +
                               ") of another run; " +
@@ -209,36 +234,79 @@ Result<int64_t> Checkpointer::Restore() {
                                         : "set checkpoint.resume: true to continue it") +
                               ", remove them, or choose another directory");
   }
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string dir = JoinPath(root, StepDirName(steps[i]));
     int64_t step = 0;
-    Status st = LoadFrom(candidates[i], &step);
+    Status st = LoadFrom(dir, &step);
     LOOM_ASSIGN_OR_RETURN(int failed, AllMax(st.ok() ? 0 : 1));
     if (failed == 0) {
       stats_.resumed_step = step;
-      stats_.resumed_from = candidates[i];
+      stats_.resumed_from = dir;
       last_started_ = same_root ? step : -1;
       if (rank_ == 0) {
-        LOOM_LOG(INFO, CKPT) << "resumed from " << candidates[i] << " (step " << step << ")";
+        LOOM_LOG(INFO, CKPT) << "resumed from " << dir << " (step " << step << ")";
+        // Checkpoints newer than this one belong to a run that is not continued (or were
+        // refused): keep them, but where they can neither be loaded nor replaced piecemeal.
+        if (same_root)
+          SetAsideNewer(root, step, std::vector<int64_t>(steps.begin(), steps.begin() + i));
       }
+      if (same_root) LOOM_RETURN_IF_ERROR(AllMax(0).status());
       return step;
     }
     if (!st.ok()) {
-      LOOM_LOG(ERROR, CKPT) << "checkpoint " << candidates[i] << " refused: " << st.message();
+      LOOM_LOG(ERROR, CKPT) << "checkpoint " << dir << " refused: " << st.message();
     }
     if (rank_ == 0) {
-      LOOM_LOG(WARN, CKPT) << "checkpoint " << candidates[i] << " cannot be loaded"
-                           << (i + 1 < candidates.size()
-                                   ? "; falling back to the previous one, " + candidates[i + 1]
-                                   : std::string("; no older checkpoint left"));
+      LOOM_LOG(WARN, CKPT) << "checkpoint " << dir << " cannot be loaded"
+                           << (i + 1 < steps.size() ? "; falling back to the previous one, " +
+                                                          JoinPath(root, StepDirName(steps[i + 1]))
+                                                    : std::string("; no older checkpoint left"));
     }
   }
-  if (!candidates.empty()) {
+  if (!steps.empty()) {
     std::string tried;
-    for (const std::string& d : candidates) tried += (tried.empty() ? "" : ", ") + d;
+    for (int64_t s : steps) tried += (tried.empty() ? "" : ", ") + JoinPath(root, StepDirName(s));
     return DataLoss(where + ": no valid checkpoint in '" + source + "' (tried " + tried +
                     "; the reasons are logged above)");
   }
   return int64_t{0};
+}
+
+Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps) {
+  if (world_ == nullptr) return Status::Ok();
+  // Rank 0's list: its length, then the steps (exact in floats up to 2^24).
+  constexpr size_t kMax = 4096;
+  agreed_.assign(kMax + 1, 0.0f);
+  if (rank_ == 0) {
+    const size_t n = std::min(kMax, steps->size());
+    agreed_[0] = static_cast<float>(n);
+    for (size_t i = 0; i < n; ++i) agreed_[i + 1] = static_cast<float>((*steps)[i]);
+  }
+  LOOM_RETURN_IF_ERROR(
+      world_->BroadcastAsync(agreed_.data(), static_cast<int64_t>(agreed_.size()), 0)
+          ->Wait(Clock::now() + std::chrono::milliseconds(WriterTimeoutMs())));
+  steps->clear();
+  for (size_t i = 0; i < static_cast<size_t>(agreed_[0]); ++i) {
+    steps->push_back(static_cast<int64_t>(agreed_[i + 1]));
+  }
+  return Status::Ok();
+}
+
+void Checkpointer::SetAsideNewer(const std::string& root, int64_t loaded,
+                                 const std::vector<int64_t>& refused) const {
+  std::error_code ec;
+  for (const auto& [step, dir] : ListCheckpoints(root)) {
+    if (step <= loaded) continue;
+    const bool was_refused = std::find(refused.begin(), refused.end(), step) != refused.end();
+    const std::string aside = dir + (was_refused ? ".refused" : ".abandoned");
+    fs::remove_all(aside, ec);
+    if (::rename(dir.c_str(), aside.c_str()) == 0) {
+      LOOM_LOG(WARN, CKPT) << "moved " << dir << " to " << aside
+                           << (was_refused ? " (it could not be loaded)"
+                                           : " (newer than the checkpoint resumed from)");
+    }
+  }
+  (void)FsyncDir(root);
 }
 
 Status Checkpointer::CopyState(size_t* next, uint64_t end) {
@@ -266,6 +334,10 @@ Status Checkpointer::CopyState(size_t* next, uint64_t end) {
 }
 
 Status Checkpointer::Save(int64_t step) {
+  if (!snapshot_) {
+    return Internal("checkpoint: out of memory for the " + std::to_string(snapshot_bytes_) +
+                    "-byte host buffer of a save");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
   pending_meta_ = BaseMetadata(step);
@@ -339,21 +411,23 @@ Status Checkpointer::BeforeUpdate() {
 
 int Checkpointer::LocalFlag() {
   if (!writer_.Idle()) return kWriting;
-  Status st = writer_.TakeStatus();
-  if (!st.ok() && write_error_.ok()) write_error_ = st;
-  return write_error_.ok() ? kWritten : kFailed;
+  for (BackgroundWriter* w : {&writer_, &committer_}) {  // a failed commit fails the next save
+    Status st = w->TakeStatus();
+    if (!st.ok() && write_error_.ok()) write_error_ = st;
+  }
+  return write_error_.ok() ? kWritten : kFailed + rank_;  // the maximum names a failing rank
 }
 
 Status Checkpointer::Resolve(int all) {
   if (all == kWriting) return Status::Ok();  // vote again after the next step
   const int64_t step = pending_step_;
   pending_step_ = -1;
-  if (all == kFailed) {
+  if (all >= kFailed) {
     Status mine = write_error_;
     write_error_ = Status::Ok();
     if (!mine.ok()) return mine.WithContext("checkpoint step " + std::to_string(step));
-    return Internal("checkpoint step " + std::to_string(step) +
-                    ": another rank failed to write its part (see its error)");
+    return Internal("checkpoint step " + std::to_string(step) + ": rank " +
+                    std::to_string(all - kFailed) + " failed to write its part (see its error)");
   }
   if (rank_ == 0) {  // every part is on disk: commit in the background
     const std::string root = job_.checkpoint.dir, tmp = TempStepDir(root, step);
@@ -361,14 +435,26 @@ Status Checkpointer::Resolve(int all) {
     const int keep = static_cast<int>(job_.checkpoint.keep);
     proto::CheckpointMetadata meta = pending_meta_;
     const ModelConfig model = job_.model;
-    writer_.Submit([=] {
+    // On its own thread, so the next save's copy never waits behind a commit or a deletion.
+    committer_.Submit([=] {
       const auto c0 = std::chrono::steady_clock::now();
-      LOOM_RETURN_IF_ERROR(CommitCheckpoint(root, tmp, world, model, meta));
+      Status st = CommitCheckpoint(root, tmp, world, model, meta);
+      if (!st.ok()) {
+        LOOM_LOG(ERROR, CKPT) << "committing " << JoinPath(root, StepDirName(meta.step()))
+                              << " failed: " << st.message();
+        return st;
+      }
       LOOM_LOG(INFO, CKPT) << "saved " << JoinPath(root, StepDirName(meta.step()));
       LOOM_LOG(DEBUG, CKPT) << "commit took " << SecondsSince(c0) * 1e3 << " ms";
       return Status::Ok();
     });
-    writer_.Submit([=] { return ApplyRetention(root, keep, meta.step()); });
+    committer_.Submit([=] {
+      Status st = ApplyRetention(root, keep, meta.step());
+      if (!st.ok()) {
+        LOOM_LOG(WARN, CKPT) << "retention: " << st.message();
+      }
+      return Status::Ok();  // an old checkpoint left behind is not worth stopping training
+    });
   }
   return Status::Ok();
 }
@@ -387,8 +473,8 @@ Status Checkpointer::Complete(bool wait) {
   }
   if (wait) {  // every rank waits for its writer, so the vote can only be written or failed
     Status st = writer_.WaitIdle(WriterTimeoutMs());
-    if (!st.ok()) return st.WithContext("checkpoint step " + std::to_string(pending_step_));
-    LOOM_ASSIGN_OR_RETURN(int all, AllMax(LocalFlag()));
+    if (!st.ok() && write_error_.ok()) write_error_ = st;  // still vote: the others wait for it
+    LOOM_ASSIGN_OR_RETURN(int all, AllMax(st.ok() ? LocalFlag() : kFailed + rank_));
     return Resolve(all);
   }
   if (world_ == nullptr) return Resolve(LocalFlag());
@@ -414,9 +500,9 @@ Status Checkpointer::Finish(int64_t step) {
   if (job_.checkpoint.final && step != last_started_) LOOM_RETURN_IF_ERROR(Save(step));
   const auto t0 = std::chrono::steady_clock::now();
   LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
-  // Rank 0's commit runs on its writer: wait for it and tell every rank how it went.
-  Status committed = writer_.WaitIdle(WriterTimeoutMs());
-  if (committed.ok()) committed = writer_.TakeStatus();
+  // Rank 0's commit runs on its committer: wait for it and tell every rank how it went.
+  Status committed = committer_.WaitIdle(WriterTimeoutMs());
+  if (committed.ok()) committed = committer_.TakeStatus();
   LOOM_ASSIGN_OR_RETURN(int all, AllMax(committed.ok() ? kWritten : kFailed));
   stats_.stall_s += SecondsSince(t0);
   if (!committed.ok()) return committed.WithContext("checkpoint commit");

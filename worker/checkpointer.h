@@ -6,10 +6,11 @@
 // store into a host buffer while the next forward and backward run — the next optimizer update
 // waits for that copy (BeforeUpdate) — then writes and fsyncs its data file (O_DIRECT where
 // possible) and index fragment into <dir>/step_<N>.tmp/. While a save is in flight, every step ends
-// with one small all-reduce of "written / still writing / failed" over the world; when every rank
-// has written its part, world rank 0 commits in the background (metadata last, rename to
-// step_<N>, `latest`, retention). A save asked for while the previous one is still in flight
-// waits for it. A rank that fails to write fails the job at the next step boundary.
+// with one small all-reduce of "written / still writing / failed (by which rank)" over the
+// world; when every rank has written its part, world rank 0 commits on a thread of its own
+// (metadata last, rename to step_<N>, `latest`, retention). A save asked for while the previous one
+// is still in flight waits for it. A rank that fails to write fails the job at the next step
+// boundary.
 //
 // Resuming. Every rank computes which saved chunks intersect the states it holds under the
 // current layout and reads only those bytes, checking block checksums. The ranks agree (one
@@ -90,6 +91,12 @@ class Checkpointer {
   Status LoadFrom(const std::string& dir, int64_t* step);
   // Maximum of `v` over the world (v itself for one process).
   Result<int> AllMax(int v);
+  // Replaces *steps by world rank 0's list (a broadcast).
+  Status AgreeOnSteps(std::vector<int64_t>* steps);
+  // Rank 0, after resuming `loaded`: renames newer checkpoints under `root` to
+  // step_<N>.refused (those in `refused`) or step_<N>.abandoned.
+  void SetAsideNewer(const std::string& root, int64_t loaded,
+                     const std::vector<int64_t>& refused) const;
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
   void RemoveLeftovers() const;
 
@@ -106,17 +113,21 @@ class Checkpointer {
   };
   std::unique_ptr<char, FreeDeleter> snapshot_;  // the data section; owned by the writer thread
                                                  // while a save is in flight
+  size_t snapshot_bytes_ = 0;
   std::mutex snapshot_mu_;
   std::condition_variable snapshot_cv_;
   bool snapshot_taken_ = true;  // GUARDED_BY(snapshot_mu_)
   int64_t pending_step_ = -1;   // in flight (written, not yet agreed complete)
   proto::CheckpointMetadata pending_meta_;
   int64_t last_started_ = -1;
-  Status write_error_;    // this rank's failed write, until reported
-  HandlePtr poll_;        // the vote in flight (an all-reduce over the world)
-  float poll_value_ = 0;  // its buffer
+  Status write_error_;         // this rank's failed write, until reported
+  HandlePtr poll_;             // the vote in flight (an all-reduce over the world)
+  float poll_value_ = 0;       // its buffer
+  float vote_ = 0;             // AllMax's buffer (outlives a timed-out wait)
+  std::vector<float> agreed_;  // AgreeOnSteps' buffer
   CheckpointStats stats_;
-  BackgroundWriter writer_;  // last: joined first on destruction
+  BackgroundWriter committer_;  // rank 0: commits and retention
+  BackgroundWriter writer_;     // last: joined first on destruction
 };
 
 }  // namespace loom

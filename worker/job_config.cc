@@ -187,6 +187,11 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
 
 Status CheckCheckpointConfig(const JobConfig& job) {
   const CheckpointConfig& c = job.checkpoint;
+  if (!c.resume && !c.load.empty()) {
+    return InvalidArgument(job.path +
+                           ": field 'checkpoint.load': set, but checkpoint.resume is false (or "
+                           "--no-resume): say which you mean");
+  }
   if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
     return InvalidArgument(job.path +
                            ": field 'checkpoint.dir': expected a directory (or --checkpoint-dir) "

@@ -230,13 +230,44 @@ TEST_F(CheckpointIo, DeletedChunkIsNamed) {
             std::string::npos)
       << rep.status().message();
   EXPECT_NE(rep.status().message().find("a chunk is missing"), std::string::npos);
+  // Loading refuses it when opening, before reading anything.
   auto reader = CheckpointReader::Open(Path("a/step_00000005"));
-  ASSERT_TRUE(reader.ok());
-  Region whole{0, 4 * 8, 0, 8, 0, 4 * 8 * 8};
-  std::vector<float> buf(static_cast<size_t>(whole.size()));
-  Status st = (*reader)->Read("h.1.mlp.c_fc.weight", StateKind::kExpAvg, whole, buf.data());
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("a chunk is missing"), std::string::npos) << st.message();
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("tensor 'h.1.mlp.c_fc.weight' state 'exp_avg'"),
+            std::string::npos);
+  EXPECT_NE(reader.status().message().find("a chunk is missing"), std::string::npos)
+      << reader.status().message();
+}
+
+TEST_F(CheckpointIo, DuplicatedChunksAndEntriesAreRefused) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 2, 0));
+  const std::string meta_path = Path("a/step_00000005/metadata.json");
+  const std::string good = *ReadFile(meta_path);
+  // A chunk listed twice (with another missing it would still add up to the right count).
+  nlohmann::json j = nlohmann::json::parse(good);
+  for (auto& t : j["tensors"]) {
+    if (t["name"] == "wte" && t["state"] == "param") t["chunks"][1] = t["chunks"][0];
+  }
+  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  auto reader = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("overlaps another chunk"), std::string::npos)
+      << reader.status().message();
+  // A tensor entry listed twice.
+  j = nlohmann::json::parse(good);
+  j["tensors"].push_back(j["tensors"][0]);
+  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  reader = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("is listed twice"), std::string::npos);
+  // A chunk pointing outside the directory.
+  j = nlohmann::json::parse(good);
+  j["tensors"][0]["chunks"][0]["file"] = "../elsewhere";
+  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  reader = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("is not a file name of this directory"),
+            std::string::npos);
 }
 
 TEST_F(CheckpointIo, BadMetadataIsNamed) {
@@ -282,6 +313,21 @@ TEST_F(CheckpointIo, OnlyCommittedDirectoriesCountAndRetentionKeepsTheNewest) {
   auto resolved = ResolveCheckpointDir(Path("a"));
   ASSERT_TRUE(resolved.ok());
   EXPECT_EQ(fs::path(*resolved).filename(), "step_00000030");
+}
+
+TEST_F(CheckpointIo, ReSavingAStepReplacesItWhole) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 1, 0));
+  WriteSynthetic(Path("a"), 5, L(1, 1, 1, 1, 2, 0));  // same step, another layout
+  auto list = ListCheckpoints(Path("a"));
+  ASSERT_EQ(list.size(), 1u);
+  auto meta = ReadMetadata(list[0].second);
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->saved_layout().dp(), 2);  // the second save
+  EXPECT_EQ(meta->files_size(), 2);
+  for (const auto& e : fs::directory_iterator(Path("a"))) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+  ExpectSynthetic(list[0].second);
 }
 
 TEST(LayoutSpec, ParsesAndNamesBadItems) {

@@ -46,6 +46,7 @@ corrupt_and_resume() {
     grep -qxF "$line" "$dir/reference.txt" || { echo "FAIL $name: loss '$line' differs from the uninterrupted run"; fail=1; }
   done < "$ck.losses"
   [[ $(head -1 "$ck.losses" | cut -d' ' -f1) == 5 ]] || { echo "FAIL $name: did not restart at step 5"; fail=1; }
+  [[ -d $ck/step_00000006.refused ]] || { echo "FAIL $name: the refused checkpoint was not set aside"; fail=1; }
 }
 flip() {  # flip FILE: invert one byte 5 bytes before the end (inside the last chunk)
   /usr/bin/python3 -c "
@@ -73,6 +74,25 @@ corrupt_and_resume missing_file "rm rank_00003.safetensors" \
 corrupt_and_resume missing_chunk "drop_chunk h.1.mlp.c_fc.weight exp_avg" \
   "tensor 'h.1.mlp.c_fc.weight' state 'exp_avg'"
 grep -q "a chunk is missing" "$dir/missing_chunk.log" || { echo "FAIL missing_chunk: load message"; fail=1; }
+
+# Resuming an older step of the same directory sets the newer ones aside (they belong to a run
+# that is not continued) instead of mixing them with the new run's.
+cp -r "$dir/base" "$dir/older"
+if mpi --checkpoint-dir "$dir/older" --load "$dir/older/step_00000002" > "$dir/older.log" 2>&1; then
+  [[ -d $dir/older/step_00000004.abandoned && -d $dir/older/step_00000006.abandoned ]] \
+    && grep -q "resumed from $dir/older/step_00000002" "$dir/older.log" \
+    && "$loom" ckpt verify "$dir/older/step_00000008" > /dev/null \
+    && echo "PASS resuming an older step sets the newer checkpoints aside" \
+    || { echo "FAIL older: $(ls "$dir/older")"; fail=1; }
+else
+  tail "$dir/older.log"; echo "FAIL: resuming an older step"; fail=1
+fi
+# --load with --no-resume is contradictory.
+if mpi --checkpoint-dir "$dir/x" --load "$dir/base" --no-resume > "$dir/contra.log" 2>&1; then
+  echo "FAIL: --load with --no-resume accepted"; fail=1
+else
+  expect "--load with --no-resume" "$dir/contra.log" "field 'checkpoint.load': set, but checkpoint.resume is false"
+fi
 
 # No valid checkpoint left: an error, not a silent fresh start.
 cp -r "$dir/base" "$dir/none"
