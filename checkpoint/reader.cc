@@ -117,18 +117,6 @@ std::string CheckpointReader::Where(const Entry& e, const ChunkRef& c) const {
          e.tensor->state() + "' chunk " + std::to_string(c.index);
 }
 
-void CheckpointReader::Prefetch(const std::string& name, StateKind state) {
-  auto it = index_.find({name, StateName(state)});
-  if (it == index_.end()) return;
-  for (const ChunkRef& c : it->second.chunks) {
-    Result<int> fd = Fd(c.chunk->file());
-    if (fd.ok()) {
-      (void)::posix_fadvise(*fd, static_cast<off_t>(c.chunk->offset()),
-                            static_cast<off_t>(c.chunk->length()), POSIX_FADV_WILLNEED);
-    }
-  }
-}
-
 const proto::TensorEntry* CheckpointReader::Find(const std::string& name, StateKind state) const {
   auto it = index_.find({name, StateName(state)});
   return it == index_.end() ? nullptr : it->second.tensor;

@@ -35,9 +35,6 @@ class CheckpointReader {
   Status Read(const std::string& name, StateKind state, const Region& region, float* dst);
   // Reads every chunk and checks every checksum and that each tensor is covered exactly once.
   Status VerifyAll();
-  // Asks the kernel to start reading the chunks of (name, state) in the background
-  // (posix_fadvise WILLNEED), so a later Read finds them in memory. Best effort.
-  void Prefetch(const std::string& name, StateKind state);
   // The metadata entry of (name, state), or null.
   const proto::TensorEntry* Find(const std::string& name, StateKind state) const;
 

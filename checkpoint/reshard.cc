@@ -1,6 +1,9 @@
 // Offline resharding through the shard plan of the target layout.
 #include "checkpoint/reshard.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -120,8 +123,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
             {r - g0, k});
       }
     }
-    // The (state, tensor) pairs this group needs, in the order they are processed; the next
-    // one's chunks are prefetched while the current one is rearranged and written.
+    // The (state, tensor) pairs this group needs, in the order they are processed.
     std::vector<std::pair<StateKind, const ParamInfo*>> order;
     for (int s = 0; s < kNumStates; ++s) {
       for (const ParamInfo& p : canonical.params) {
@@ -178,18 +180,62 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         if (failed) return;
       }
     });
-    size_t prefetched = 0;                           // order[0, prefetched) asked for
-    int64_t ahead = 0;                               // elements asked for beyond the current tensor
-    constexpr int64_t kPrefetchElements = 64 << 20;  // 256 MB of fp32 in flight at most
+    // A third thread reads the coming tensor states' chunks from the disk into the page cache
+    // (real reads: posix_fadvise WILLNEED did not start them on this machine's storage), at most
+    // kReadAheadBytes ahead of the reader, so the disk works while the others compute.
+    constexpr uint64_t kReadAheadBytes = 256 << 20;
+    std::vector<uint64_t> order_bytes;  // bytes of the chunks of order[o]
+    for (const auto& [state, p] : order) {
+      uint64_t n = 0;
+      if (const proto::TensorEntry* t = reader->Find(p->name, state)) {
+        for (const proto::Chunk& c : t->chunks()) n += c.length();
+      }
+      order_bytes.push_back(n);
+    }
+    size_t reading = 0;         // GUARDED_BY(mu): the reader is at order[reading]
+    bool done_reading = false;  // GUARDED_BY(mu)
+    std::thread prefetcher([&] {
+      std::map<std::string, int> fds;
+      std::vector<char> sink(4 << 20);
+      uint64_t ahead = 0;  // bytes read ahead of order[reading]
+      size_t behind = 0;   // order[behind, p) were read ahead
+      for (size_t p = 0; p < order.size(); ++p) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          for (; behind < reading && behind < p; ++behind) ahead -= order_bytes[behind];
+          cv.wait(lock, [&] {
+            for (; behind < reading && behind < p; ++behind) ahead -= order_bytes[behind];
+            return ahead < kReadAheadBytes || done_reading || failed;
+          });
+          if (done_reading || failed) break;
+        }
+        const proto::TensorEntry* t = reader->Find(order[p].second->name, order[p].first);
+        for (int k = 0; t != nullptr && k < t->chunks_size(); ++k) {
+          const proto::Chunk& c = t->chunks(k);
+          int& fd = fds[c.file()];
+          if (fd == 0) fd = ::open(JoinPath(dir, c.file()).c_str(), O_RDONLY | O_CLOEXEC);
+          for (uint64_t at = 0; fd > 0 && at < c.length();) {
+            const ssize_t r =
+                ::pread(fd, sink.data(), std::min<uint64_t>(sink.size(), c.length() - at),
+                        static_cast<off_t>(c.offset() + at));
+            if (r <= 0) break;  // best effort: the reader reports real errors
+            at += static_cast<uint64_t>(r);
+          }
+        }
+        ahead += order_bytes[p];
+      }
+      for (auto& [name, fd] : fds) {
+        if (fd > 0) ::close(fd);
+      }
+    });
     for (size_t o = 0; o < order.size() && st.ok(); ++o) {
       const StateKind state = order[o].first;
       const ParamInfo& p = *order[o].second;
-      if (o < prefetched) ahead -= p.numel();
-      for (; prefetched < order.size() && (prefetched <= o || ahead < kPrefetchElements);
-           ++prefetched) {
-        reader->Prefetch(order[prefetched].second->name, order[prefetched].first);
-        if (prefetched > o) ahead += order[prefetched].second->numel();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        reading = o;
       }
+      cv.notify_all();
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [&] { return drained + 2 > o || failed; });  // its buffer is free
@@ -204,6 +250,12 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
       filled = o + 1;
       cv.notify_all();
     }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done_reading = true;
+    }
+    cv.notify_all();
+    prefetcher.join();
     writer_thread.join();
     if (st.ok()) st = write_st;
     for (size_t i = 0; i < writers.size() && st.ok(); ++i) {
