@@ -57,7 +57,7 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
         Num(file, k, "compute", "memory_bandwidth", &c->memory_bandwidth, 1, 1e18));
     LOOM_RETURN_IF_ERROR(Num(file, k, "compute", "op_overhead", &c->op_overhead, 0, 1));
     LOOM_RETURN_IF_ERROR(
-        Num(file, k, "compute", "overlap_slowdown", &c->overlap_slowdown, 0, 0.99));
+        Num(file, k, "compute", "overlap_slowdown", &c->overlap_slowdown, 0, kMaxOverlapSlowdown));
     for (const json& g : k.value("gemm", json::array())) {
       GemmSample s;
       double threads = 1;
@@ -79,13 +79,16 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
       s.threads = static_cast<int>(threads);
       c->attention.push_back(s);
     }
-    for (const json& m : k.value("memory", json::array())) {
-      MemorySample s;
-      double threads = 1;
-      LOOM_RETURN_IF_ERROR(Num(file, m, "compute.memory[]", "threads", &threads, 1, 1 << 16));
-      LOOM_RETURN_IF_ERROR(Num(file, m, "compute.memory[]", "bandwidth", &s.bandwidth, 1, 1e18));
-      s.threads = static_cast<int>(threads);
-      c->memory.push_back(s);
+    for (const char* key : {"memory", "optimizer"}) {
+      const std::string field = std::string("compute.") + key + "[]";
+      for (const json& m : k.value(key, json::array())) {
+        MemorySample s;
+        double threads = 1;
+        LOOM_RETURN_IF_ERROR(Num(file, m, field, "threads", &threads, 1, 1 << 16));
+        LOOM_RETURN_IF_ERROR(Num(file, m, field, "bandwidth", &s.bandwidth, 1, 1e18));
+        s.threads = static_cast<int>(threads);
+        (std::string(key) == "memory" ? c->memory : c->optimizer).push_back(s);
+      }
     }
   }
   if (j.contains("links")) {
@@ -145,6 +148,12 @@ std::string CalibrationToJson(const Calibration& c) {
   k["memory"] = json::array();
   for (const MemorySample& s : c.memory) {
     k["memory"].push_back({{"threads", s.threads}, {"bandwidth", s.bandwidth}});
+  }
+  if (!c.optimizer.empty()) {
+    k["optimizer"] = json::array();
+    for (const MemorySample& s : c.optimizer) {
+      k["optimizer"].push_back({{"threads", s.threads}, {"bandwidth", s.bandwidth}});
+    }
   }
   json& l = j["links"];
   l["efficiency"] = c.link_efficiency;

@@ -7,12 +7,14 @@
 //                "memory_bandwidth": 1.6e12, "op_overhead": 5e-6, "overlap_slowdown": 0.15,
 //                "gemm": [{"m": 2048, "n": 768, "k": 256, "threads": 2, "flops": 1.9e11}, ...],
 //                "attention": [{"seq": 256, "head_dim": 64, "threads": 2, "flops": 4e10}, ...],
-//                "memory": [{"threads": 2, "bandwidth": 3.8e9}]},
+//                "memory": [{"threads": 2, "bandwidth": 3.8e10}],
+//                "optimizer": [{"threads": 2, "bandwidth": 1.7e10}]},
 //    "links": {"intra_node": {"latency": 5e-6, "bandwidth": 2.3e11},
 //              "inter_node": {"latency": 8e-6, "bandwidth": 1.8e11}},
 //    "collectives": [{"op": "all_reduce", "ranks": 2, "bytes": 67108864, "seconds": 0.042}]}
 // Every field is optional; what is absent falls back to the defaults below (and, for links, to
-// the manifest's nominal figures).
+// the manifest's nominal figures). Collectives price the groups of their size inside a node
+// (planner/comm_model.h). Repeated samples (merged runs) are averaged by the planner.
 #pragma once
 
 #include <string>
@@ -57,6 +59,9 @@ struct LinkCalibration {
   double bandwidth = -1;  // bytes/s; < 0: not calibrated (manifest value x default efficiency)
 };
 
+// Upper bound of Calibration::overlap_slowdown.
+constexpr double kMaxOverlapSlowdown = 10;
+
 struct Calibration {
   std::string source;  // where the numbers come from (host and date, or a citation)
   bool has_precision = false;
@@ -66,13 +71,18 @@ struct Calibration {
   double memory_efficiency = 0.7;     // fraction of the nominal memory bandwidth (if not measured)
   double memory_bandwidth = -1;       // measured bytes/s per device; < 0: nominal x efficiency
   double op_overhead = 5e-6;          // seconds per kernel (launch, synchronisation)
-  // Fraction of compute speed lost while a transfer runs alongside it: NCCL's kernels hold SMs
-  // exclusively (one per channel) and stream through the same memory. 0: overlap is free.
+  // Compute seconds lost per second of transfer (its time alone) running alongside the compute.
+  // On GPUs a fraction of the compute speed: NCCL's kernels hold SMs exclusively (one per
+  // channel) and stream through the same memory. On CPU ranks the cores move the bytes
+  // themselves and it can exceed 1 (loom calibrate measures it). 0: overlap is free.
   double overlap_slowdown = 0;
   double link_efficiency = 0.8;  // fraction of nominal link bandwidth (if not measured)
   std::vector<GemmSample> gemm;
   std::vector<AttentionSample> attention;
   std::vector<MemorySample> memory;  // per-rank figures; they take precedence over memory_bandwidth
+  // Measured optimizer step (AdamW and the gradient norm) per rank, in the planner's bytes per
+  // parameter (36 in fp32) per second; absent: memory-bound at the memory figures above.
+  std::vector<MemorySample> optimizer;
   LinkCalibration intra, inter;
   std::vector<CollectiveSample> collectives;
 };

@@ -6,12 +6,55 @@
 
 namespace loom {
 
+void MeasuredCollectives::Add(CollOp op, int ranks, double bytes, double seconds) {
+  if (ranks < 2 || bytes <= 0 || seconds <= 0) return;
+  std::vector<Sample>& v = samples_[{static_cast<int>(op), ranks}];
+  auto it = std::lower_bound(v.begin(), v.end(), bytes,
+                             [](const Sample& s, double b) { return s.bytes < b; });
+  if (it != v.end() && it->bytes == bytes) {
+    it->seconds = (it->seconds * it->count + seconds) / (it->count + 1);
+    ++it->count;
+  } else {
+    v.insert(it, Sample{bytes, seconds, 1});
+  }
+}
+
+double MeasuredCollectives::Time(CollOp op, int ranks, double bytes) const {
+  auto found = samples_.find({static_cast<int>(op), ranks});
+  if (found == samples_.end()) return -1;
+  const std::vector<Sample>& v = found->second;
+  if (bytes <= v.front().bytes) return v.front().seconds;
+  if (bytes >= v.back().bytes) return v.back().seconds * bytes / v.back().bytes;
+  auto hi = std::lower_bound(v.begin(), v.end(), bytes,
+                             [](const Sample& s, double b) { return s.bytes < b; });
+  auto lo = hi - 1;
+  const double f = (bytes - lo->bytes) / (hi->bytes - lo->bytes);
+  return lo->seconds + f * (hi->seconds - lo->seconds);
+}
+
+bool MeasuredCollectives::Has(int ranks) const {
+  for (const auto& [key, v] : samples_) {
+    if (key.second == ranks) return true;
+  }
+  return false;
+}
+
 const char* AlgoName(Algo a) {
   return a == Algo::kTree ? "tree" : "ring";
 }
 
+namespace {
+
+// The measured time of `op` on `g`, or a negative number.
+double Measured(const GroupPath& g, CollOp op, double bytes) {
+  return g.measured != nullptr ? g.measured->Time(op, g.size, bytes) : -1;
+}
+
+}  // namespace
+
 double RingAllReduce(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
+  if (const double t = Measured(g, CollOp::kAllReduce, bytes); t >= 0) return t;
   const double n = g.size;
   return 2 * (n - 1) * g.latency + 2 * (n - 1) / n * bytes / g.bandwidth;
 }
@@ -30,18 +73,33 @@ double AllReduce(const GroupPath& g, double bytes, Algo* algo) {
   return std::min(ring, tree);
 }
 
-double ReduceScatter(const GroupPath& g, double bytes) {
-  if (g.size <= 1 || bytes <= 0) return 0;
+namespace {
+
+double RingPass(const GroupPath& g, double bytes) {
   const double n = g.size;
   return (n - 1) * g.latency + (n - 1) / n * bytes / g.bandwidth;
 }
 
+}  // namespace
+
+double ReduceScatter(const GroupPath& g, double bytes) {
+  if (g.size <= 1 || bytes <= 0) return 0;
+  if (const double t = Measured(g, CollOp::kReduceScatter, bytes); t >= 0) return t;
+  return RingPass(g, bytes);
+}
+
 double AllGather(const GroupPath& g, double bytes) {
-  return ReduceScatter(g, bytes);
+  if (g.size <= 1 || bytes <= 0) return 0;
+  if (const double t = Measured(g, CollOp::kAllGather, bytes); t >= 0) return t;
+  return RingPass(g, bytes);
 }
 
 double PointToPoint(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
+  // A hop is between two neighbours whatever the group's size.
+  if (g.measured != nullptr) {
+    if (const double t = g.measured->Time(CollOp::kSendRecv, 2, bytes); t >= 0) return t;
+  }
   return g.latency + bytes / g.bandwidth;
 }
 

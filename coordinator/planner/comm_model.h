@@ -2,15 +2,50 @@
 // crosses (Thakur et al. 2005; NCCL's ring and tree). A group is summarised by its GroupPath:
 // size, the slowest per-member bandwidth along its ring, and the largest per-message latency.
 // Pure arithmetic, seconds and bytes.
+//
+// Where `loom calibrate` measured the runtime's own collectives for a group size (groups inside
+// one node), those measurements replace the formulas: on shared-memory CPU ranks an all-gather is
+// a plain copy while an all-reduce also adds, and both differ by message size in ways one alpha
+// and one bandwidth cannot describe (ENVIRONMENT: 3.6 GB/s at 1 MiB, 1.5 GB/s at 64 MiB).
 #pragma once
 
+#include <map>
+#include <utility>
+#include <vector>
+
 namespace loom {
+
+enum class CollOp { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
+
+// Measured seconds of collectives by operation, group size and bytes (the whole buffer, as the
+// formulas below count it; send/recv: one message each way between two neighbours at once).
+class MeasuredCollectives {
+ public:
+  // Repeated measurements of one (op, ranks, bytes) are averaged.
+  void Add(CollOp op, int ranks, double bytes, double seconds);
+  // Seconds for `bytes`: linear between the two nearest samples, at the largest sample's
+  // bandwidth beyond it, and no faster than the smallest sample below it (latency dominates).
+  // Negative when (op, ranks) was never measured.
+  double Time(CollOp op, int ranks, double bytes) const;
+  bool Has(int ranks) const;
+  bool empty() const { return samples_.empty(); }
+
+ private:
+  struct Sample {
+    double bytes = 0, seconds = 0;
+    int count = 0;
+  };
+  std::map<std::pair<int, int>, std::vector<Sample>> samples_;  // (op, ranks) -> by bytes
+};
 
 struct GroupPath {
   int size = 1;          // members
   int nodes = 1;         // distinct nodes the group spans
   double latency = 0;    // seconds per message on the slowest hop
   double bandwidth = 0;  // bytes/s each member can push along the ring's slowest hop
+  // Measured collectives of this group size (groups inside one node), or null: the formulas.
+  // Points into the Hardware the path was built from (placement.h), valid while it lives.
+  const MeasuredCollectives* measured = nullptr;
 };
 
 enum class Algo { kRing, kTree };

@@ -12,6 +12,30 @@ double LogDistance(double a, double b) {
   return std::fabs(std::log(a / b));
 }
 
+// Appends `s` to `v`, or averages its rate into a sample of the same key (a calibration merged
+// from repeated runs of loom calibrate: the mean of the runs, not the first of them).
+template <typename S, typename Same>
+void AddSample(std::vector<S>* v, std::vector<int>* counts, const S& s, Same same) {
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!same((*v)[i], s)) continue;
+    const int n = (*counts)[i]++;
+    (*v)[i].flops = ((*v)[i].flops * n + s.flops) / (n + 1);
+    return;
+  }
+  v->push_back(s);
+  counts->push_back(1);
+}
+
+// The mean bandwidth of the samples taken with `threads` threads; 0 if none.
+double MeanBandwidth(const std::vector<MemorySample>& v, int threads) {
+  double sum = 0;
+  int n = 0;
+  for (const MemorySample& m : v) {
+    if (m.threads == threads) sum += m.bandwidth, ++n;
+  }
+  return n > 0 ? sum / n : 0;
+}
+
 }  // namespace
 
 Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, Precision precision,
@@ -28,31 +52,46 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
       (cal.memory_bandwidth > 0 ? cal.memory_bandwidth
                                 : h.type.memory_bandwidth * cal.memory_efficiency) *
       devices_per_rank;
-  for (const MemorySample& m : cal.memory) {
-    if (m.threads == devices_per_rank) h.memory_bandwidth = m.bandwidth;
+  if (const double bw = MeanBandwidth(cal.memory, devices_per_rank); bw > 0) {
+    h.memory_bandwidth = bw;
   }
+  h.optimizer_bandwidth = MeanBandwidth(cal.optimizer, devices_per_rank);
   h.op_overhead = cal.op_overhead;
   const bool same_precision = !cal.has_precision || cal.precision == precision;
   if (same_precision) {
     // Prefer samples taken with this rank's thread count; otherwise rescale the others.
-    for (const GemmSample& s : cal.gemm) {
-      if (s.threads == devices_per_rank) h.gemm.push_back(s);
+    const bool gemm_threads = std::any_of(cal.gemm.begin(), cal.gemm.end(), [&](const auto& s) {
+      return s.threads == devices_per_rank;
+    });
+    const bool attention_threads =
+        std::any_of(cal.attention.begin(), cal.attention.end(),
+                    [&](const auto& s) { return s.threads == devices_per_rank; });
+    std::vector<int> counts;
+    auto same_gemm = [](const GemmSample& a, const GemmSample& b) {
+      return a.m == b.m && a.n == b.n && a.k == b.k;
+    };
+    for (GemmSample s : cal.gemm) {
+      if (gemm_threads && s.threads != devices_per_rank) continue;
+      s.flops *= static_cast<double>(devices_per_rank) / s.threads;
+      AddSample(&h.gemm, &counts, s, same_gemm);
     }
-    if (h.gemm.empty()) {
-      for (GemmSample s : cal.gemm) {
-        s.flops *= static_cast<double>(devices_per_rank) / s.threads;
-        h.gemm.push_back(s);
-      }
+    counts.clear();
+    auto same_attention = [](const AttentionSample& a, const AttentionSample& b) {
+      return a.seq == b.seq && a.head_dim == b.head_dim;
+    };
+    for (AttentionSample s : cal.attention) {
+      if (attention_threads && s.threads != devices_per_rank) continue;
+      s.flops *= static_cast<double>(devices_per_rank) / s.threads;
+      AddSample(&h.attention, &counts, s, same_attention);
     }
-    for (const AttentionSample& s : cal.attention) {
-      if (s.threads == devices_per_rank) h.attention.push_back(s);
+  }
+  for (const CollectiveSample& c : cal.collectives) {
+    if (c.op == "all_reduce") h.collectives.Add(CollOp::kAllReduce, c.ranks, c.bytes, c.seconds);
+    if (c.op == "all_gather") h.collectives.Add(CollOp::kAllGather, c.ranks, c.bytes, c.seconds);
+    if (c.op == "reduce_scatter") {
+      h.collectives.Add(CollOp::kReduceScatter, c.ranks, c.bytes, c.seconds);
     }
-    if (h.attention.empty()) {
-      for (AttentionSample s : cal.attention) {
-        s.flops *= static_cast<double>(devices_per_rank) / s.threads;
-        h.attention.push_back(s);
-      }
-    }
+    if (c.op == "send_recv") h.collectives.Add(CollOp::kSendRecv, c.ranks, c.bytes, c.seconds);
   }
   h.link_efficiency = cal.link_efficiency;
   h.overlap_slowdown = cal.overlap_slowdown;

@@ -8,6 +8,7 @@
 
 #include "coordinator/calibration.h"
 #include "coordinator/cluster.h"
+#include "coordinator/planner/comm_model.h"
 #include "coordinator/planner/model_math.h"
 
 namespace loom {
@@ -20,14 +21,20 @@ struct Hardware {
   double memory = 0;         // bytes of one rank
   double gemm_efficiency = 0.7;
   double attention_efficiency = 0.3;
-  double memory_bandwidth = 0;             // effective bytes/s of one rank
+  double memory_bandwidth = 0;  // effective bytes/s of one rank
+  // Optimizer step (AdamW and gradient norm) in the time model's bytes per parameter per second;
+  // 0: memory_bandwidth.
+  double optimizer_bandwidth = 0;
   double op_overhead = 0;                  // seconds per kernel
   std::vector<GemmSample> gemm;            // samples for this precision and thread count
   std::vector<AttentionSample> attention;  // idem
   LinkSpec intra;                          // effective, per device
   LinkSpec inter;                          // effective, per node
+  // The runtime's collectives measured inside one node (calibration collectives[]); groups of a
+  // measured size are priced with them instead of intra's alpha and bandwidth.
+  MeasuredCollectives collectives;
   double link_efficiency = 1;  // applied to nominal inter-node figures (not to measured ones)
-  // Fraction of compute speed lost while a transfer runs alongside (calibration.h).
+  // Compute seconds lost per second of transfer running alongside it (calibration.h).
   double overlap_slowdown = 0;
 
   // Seconds for `g` with `element_bytes` operands: the nearest measured sample's rate, else
@@ -42,6 +49,8 @@ struct Hardware {
 // Builds the rank model for device type `type` of `cluster`. `devices_per_rank` > 1 scales peak,
 // memory and bandwidth (CPU cores shared by fewer ranks); samples are kept when their precision
 // matches and their thread count equals devices_per_rank (if none does, all of them, rescaled).
+// Samples of the same shape (a file merged from repeated runs of loom calibrate) are averaged,
+// and so are memory and optimizer figures of the same thread count.
 Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, Precision precision,
                       int devices_per_rank);
 

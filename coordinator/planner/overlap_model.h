@@ -7,7 +7,8 @@
 //    window, their busy times add up, and what exceeds the window shows;
 //  - a transfer running alongside compute is not free for the compute either: NCCL's kernels hold
 //    SMs exclusively while they run (one per channel), so compute loses `slowdown` of its speed
-//    for the duration of the overlap.
+//    for the duration of the overlap; on CPU ranks the cores move the bytes themselves, and the
+//    compute loses `slowdown` (measured, can exceed 1) seconds per second of transfer.
 #pragma once
 
 #include "coordinator/planner/comm_model.h"
@@ -55,7 +56,8 @@ struct Exposure {
 //  load     busy seconds of every link class in the window, from all traffic, critical and
 //           asynchronous (own included);
 //  async    link seconds of all asynchronous traffic running alongside the compute;
-//  slowdown fraction of compute speed lost while a transfer runs alongside (0 <= s < 1).
+//  slowdown compute seconds lost per second of transfer running alongside (calibration.h;
+//           a fraction of the compute speed on GPUs, >= 1 possible on CPU ranks).
 // The window then lasts window + total(): at least as long as its busiest link and at least
 // compute + slowdown * (overlapped seconds).
 Exposure Overlap(double window, double compute, double own, const LinkLoad& load, double async,

@@ -204,8 +204,9 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& /*job*/, const Clu
   PathCache paths(c, r.placement, hw);
   auto path = [&](const char* name, GroupPath g, const char* what) {
     if (g.size <= 1) return;
-    s += Fmt("    %-4s %4d ranks over %4d node%s: %s, latency %s (%s)\n", name, g.size, g.nodes,
-             g.nodes == 1 ? " " : "s", Rate(g.bandwidth).c_str(), Secs(g.latency).c_str(), what);
+    s += Fmt("    %-4s %4d ranks over %4d node%s: %s, latency %s (%s)%s\n", name, g.size, g.nodes,
+             g.nodes == 1 ? " " : "s", Rate(g.bandwidth).c_str(), Secs(g.latency).c_str(), what,
+             g.measured != nullptr ? "; priced from the calibration's measured collectives" : "");
   };
   path("tp", paths.Ring(1, L.tp), "all-reduce / all-gather + reduce-scatter per layer");
   path("cp", paths.Hop(L.tp, L.cp), "K/V ring hops");

@@ -245,8 +245,10 @@ void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreak
   const double psi = static_cast<double>(m.layers / L.pp) * LayerParamsPerRank(m, L.tp) +
                      EmbeddingParamsPerRank(m, L.tp);
   const double owned = L.zero >= 1 ? psi / (L.dp * L.cp) : psi;
-  t->optimizer =
-      hw_.MemoryTime(owned * (kOptimizerBytesPerParam + 2 * pb.grads)) + 4 * hw_.op_overhead;
+  const double optimizer_bytes = owned * (kOptimizerBytesPerParam + 2 * pb.grads);
+  t->optimizer = (hw_.optimizer_bandwidth > 0 ? optimizer_bytes / hw_.optimizer_bandwidth
+                                              : hw_.MemoryTime(optimizer_bytes)) +
+                 4 * hw_.op_overhead;
   t->pp = 0;
   if (L.pp > 1) {
     // Tied embedding: the first stage sends wte at the start (needed by the last stage's first

@@ -136,5 +136,38 @@ TEST(CommFormulas, RingAndTree) {
   EXPECT_EQ(AllReduce(GroupPath{}, 1e9), 0);  // one member: nothing to do
 }
 
+TEST(CommFormulas, MeasuredCollectivesReplaceTheFormulas) {
+  MeasuredCollectives m;
+  m.Add(CollOp::kAllReduce, 2, 1e6, 1e-3);
+  m.Add(CollOp::kAllReduce, 2, 4e6, 2e-3);
+  m.Add(CollOp::kAllReduce, 2, 4e6, 4e-3);  // measured twice: averaged to 3 ms
+  m.Add(CollOp::kAllGather, 2, 1e6, 1e-4);
+  m.Add(CollOp::kSendRecv, 2, 1e6, 2e-4);
+  EXPECT_DOUBLE_EQ(m.Time(CollOp::kAllReduce, 2, 4e6), 3e-3);
+  EXPECT_DOUBLE_EQ(m.Time(CollOp::kAllReduce, 2, 2.5e6), 2e-3);  // linear in between
+  EXPECT_DOUBLE_EQ(m.Time(CollOp::kAllReduce, 2, 8e6), 6e-3);    // the largest one's rate
+  EXPECT_DOUBLE_EQ(m.Time(CollOp::kAllReduce, 2, 1e3), 1e-3);    // no faster than the smallest
+  EXPECT_LT(m.Time(CollOp::kReduceScatter, 2, 1e6), 0);          // never measured
+  EXPECT_LT(m.Time(CollOp::kAllReduce, 4, 1e6), 0);              // nor for 4 ranks
+  EXPECT_TRUE(m.Has(2));
+  EXPECT_FALSE(m.Has(4));
+
+  GroupPath g;
+  g.size = 2;
+  g.latency = 1e-5;
+  g.bandwidth = 1e9;
+  g.measured = &m;
+  // An all-gather on shared memory is a copy, an all-reduce also adds: one alpha and one
+  // bandwidth (1 ms per MB from the all-reduce) would price the all-gather 5x too slow.
+  EXPECT_DOUBLE_EQ(AllReduce(g, 1e6), 1e-3);
+  EXPECT_DOUBLE_EQ(AllGather(g, 1e6), 1e-4);
+  EXPECT_DOUBLE_EQ(PointToPoint(g, 1e6), 2e-4);
+  // Not measured: the formula.
+  EXPECT_DOUBLE_EQ(ReduceScatter(g, 1e6), 1e-5 + 0.5 * 1e6 / 1e9);
+  g.size = 4;  // a hop is between two ranks whatever the group size; the rest is the formula
+  EXPECT_DOUBLE_EQ(PointToPoint(g, 1e6), 2e-4);
+  EXPECT_DOUBLE_EQ(AllGather(g, 1e6), 3 * 1e-5 + 0.75 * 1e6 / 1e9);
+}
+
 }  // namespace
 }  // namespace loom

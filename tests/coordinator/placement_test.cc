@@ -99,6 +99,21 @@ TEST(Placement, GroupPaths) {
   EXPECT_DOUBLE_EQ(paths.Hop(2, 4).bandwidth, 300e9);
 }
 
+TEST(Placement, MeasuredCollectivesPriceGroupsInsideANode) {
+  Cluster c = FourNodes();
+  Hardware hw = Nominal(c);
+  hw.collectives.Add(CollOp::kAllReduce, 8, 1e6, 1e-3);
+  hw.collectives.Add(CollOp::kSendRecv, 2, 1e6, 1e-4);
+  Result<RankPlacement> p = PlaceRanks(c, NodePool(c, nullptr), 32);
+  ASSERT_TRUE(p.ok());
+  PathCache paths(c, *p, hw);
+  EXPECT_EQ(paths.Ring(1, 8).measured, &hw.collectives);  // inside a node, size measured
+  EXPECT_EQ(paths.Ring(1, 4).measured, nullptr);          // size 4 was not measured
+  EXPECT_EQ(paths.Ring(8, 4).measured, nullptr);          // across nodes: the network's figures
+  EXPECT_EQ(paths.Hop(2, 4).measured, &hw.collectives);   // hops inside a node: two ranks
+  EXPECT_EQ(paths.Hop(8, 4).measured, nullptr);
+}
+
 TEST(Placement, SlowMeasuredLinksAreAvoided) {
   Cluster c = FourNodes();
   // n0 <-> n1 is slow (a bad cable); every other pair is healthy.

@@ -41,6 +41,10 @@ TEST(OverlapFormulas, ExcessOverTheWindowShows) {
   EXPECT_DOUBLE_EQ(e.slowdown, 0.45);
   // When the link already extends the window by more, the slower compute hides in it.
   EXPECT_DOUBLE_EQ(Overlap(1, 1, 3, alone, 3, 0.15).slowdown, 0);
+  // CPU ranks move the bytes with their own cores: 3 s of transfer cost 6 s of compute at 2.
+  EXPECT_DOUBLE_EQ(Overlap(10, 10, 3, alone, 3, 2).slowdown, 6);
+  // ... at most for as long as there is compute to overlap.
+  EXPECT_DOUBLE_EQ(Overlap(5, 2, 3, alone, 3, 2).slowdown, 4);
 }
 
 TEST(OverlapFormulas, SerialChainOfBuckets) {
@@ -62,8 +66,14 @@ TEST(CalibrationFile, OverlapSlowdown) {
   Result<Calibration> back = LoadCalibration(dir + "/cal.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_DOUBLE_EQ(back->overlap_slowdown, 0.2);
+  // CPU ranks lose more than the transfer's own time (calibration.h): above 1 is valid.
+  c.overlap_slowdown = 2.5;
+  std::ofstream(dir + "/cpu.json") << CalibrationToJson(c);
+  Result<Calibration> cpu = LoadCalibration(dir + "/cpu.json");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_DOUBLE_EQ(cpu->overlap_slowdown, 2.5);
   std::ofstream(dir + "/bad.json")
-      << R"({"format": "loom-calibration", "version": 1, "compute": {"overlap_slowdown": 1.5}})";
+      << R"({"format": "loom-calibration", "version": 1, "compute": {"overlap_slowdown": 12}})";
   Result<Calibration> bad = LoadCalibration(dir + "/bad.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("compute.overlap_slowdown"), std::string::npos);
