@@ -1,0 +1,174 @@
+// Communication measurements of `loom calibrate` (see calibrate_measure.h).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/calibrate_measure.h"
+#include "coordinator/planner/model_math.h"
+#include "core/kernels/blas.h"
+
+namespace loom {
+namespace {
+
+// Each member sends `n` floats to the next rank and receives `n` from the previous one.
+Status Exchange(Communicator& comm, const float* send, float* recv, int64_t n) {
+  const int g = comm.size(), r = comm.rank();
+  HandlePtr in = comm.RecvAsync(recv, n, (r + g - 1) % g, 7);
+  HandlePtr out = comm.SendAsync(send, n, (r + 1) % g, 7);
+  LOOM_RETURN_IF_ERROR(out->Wait(comm.DefaultDeadline()));
+  return in->Wait(comm.DefaultDeadline());
+}
+
+// Median seconds of `fn` over `reps` calls, every member starting each call together.
+Result<double> TimeTogether(Communicator& comm, int reps, const std::function<Status()>& fn) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    LOOM_RETURN_IF_ERROR(comm.Barrier());
+    const auto a = std::chrono::steady_clock::now();
+    LOOM_RETURN_IF_ERROR(fn());
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// What a transfer running alongside compute costs the compute: the planner's overlap_slowdown,
+// compute seconds lost per second of transfer (the transfer's time alone) overlapping it. On
+// CPU ranks no NIC or copy engine moves the bytes: the communication thread and MPI's
+// shared-memory copies and reductions run on the cores the compute threads use, and a transfer
+// that needs both ranks' communication threads to run at once advances only when the scheduler
+// happens to run them together — so the loss can exceed the transfer's own time.
+// Each member alternates a compute loop alone (t_c) with the same loop with a transfer issued
+// just before it and waited for after it (t_both); loss = median(t_both - t_c) / t_m (the
+// transfer alone), for the transfers the runtime overlaps: all-gather and reduce-scatter (ZeRO),
+// all-reduce (data parallelism), send/recv (ring attention, pipeline) of one layer's parameters
+// (the job's ZeRO and data-parallel bucket; 4 MiB without a job). The figure is the median over
+// the four.
+Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
+  const int64_t h = job != nullptr ? job->model.hidden : 1024;
+  const int64_t m = job != nullptr ? std::min<int64_t>(job->seq * 4, 2048) : 1024;
+  auto x = SpreadCopies(m * h, 0.01f), w = SpreadCopies(4 * h * h, 0.02f),
+       y = SpreadCopies(m * 4 * h, 0);
+  auto dx = SpreadCopies(m * h, 0), dw = SpreadCopies(4 * h * h, 0);
+  int calls = 0;
+  auto layer = [&] {  // forward and backward of an MLP matrix
+    const size_t j = static_cast<size_t>(calls++ % kCalibrationCopies);
+    ParallelGemm<float>(false, true, m, 4 * h, h, 1.0f, x[j].data(), h, w[j].data(), h, 0.0f,
+                        y[j].data(), 4 * h);
+    ParallelGemm<float>(false, false, m, h, 4 * h, 1.0f, y[j].data(), 4 * h, w[j].data(), h, 0.0f,
+                        dx[j].data(), h);
+    ParallelGemm<float>(true, false, 4 * h, h, m, 1.0f, y[j].data(), 4 * h, x[j].data(), h, 1.0f,
+                        dw[j].data(), h);
+  };
+  const int g = comm.size(), r = comm.rank();
+  const double layer_bytes = job != nullptr ? 4 * LayerParams(job->model) : 4 << 20;
+  const int64_t n = static_cast<int64_t>(layer_bytes / 4) / g * g;
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f), out(static_cast<size_t>(n));
+  HandlePtr recv;  // send/recv: the receive of the exchange
+  auto wait = [&](const HandlePtr& hd) -> Status {
+    LOOM_RETURN_IF_ERROR(hd->Wait(comm.DefaultDeadline()));
+    if (!recv) return Status::Ok();
+    HandlePtr in = std::move(recv);
+    return in->Wait(comm.DefaultDeadline());
+  };
+  std::vector<std::function<HandlePtr()>> ops;
+  ops.push_back([&] { return comm.AllGatherAsync(buf.data(), out.data(), n / g); });
+  ops.push_back([&] { return comm.ReduceScatterAsync(buf.data(), out.data(), n / g); });
+  ops.push_back([&] { return comm.AllReduceAsync(buf.data(), n, ReduceOp::kSum); });
+  ops.push_back([&] {
+    recv = comm.RecvAsync(out.data(), n, (r + g - 1) % g, 9);
+    return comm.SendAsync(buf.data(), n, (r + 1) % g, 9);
+  });
+  std::vector<double> loss;
+  for (const auto& op : ops) {
+    LOOM_ASSIGN_OR_RETURN(double t_m, TimeTogether(comm, 9, [&] { return wait(op()); }));
+    // Enough compute to hide the transfer three times over.
+    LOOM_ASSIGN_OR_RETURN(double t_layer, TimeTogether(comm, 3, [&] {
+                            layer();
+                            return Status::Ok();
+                          }));
+    const int layers = std::max(1, static_cast<int>(std::ceil(3 * t_m / t_layer)));
+    std::vector<double> extra;
+    for (int rep = 0; rep < 9; ++rep) {
+      LOOM_ASSIGN_OR_RETURN(double t_c, TimeTogether(comm, 1, [&] {
+                              for (int i = 0; i < layers; ++i) layer();
+                              return Status::Ok();
+                            }));
+      LOOM_ASSIGN_OR_RETURN(double t_both, TimeTogether(comm, 1, [&] {
+                              HandlePtr hd = op();
+                              for (int i = 0; i < layers; ++i) layer();
+                              return wait(hd);
+                            }));
+      extra.push_back(t_both - t_c);
+    }
+    std::sort(extra.begin(), extra.end());
+    loss.push_back(std::max(0.0, extra[extra.size() / 2]) / t_m);
+  }
+  std::sort(loss.begin(), loss.end());
+  return std::min(kMaxOverlapSlowdown, (loss[1] + loss[2]) / 2);
+}
+
+}  // namespace
+
+Status MeasureComm(MpiRuntime& mpi, int64_t max_bytes, const PlanJob* job, Calibration* cal) {
+  const int world = mpi.world_size(), rank = mpi.world_rank();
+  std::vector<std::pair<double, double>> pair_allreduce;
+  for (int g = 2; g <= world; ++g) {
+    std::vector<int> members;
+    for (int r = 0; r < g; ++r) members.push_back(r);
+    std::unique_ptr<Communicator> comm;
+    if (rank < g) {
+      LOOM_ASSIGN_OR_RETURN(comm, mpi.CreateGroup("calib" + std::to_string(g), members));
+    }
+    for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
+      const int64_t n = bytes / 4 / g * g;
+      std::vector<float> buf(static_cast<size_t>(n), 1.0f), out(static_cast<size_t>(n));
+      struct Op {
+        const char* name;
+        std::function<Status()> run;
+      };
+      // Appended one by one: an initializer list of std::function trips a GCC 12 false
+      // positive (-Wfree-nonheap-object).
+      std::vector<Op> ops;
+      ops.push_back({"all_reduce", [&] { return comm->AllReduce(buf.data(), n); }});
+      ops.push_back({"all_gather", [&] { return comm->AllGather(buf.data(), out.data(), n / g); }});
+      ops.push_back(
+          {"reduce_scatter", [&] { return comm->ReduceScatter(buf.data(), out.data(), n / g); }});
+      if (g == 2) {
+        // One hop of a ring (context parallelism) or of a pipeline in its steady state: each
+        // rank sends a message to its neighbour and receives one at the same time.
+        ops.push_back({"send_recv", [&] { return Exchange(*comm, buf.data(), out.data(), n); }});
+      }
+      for (const Op& op : ops) {
+        if (rank >= g) continue;
+        // Every member runs the same number of calls (a fixed count, not a time budget), each
+        // started together, as the runtime's collectives are; the median call counts.
+        LOOM_RETURN_IF_ERROR(op.run());  // warm-up
+        LOOM_ASSIGN_OR_RETURN(double t, TimeTogether(*comm, bytes >= (8 << 20) ? 7 : 21, op.run));
+        cal->collectives.push_back({op.name, g, static_cast<double>(n * 4), t});
+        if (g == 2 && std::string(op.name) == "all_reduce") {
+          pair_allreduce.push_back({static_cast<double>(n * 4), t});
+        }
+      }
+    }
+    if (g == 2 && rank < 2) {
+      LOOM_ASSIGN_OR_RETURN(cal->overlap_slowdown, MeasureOverlap(*comm, job));
+    }
+  }
+  if (pair_allreduce.size() >= 2) {
+    // Two-rank ring all-reduce: t = 2 alpha + S / bandwidth. Alpha from the smallest message,
+    // bandwidth from the largest (a least-squares line lets the large ones swamp alpha).
+    const auto [s0, t0] = pair_allreduce.front();
+    const auto [s1, t1] = pair_allreduce.back();
+    const double bw = (s1 - s0) / std::max(t1 - t0, 1e-12);
+    cal->intra.latency = std::max(0.0, (t0 - s0 / bw) / 2);
+    cal->intra.bandwidth = bw;
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,38 @@
+// The measurements behind `loom calibrate` (cli/calibrate_command.cc): what the runtime pays for
+// a job's kernels on this machine, and, under mpirun, for its collectives and for overlapping
+// transfers with compute. Every function adds its samples to a Calibration
+// (coordinator/calibration.h; the meaning of each figure: docs/PLANNER.md, "Calibration").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/mpi/mpi_runtime.h"
+#include "coordinator/calibration.h"
+#include "coordinator/plan_job.h"
+#include "core/status.h"
+
+namespace loom {
+
+// Operands are rotated through this many copies: in a training step a layer's weights and
+// inputs were last touched a whole layer earlier, not by the previous call.
+constexpr int kCalibrationCopies = 4;
+
+// kCalibrationCopies buffers of `n` floats spread over [-scale, scale] (a fixed pseudo-random
+// pattern): constant inputs make attention scores all equal and its backward run on near-zero
+// values, which is not the speed of training (up to 1.4x slower here).
+std::vector<std::vector<float>> SpreadCopies(int64_t n, float scale);
+
+// GEMMs of the job's linear layers and head (tp splits up to `max_tp`, micro-batches 1..16),
+// fused attention, the element-wise work of a layer, the optimizer step and the fixed cost of a
+// kernel, on `threads` threads (already configured), each sample measured for at least `secs`.
+// Without a job: a ladder of square GEMMs and default sizes.
+void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal);
+
+// Under mpirun (every rank calls it): all-reduce, all-gather, reduce-scatter for groups of
+// 2..world ranks and send/recv exchanges between two, from 4 KiB to `max_bytes` (x4 steps); the
+// intra-node link fit from the two-rank all-reduce; the overlap slowdown (two ranks). Only rank
+// 0's `cal` is complete for what groups it belongs to (all of them).
+Status MeasureComm(MpiRuntime& mpi, int64_t max_bytes, const PlanJob* job, Calibration* cal);
+
+}  // namespace loom
