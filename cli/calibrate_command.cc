@@ -27,7 +27,8 @@ namespace {
 
 struct CalibrateOptions {
   std::string job, output = "calibration.json", merge;
-  double seconds = 0.2;  // minimum measuring time per sample
+  double seconds = 0.3;  // minimum measuring time per sample, over all passes
+  int passes = 3;        // passes over the compute samples (the median pass counts)
   int64_t max_bytes = 64 << 20;
 };
 
@@ -53,8 +54,8 @@ int CommRuns(const Calibration& c) {
       [](const auto& s) { return s.op == "all_reduce" && s.ranks == 2 && s.bytes == 4096; }));
 }
 
-// Adds `fresh` to `base`: samples appended (the planner averages repeated ones), the link fit
-// replaced, the overlap slowdown averaged over the runs that measured it.
+// Adds `fresh` to `base`: samples appended (the planner takes the median of repeated ones), the
+// link fit replaced, the overlap slowdown averaged over the runs that measured it.
 void Merge(const Calibration& fresh, Calibration* base) {
   const int runs = CommRuns(*base);
   if (!fresh.collectives.empty()) {
@@ -98,7 +99,7 @@ Status RunCalibrate(const CalibrateOptions& o, std::unique_ptr<MpiRuntime>* mpi)
     std::fprintf(stderr, "loom calibrate: %d rank(s) x %d thread(s): GEMMs, attention, memory\n",
                  world, threads);
   }
-  MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, &cal);
+  MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, o.passes, &cal);
   if (world > 1) {
     if (rank == 0) std::fprintf(stderr, "loom calibrate: collectives over 2..%d ranks\n", world);
     LOOM_RETURN_IF_ERROR(MeasureComm(**mpi, o.max_bytes, job.get(), &cal));
@@ -132,7 +133,9 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--job", o->job, "Job file: measure the GEMM shapes of its model");
   cmd->add_option("--output", o->output, "Calibration file to write (JSON)");
   cmd->add_option("--merge", o->merge, "Add the measurements to this calibration file");
-  cmd->add_option("--seconds", o->seconds, "Minimum measuring time per sample")
+  cmd->add_option("--passes", o->passes, "Passes over the compute samples (median kept)")
+      ->check(CLI::Range(1, 99));
+  cmd->add_option("--seconds", o->seconds, "Minimum measuring time per sample (all passes)")
       ->check(CLI::Range(0.01, 60.0));
   cmd->add_option("--max-bytes", o->max_bytes, "Largest collective message")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 32));

@@ -181,9 +181,8 @@ double MeasureOptimizer(double secs) {
   return (sink >= 0 ? 36.0 : 0.0) * static_cast<double>(n) / t;
 }
 
-}  // namespace
-
-void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
+// One pass over every compute sample, each measured for `secs`.
+void MeasurePass(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
   MeasureGemms(job, threads, max_tp, secs, cal);
   if (job != nullptr) MeasureAttention(*job, threads, max_tp, secs, cal);
   const int64_t c = job != nullptr ? job->model.hidden : 1024;
@@ -202,6 +201,40 @@ void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, Ca
         LayerNormForward<float>(y.data(), &mean, &rstd, x.data(), w.data(), b.data(), 1, c);
       },
       secs / 4);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, int passes,
+                    Calibration* cal) {
+  std::vector<Calibration> p(static_cast<size_t>(std::max(1, passes)));
+  for (Calibration& pass : p) MeasurePass(job, threads, max_tp, secs / p.size(), &pass);
+  // Every pass measured the same samples in the same order: the median of each.
+  auto median = [&](auto get) {
+    std::vector<double> v;
+    for (const Calibration& pass : p) v.push_back(get(pass));
+    return Median(v);
+  };
+  for (size_t i = 0; i < p[0].gemm.size(); ++i) {
+    GemmSample s = p[0].gemm[i];
+    s.flops = median([&](const Calibration& c) { return c.gemm[i].flops; });
+    cal->gemm.push_back(s);
+  }
+  for (size_t i = 0; i < p[0].attention.size(); ++i) {
+    AttentionSample s = p[0].attention[i];
+    s.flops = median([&](const Calibration& c) { return c.attention[i].flops; });
+    cal->attention.push_back(s);
+  }
+  cal->memory.push_back(
+      {threads, median([](const Calibration& c) { return c.memory[0].bandwidth; })});
+  cal->optimizer.push_back(
+      {threads, median([](const Calibration& c) { return c.optimizer[0].bandwidth; })});
+  cal->op_overhead = median([](const Calibration& c) { return c.op_overhead; });
 }
 
 }  // namespace loom

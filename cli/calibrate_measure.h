@@ -25,9 +25,13 @@ std::vector<std::vector<float>> SpreadCopies(int64_t n, float scale);
 
 // GEMMs of the job's linear layers and head (tp splits up to `max_tp`, micro-batches 1..16),
 // fused attention, the element-wise work of a layer, the optimizer step and the fixed cost of a
-// kernel, on `threads` threads (already configured), each sample measured for at least `secs`.
-// Without a job: a ladder of square GEMMs and default sizes.
-void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal);
+// kernel, on `threads` threads (already configured). Every sample is measured in `passes` passes
+// over all of them, `secs` / passes each, and its median pass kept: with two threads this VM's
+// speed swings by a third within seconds (both vCPUs must run for a parallel region to finish),
+// and one slow second then hits a few samples, not one sample entirely. Without a job: a ladder
+// of square GEMMs and default sizes.
+void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, int passes,
+                    Calibration* cal);
 
 // Under mpirun (every rank calls it): all-reduce, all-gather, reduce-scatter for groups of
 // 2..world ranks and send/recv exchanges between two, from 4 KiB to `max_bytes` (x4 steps); the

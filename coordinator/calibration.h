@@ -14,7 +14,7 @@
 //    "collectives": [{"op": "all_reduce", "ranks": 2, "bytes": 67108864, "seconds": 0.042}]}
 // Every field is optional; what is absent falls back to the defaults below (and, for links, to
 // the manifest's nominal figures). Collectives price the groups of their size inside a node
-// (planner/comm_model.h). Repeated samples (merged runs) are averaged by the planner.
+// (planner/comm_model.h). Repeated samples (merged runs) count by their median in the planner.
 #pragma once
 
 #include <string>

@@ -6,17 +6,20 @@
 
 namespace loom {
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 void MeasuredCollectives::Add(CollOp op, int ranks, double bytes, double seconds) {
   if (ranks < 2 || bytes <= 0 || seconds <= 0) return;
   std::vector<Sample>& v = samples_[{static_cast<int>(op), ranks}];
   auto it = std::lower_bound(v.begin(), v.end(), bytes,
                              [](const Sample& s, double b) { return s.bytes < b; });
-  if (it != v.end() && it->bytes == bytes) {
-    it->seconds = (it->seconds * it->count + seconds) / (it->count + 1);
-    ++it->count;
-  } else {
-    v.insert(it, Sample{bytes, seconds, 1});
-  }
+  if (it == v.end() || it->bytes != bytes) it = v.insert(it, Sample{bytes, 0, {}});
+  it->all.push_back(seconds);
+  it->seconds = Median(it->all);
 }
 
 double MeasuredCollectives::Time(CollOp op, int ranks, double bytes) const {

@@ -17,11 +17,15 @@ namespace loom {
 
 enum class CollOp { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
 
+// The median of repeated measurements (the mean of the two middle ones for an even count): one
+// calibration taken while the VM was slow must not move the figure by itself. `v` not empty.
+double Median(std::vector<double> v);
+
 // Measured seconds of collectives by operation, group size and bytes (the whole buffer, as the
 // formulas below count it; send/recv: one message each way between two neighbours at once).
 class MeasuredCollectives {
  public:
-  // Repeated measurements of one (op, ranks, bytes) are averaged.
+  // Repeated measurements of one (op, ranks, bytes) count by their median.
   void Add(CollOp op, int ranks, double bytes, double seconds);
   // Seconds for `bytes`: linear between the two nearest samples, at the largest sample's
   // bandwidth beyond it, and no faster than the smallest sample below it (latency dominates).
@@ -32,8 +36,8 @@ class MeasuredCollectives {
 
  private:
   struct Sample {
-    double bytes = 0, seconds = 0;
-    int count = 0;
+    double bytes = 0, seconds = 0;  // seconds: the median of `all`
+    std::vector<double> all;
   };
   std::map<std::pair<int, int>, std::vector<Sample>> samples_;  // (op, ranks) -> by bytes
 };

@@ -12,28 +12,29 @@ double LogDistance(double a, double b) {
   return std::fabs(std::log(a / b));
 }
 
-// Appends `s` to `v`, or averages its rate into a sample of the same key (a calibration merged
-// from repeated runs of loom calibrate: the mean of the runs, not the first of them).
+// Samples of the same key (`same`) from a calibration merged from repeated runs of loom
+// calibrate: one sample each, at the median rate of the runs.
 template <typename S, typename Same>
-void AddSample(std::vector<S>* v, std::vector<int>* counts, const S& s, Same same) {
-  for (size_t i = 0; i < v->size(); ++i) {
-    if (!same((*v)[i], s)) continue;
-    const int n = (*counts)[i]++;
-    (*v)[i].flops = ((*v)[i].flops * n + s.flops) / (n + 1);
-    return;
+std::vector<S> MedianSamples(const std::vector<S>& in, Same same) {
+  std::vector<S> out;
+  std::vector<std::vector<double>> rates;
+  for (const S& s : in) {
+    size_t i = 0;
+    while (i < out.size() && !same(out[i], s)) ++i;
+    if (i == out.size()) out.push_back(s), rates.emplace_back();
+    rates[i].push_back(s.flops);
   }
-  v->push_back(s);
-  counts->push_back(1);
+  for (size_t i = 0; i < out.size(); ++i) out[i].flops = Median(rates[i]);
+  return out;
 }
 
-// The mean bandwidth of the samples taken with `threads` threads; 0 if none.
-double MeanBandwidth(const std::vector<MemorySample>& v, int threads) {
-  double sum = 0;
-  int n = 0;
+// The median bandwidth of the samples taken with `threads` threads; 0 if none.
+double MedianBandwidth(const std::vector<MemorySample>& v, int threads) {
+  std::vector<double> b;
   for (const MemorySample& m : v) {
-    if (m.threads == threads) sum += m.bandwidth, ++n;
+    if (m.threads == threads) b.push_back(m.bandwidth);
   }
-  return n > 0 ? sum / n : 0;
+  return b.empty() ? 0 : Median(b);
 }
 
 }  // namespace
@@ -52,10 +53,10 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
       (cal.memory_bandwidth > 0 ? cal.memory_bandwidth
                                 : h.type.memory_bandwidth * cal.memory_efficiency) *
       devices_per_rank;
-  if (const double bw = MeanBandwidth(cal.memory, devices_per_rank); bw > 0) {
+  if (const double bw = MedianBandwidth(cal.memory, devices_per_rank); bw > 0) {
     h.memory_bandwidth = bw;
   }
-  h.optimizer_bandwidth = MeanBandwidth(cal.optimizer, devices_per_rank);
+  h.optimizer_bandwidth = MedianBandwidth(cal.optimizer, devices_per_rank);
   h.op_overhead = cal.op_overhead;
   const bool same_precision = !cal.has_precision || cal.precision == precision;
   if (same_precision) {
@@ -66,24 +67,24 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
     const bool attention_threads =
         std::any_of(cal.attention.begin(), cal.attention.end(),
                     [&](const auto& s) { return s.threads == devices_per_rank; });
-    std::vector<int> counts;
-    auto same_gemm = [](const GemmSample& a, const GemmSample& b) {
-      return a.m == b.m && a.n == b.n && a.k == b.k;
-    };
+    std::vector<GemmSample> gemm;
     for (GemmSample s : cal.gemm) {
       if (gemm_threads && s.threads != devices_per_rank) continue;
       s.flops *= static_cast<double>(devices_per_rank) / s.threads;
-      AddSample(&h.gemm, &counts, s, same_gemm);
+      gemm.push_back(s);
     }
-    counts.clear();
-    auto same_attention = [](const AttentionSample& a, const AttentionSample& b) {
-      return a.seq == b.seq && a.head_dim == b.head_dim;
-    };
+    h.gemm = MedianSamples(gemm, [](const GemmSample& a, const GemmSample& b) {
+      return a.m == b.m && a.n == b.n && a.k == b.k;
+    });
+    std::vector<AttentionSample> attention;
     for (AttentionSample s : cal.attention) {
       if (attention_threads && s.threads != devices_per_rank) continue;
       s.flops *= static_cast<double>(devices_per_rank) / s.threads;
-      AddSample(&h.attention, &counts, s, same_attention);
+      attention.push_back(s);
     }
+    h.attention = MedianSamples(attention, [](const AttentionSample& a, const AttentionSample& b) {
+      return a.seq == b.seq && a.head_dim == b.head_dim;
+    });
   }
   for (const CollectiveSample& c : cal.collectives) {
     if (c.op == "all_reduce") h.collectives.Add(CollOp::kAllReduce, c.ranks, c.bytes, c.seconds);

@@ -49,8 +49,8 @@ struct Hardware {
 // Builds the rank model for device type `type` of `cluster`. `devices_per_rank` > 1 scales peak,
 // memory and bandwidth (CPU cores shared by fewer ranks); samples are kept when their precision
 // matches and their thread count equals devices_per_rank (if none does, all of them, rescaled).
-// Samples of the same shape (a file merged from repeated runs of loom calibrate) are averaged,
-// and so are memory and optimizer figures of the same thread count.
+// Samples of the same shape (a file merged from repeated runs of loom calibrate) count by their
+// median, and so do memory and optimizer figures of the same thread count.
 Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, Precision precision,
                       int devices_per_rank);
 
