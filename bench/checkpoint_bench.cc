@@ -71,6 +71,28 @@ uint64_t RawRead(const std::string& dir) {
   return total;
 }
 
+// Copies every file of `dir` into `out` (created) with sequential reads and writes, then
+// fsyncs the copies: the least any tool must do that reads the checkpoint and writes it anew.
+void RawCopy(const std::string& dir, const std::string& out) {
+  fs::create_directories(out);
+  std::vector<char> buf(8 << 20);
+  std::vector<int> written;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const int in = ::open(e.path().c_str(), O_RDONLY);
+    const int to = ::open((out + "/" + e.path().filename().string()).c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    for (ssize_t r; (r = ::read(in, buf.data(), buf.size())) > 0;) {
+      if (::write(to, buf.data(), static_cast<size_t>(r)) != r) break;
+    }
+    ::close(in);
+    written.push_back(to);
+  }
+  for (int fd : written) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
 // Runs argv as a child with stdout to `out`; returns wall seconds, or -1 on failure.
 double RunChild(std::vector<std::string> args, const std::string& out) {
   std::vector<char*> argv;
@@ -109,6 +131,7 @@ struct Figures {
   double reshard_s = 0, read_s = 0, read_bytes = 0;  // from the page cache
   bool cold = false;                                 // the page cache could be dropped
   double cold_reshard_s = 0, cold_read_s = 0;        // from the disk
+  double cold_copy_s = 0;                            // read + write + fsync, from the disk
   int64_t reshard_rss = 0, largest_tensor = 0;
 };
 
@@ -206,8 +229,13 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
   const std::string ckpt_dir = dir + "/ckpt";
   const std::string src_dir = ckpt_dir + "/" + loom::ReadLatest(ckpt_dir);
   const std::string out = dir + "/resharded", log = dir + "/reshard.log";
-  auto reshard = [&]() -> double {
+  // The previous output is deleted and the deletion committed (the file system may discard
+  // the freed blocks, which would otherwise compete with the timed run) before each run.
+  auto clear_output = [&] {
     fs::remove_all(out);
+    ::sync();
+  };
+  auto reshard = [&]() -> double {
     const double t =
         RunChild({LOOM_BINARY, "ckpt", "reshard", src_dir, "--to", "tp=2,pp=2,dp=1", out}, log);
     auto text = loom::ReadFile(log);
@@ -222,11 +250,25 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     f->read_bytes = static_cast<double>(RawRead(src_dir));
     return Since(t0);
   };
-  std::vector<double> cold_reshard, cold_read, warm_reshard, warm_read;
+  auto raw_copy = [&] {
+    const auto t0 = Clock::now();
+    RawCopy(src_dir, out);
+    return Since(t0);
+  };
+  std::vector<double> cold_reshard, cold_read, cold_copy, warm_reshard, warm_read;
+  // After the page cache is dropped the program is loaded once before the timed run, so that
+  // only the checkpoint's bytes come from the disk (the raw read loads no program either).
+  auto load_program = [&] { RunChild({LOOM_BINARY, "--version"}, log); };
   for (int r = 0; r < rounds; ++r) {
+    clear_output();
     f->cold = DropCaches();
+    if (f->cold) load_program();
     if (f->cold) cold_reshard.push_back(reshard());
     if (f->cold && DropCaches()) cold_read.push_back(raw_read());
+    clear_output();
+    if (f->cold && DropCaches()) cold_copy.push_back(raw_copy());
+    clear_output();
+    warm_read.push_back(raw_read());  // the source back in the page cache
     warm_reshard.push_back(reshard());
     warm_read.push_back(raw_read());
     if (warm_reshard.back() < 0 || (f->cold && cold_reshard.back() < 0)) {
@@ -238,6 +280,7 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
   if (f->cold) {
     f->cold_reshard_s = Median(cold_reshard);
     f->cold_read_s = Median(cold_read);
+    f->cold_copy_s = Median(cold_copy);
   }
   for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(model, 1).params) {
     f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
@@ -304,6 +347,10 @@ int main(int argc, char** argv) {
           "(%.0f MB/s)\n",
           f.cold_reshard_s, f.read_bytes / f.cold_reshard_s / mb, f.cold_read_s,
           f.read_bytes / f.cold_read_s / mb);
+      std::printf(
+          "         for reference: copying the same files (read + write + fsync) from the disk "
+          "%.3f s; reshard / copy %.2f\n",
+          f.cold_copy_s, f.cold_copy_s / f.cold_reshard_s);
     }
     std::printf("         peak memory of loom ckpt reshard %.1f MB; largest tensor %.1f MB\n",
                 f.reshard_rss / mb, f.largest_tensor / mb);

@@ -12,8 +12,10 @@
 
 #include "cli/commands.h"
 #include "core/logging.h"
+#include "core/threads.h"
 
 int main(int argc, char** argv) {
+  loom::StopBlasServerThreads();
   CLI::App app{"Loom: distributed training orchestrator for GPT-style transformers", "loom"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "loom 0.1.0");

@@ -2,6 +2,7 @@
 #include "core/threads.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -20,7 +21,7 @@ void ConfigureThreads(int n) {
   g_threads = n;
   omp_set_dynamic(0);
   omp_set_num_threads(n);
-  openblas_set_num_threads(1);
+  StopBlasServerThreads();
   // Flush denormals to zero on every pool thread: tiny softmax tails and Adam moments otherwise
   // fall into the denormal range late in training and slow every kernel that touches them.
 #pragma omp parallel num_threads(n)
@@ -28,6 +29,15 @@ void ConfigureThreads(int n) {
     _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
     _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   }
+}
+
+void StopBlasServerThreads() {
+  openblas_set_num_threads(1);
+  // An internal OpenBLAS entry point (its fork handler), looked up rather than linked so a BLAS
+  // without it still works. With one thread configured no BLAS call restarts the pool, but
+  // openblas_set_num_threads does (OpenBLAS 0.3.21), hence the order.
+  using Shutdown = int (*)();
+  if (auto fn = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"))) fn();
 }
 
 int NumThreads() {

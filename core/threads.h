@@ -14,5 +14,10 @@ void ConfigureThreads(int n);
 int NumThreads();
 // LOOM_THREADS if set and valid, else max(1, hardware_concurrency / local_ranks).
 int DefaultThreads(int local_ranks);
+// Keeps OpenBLAS single-threaded and stops the server threads its pthread build starts when the
+// library loads: they are never given work (see above) but spin in sched_yield for ~0.1 s of a
+// core first, which a short command (loom ckpt, loom plan) pays in full. Called first thing in
+// main and by ConfigureThreads; a no-op for other BLAS builds.
+void StopBlasServerThreads();
 
 }  // namespace loom
