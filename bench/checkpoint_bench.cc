@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi/mpi_runtime.h"
@@ -132,6 +133,7 @@ struct Figures {
   bool cold = false;                                 // the page cache could be dropped
   double cold_reshard_s = 0, cold_read_s = 0;        // from the disk
   double cold_copy_s = 0;                            // read + write + fsync, from the disk
+  double cold_floor_s = 0;  // reading the files while writing as many bytes, from the disk
   int64_t reshard_rss = 0, largest_tensor = 0;
 };
 
@@ -255,7 +257,18 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     RawCopy(src_dir, out);
     return Since(t0);
   };
-  std::vector<double> cold_reshard, cold_read, cold_copy, warm_reshard, warm_read;
+  // The least time any tool that reads the checkpoint and writes it anew can take on this disk:
+  // a raw read of the files and a plain write of as many bytes, at the same time.
+  auto read_while_writing = [&] {
+    fs::create_directories(out);
+    const auto t0 = Clock::now();
+    std::thread reader([&] { RawRead(src_dir); });
+    const loom::Status st =
+        PlainWrite(out + "/plain", static_cast<uint64_t>(f->read_bytes));
+    reader.join();
+    return st.ok() ? Since(t0) : -1.0;
+  };
+  std::vector<double> cold_reshard, cold_read, cold_copy, cold_floor, warm_reshard, warm_read;
   // After the page cache is dropped the program is loaded once before the timed run, so that
   // only the checkpoint's bytes come from the disk (the raw read loads no program either).
   auto load_program = [&] { RunChild({LOOM_BINARY, "--version"}, log); };
@@ -267,6 +280,8 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     if (f->cold && DropCaches()) cold_read.push_back(raw_read());
     clear_output();
     if (f->cold && DropCaches()) cold_copy.push_back(raw_copy());
+    clear_output();
+    if (f->cold && DropCaches()) cold_floor.push_back(read_while_writing());
     clear_output();
     warm_read.push_back(raw_read());  // the source back in the page cache
     warm_reshard.push_back(reshard());
@@ -281,6 +296,7 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     f->cold_reshard_s = Median(cold_reshard);
     f->cold_read_s = Median(cold_read);
     f->cold_copy_s = Median(cold_copy);
+    f->cold_floor_s = Median(cold_floor);
   }
   for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(model, 1).params) {
     f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
@@ -348,9 +364,11 @@ int main(int argc, char** argv) {
           f.cold_reshard_s, f.read_bytes / f.cold_reshard_s / mb, f.cold_read_s,
           f.read_bytes / f.cold_read_s / mb);
       std::printf(
-          "         for reference: copying the same files (read + write + fsync) from the disk "
-          "%.3f s; reshard / copy %.2f\n",
-          f.cold_copy_s, f.cold_copy_s / f.cold_reshard_s);
+          "         for reference, from the disk: copying the same files (read, write, fsync) "
+          "%.3f s (reshard %.2fx its speed); reading them while writing as many bytes "
+          "(the disk's floor for any resharder) %.3f s (reshard %.2fx its speed)\n",
+          f.cold_copy_s, f.cold_copy_s / f.cold_reshard_s, f.cold_floor_s,
+          f.cold_floor_s / f.cold_reshard_s);
     }
     std::printf("         peak memory of loom ckpt reshard %.1f MB; largest tensor %.1f MB\n",
                 f.reshard_rss / mb, f.largest_tensor / mb);
