@@ -263,8 +263,7 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     fs::create_directories(out);
     const auto t0 = Clock::now();
     std::thread reader([&] { RawRead(src_dir); });
-    const loom::Status st =
-        PlainWrite(out + "/plain", static_cast<uint64_t>(f->read_bytes));
+    const loom::Status st = PlainWrite(out + "/plain", static_cast<uint64_t>(f->read_bytes));
     reader.join();
     return st.ok() ? Since(t0) : -1.0;
   };

@@ -17,6 +17,7 @@
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
 #include "core/rng.h"
+#include "tests/checkpoint/layout_helpers.h"
 
 namespace loom {
 namespace {
@@ -29,17 +30,6 @@ float Value(const std::string& name, StateKind s, int64_t global_index) {
   return static_cast<float>(HashString(name.c_str()) % 97) * 10000.0f +
          static_cast<float>(s) * 1000.0f + static_cast<float>(global_index % 1000) +
          static_cast<float>(global_index / 1000) * 0.5f;
-}
-
-Layout L(int tp, int cp, int pp, int vpp, int dp, int zero) {
-  Layout l;
-  l.tp = tp;
-  l.cp = cp;
-  l.pp = pp;
-  l.vpp = vpp;
-  l.dp = dp;
-  l.zero = zero;
-  return l;
 }
 
 proto::CheckpointMetadata Base(int64_t step, const Layout& lay) {

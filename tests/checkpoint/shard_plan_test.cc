@@ -6,6 +6,8 @@
 
 #include <map>
 
+#include "tests/checkpoint/layout_helpers.h"
+
 namespace loom {
 namespace {
 
@@ -56,17 +58,6 @@ TEST_P(ShardPlanCoverage, EveryElementWrittenExactlyOnce) {
   }
   EXPECT_EQ(total, full.total);
   EXPECT_LE(most, 2 * total / lay.world() + 4096) << GetParam().name;
-}
-
-Layout L(int tp, int cp, int pp, int vpp, int dp, int zero) {
-  Layout l;
-  l.tp = tp;
-  l.cp = cp;
-  l.pp = pp;
-  l.vpp = vpp;
-  l.dp = dp;
-  l.zero = zero;
-  return l;
 }
 
 INSTANTIATE_TEST_SUITE_P(
