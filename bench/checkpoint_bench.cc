@@ -7,7 +7,8 @@
 //           per save (snapshot copy, polls) as a fraction of one step's time.
 //   reshard `loom ckpt reshard` (a child process: wall time, peak RSS) vs a raw sequential read of
 //           the same data files; ratio of throughputs, and peak RSS against the largest tensor.
-// Run: mpirun -np 2 build/bench/checkpoint_bench [--dir D] [--rounds N]. Last line:
+// Run: mpirun -np 2 build/bench/checkpoint_bench [--dir D] [--rounds N] [--reshard-from CKPT]
+// (CKPT: reshard that checkpoint, e.g. a larger model's, instead of the one saved here). Last line:
 //   save_vs_disk=... stall_fraction=... reshard_vs_read=...
 #include <fcntl.h>
 #include <spawn.h>
@@ -20,10 +21,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "checkpoint/format.h"
+#include "checkpoint/reader.h"
 #include "comm/mpi/mpi_runtime.h"
 #include "core/file_util.h"
 #include "core/threads.h"
@@ -55,6 +59,32 @@ loom::Status PlainWrite(const std::string& path, uint64_t bytes) {
     left -= static_cast<uint64_t>(w);
   }
   if (::fsync(fd) != 0) return loom::ErrnoError("fsync " + path, errno);
+  ::close(fd);
+  return loom::Status::Ok();
+}
+
+// The same written with O_DIRECT (no page cache; the tail below 4 KiB buffered), the faster way
+// on this VM's disk while another thread reads (see docs/BENCHMARKS.md).
+loom::Status DirectWrite(const std::string& path, uint64_t bytes) {
+  constexpr size_t kBuf = 8 << 20, kAlign = 4096;
+  void* mem = nullptr;
+  if (::posix_memalign(&mem, kAlign, kBuf) != 0) return loom::Internal("posix_memalign");
+  std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(mem), &std::free);
+  std::memset(buf.get(), 1, kBuf);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+  if (fd < 0) return PlainWrite(path, bytes);  // no O_DIRECT here
+  const uint64_t bulk = bytes / kAlign * kAlign;
+  for (uint64_t at = 0; at < bulk;) {
+    const ssize_t w = ::pwrite(fd, buf.get(), std::min<uint64_t>(bulk - at, kBuf), at);
+    if (w <= 0) return loom::ErrnoError("write " + path, errno);
+    at += static_cast<uint64_t>(w);
+  }
+  const int tail = ::open(path.c_str(), O_WRONLY);
+  if (bytes > bulk && ::pwrite(tail, buf.get(), bytes - bulk, bulk) < 0) {
+    return loom::ErrnoError("write " + path, errno);
+  }
+  if (::fsync(fd) != 0) return loom::ErrnoError("fsync " + path, errno);
+  ::close(tail);
   ::close(fd);
   return loom::Status::Ok();
 }
@@ -135,6 +165,7 @@ struct Figures {
   double cold_copy_s = 0;                            // read + write + fsync, from the disk
   double cold_floor_s = 0;  // reading the files while writing as many bytes, from the disk
   int64_t reshard_rss = 0, largest_tensor = 0;
+  std::string reshard_src;
 };
 
 loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figures* f) {
@@ -226,10 +257,23 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
 // Reshard (the offline tool, after MPI is shut down so nothing else runs) vs a raw read of the
 // same files, from the disk (page cache dropped before each, where this process may) and from
 // the page cache.
-loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, int rounds,
-                        Figures* f) {
+// `from`: another checkpoint to reshard instead of the one saved here (e.g. a larger model's).
+loom::Status RunReshard(const std::string& dir, const std::string& from, int rounds, Figures* f) {
   const std::string ckpt_dir = dir + "/ckpt";
-  const std::string src_dir = ckpt_dir + "/" + loom::ReadLatest(ckpt_dir);
+  std::string src_dir = ckpt_dir + "/" + loom::ReadLatest(ckpt_dir);
+  if (!from.empty()) {
+    LOOM_ASSIGN_OR_RETURN(src_dir, loom::ResolveCheckpointDir(from));
+  }
+  {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<loom::CheckpointReader> reader,
+                          loom::CheckpointReader::Open(src_dir));
+    for (const loom::proto::TensorEntry& t : reader->meta().tensors()) {
+      int64_t n = 4;
+      for (int64_t d : t.shape()) n *= d;
+      f->largest_tensor = std::max<int64_t>(f->largest_tensor, n);
+    }
+  }
+  f->reshard_src = src_dir;
   const std::string out = dir + "/resharded", log = dir + "/reshard.log";
   // The previous output is deleted and the deletion committed (the file system may discard
   // the freed blocks, which would otherwise compete with the timed run) before each run.
@@ -258,12 +302,13 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     return Since(t0);
   };
   // The least time any tool that reads the checkpoint and writes it anew can take on this disk:
-  // a raw read of the files and a plain write of as many bytes, at the same time.
+  // a raw read of the files and a sequential write of as many bytes (O_DIRECT, the faster way
+  // here), at the same time.
   auto read_while_writing = [&] {
     fs::create_directories(out);
     const auto t0 = Clock::now();
     std::thread reader([&] { RawRead(src_dir); });
-    const loom::Status st = PlainWrite(out + "/plain", static_cast<uint64_t>(f->read_bytes));
+    const loom::Status st = DirectWrite(out + "/plain", static_cast<uint64_t>(f->read_bytes));
     reader.join();
     return st.ok() ? Since(t0) : -1.0;
   };
@@ -297,9 +342,6 @@ loom::Status RunReshard(const std::string& dir, const loom::ModelConfig& model, 
     f->cold_copy_s = Median(cold_copy);
     f->cold_floor_s = Median(cold_floor);
   }
-  for (const loom::ParamInfo& p : loom::ParamLayout::ForModel(model, 1).params) {
-    f->largest_tensor = std::max<int64_t>(f->largest_tensor, p.numel() * 4);
-  }
   return loom::Status::Ok();
 }
 
@@ -313,9 +355,11 @@ int main(int argc, char** argv) {
   }
   std::string dir = "/tmp/loom_checkpoint_bench";
   int rounds = 3;
+  std::string reshard_from;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--reshard-from") == 0) reshard_from = argv[i + 1];
   }
   if ((*rt)->world_rank() == 0) {
     fs::remove_all(dir);
@@ -326,7 +370,7 @@ int main(int argc, char** argv) {
   loom::Status st = Run(**rt, dir, rounds, &f);
   const int rank = (*rt)->world_rank();
   rt->reset();  // MPI finalized: the reshard runs alone
-  if (st.ok() && rank == 0) st = RunReshard(dir, kModel, rounds, &f);
+  if (st.ok() && rank == 0) st = RunReshard(dir, reshard_from, rounds, &f);
   if (!st.ok()) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", st.ToString().c_str());
     return 1;
@@ -352,10 +396,10 @@ int main(int argc, char** argv) {
         "completion polls %.2f ms\n",
         f.save_part_s * 1e3, f.copy_wait_s * 1e3, f.poll_s * 1e3);
     std::printf(
-        "reshard: to tp=2,pp=2 (4 ranks), %.0f MB | from the page cache %.3f s (%.0f MB/s) vs "
-        "raw read %.3f s (%.0f MB/s)\n",
-        f.read_bytes / mb, f.reshard_s, f.read_bytes / f.reshard_s / mb, f.read_s,
-        f.read_bytes / f.read_s / mb);
+        "reshard: %s to tp=2,pp=2 (4 ranks), %.0f MB | from the page cache %.3f s (%.0f MB/s) "
+        "vs raw read %.3f s (%.0f MB/s)\n",
+        f.reshard_src.c_str(), f.read_bytes / mb, f.reshard_s, f.read_bytes / f.reshard_s / mb,
+        f.read_s, f.read_bytes / f.read_s / mb);
     if (f.cold) {
       std::printf(
           "         from the disk (page cache dropped) %.3f s (%.0f MB/s) vs raw read %.3f s "

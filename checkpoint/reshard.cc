@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/direct_writes.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
@@ -132,6 +133,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   std::unique_ptr<float[]> buffers[2] = {
       std::unique_ptr<float[]>(new float[static_cast<size_t>(largest)]),
       std::unique_ptr<float[]>(new float[static_cast<size_t>(largest)])};
+  std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(to.world()));
   for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
     const int g1 = std::min(to.world(), g0 + kGroup);
     std::vector<RankShardPlan> plans;
@@ -150,6 +152,21 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         users[plan.layout.params[static_cast<size_t>(plan.writes[k].param)].name].push_back(
             {r - g0, k});
       }
+    }
+    // The output goes to the disk with O_DIRECT, through a pool of buffers: one being filled per
+    // file and kInFlight being written. They share a budget of half the largest tensor (at least
+    // 8, at most 64 MiB); with more files than that allows buffers of kMinStage, buffered writes.
+    // (Buffered writes, whose writeback competes with the reads, made the tool up to 2.5x
+    // slower on this VM's disk: docs/BENCHMARKS.md.)
+    constexpr size_t kInFlight = 4, kMinStage = 1 << 20;
+    constexpr int kIoThreads = 2;
+    const size_t budget = std::clamp<size_t>(static_cast<size_t>(largest) * 2, 8 << 20, 64 << 20);
+    const size_t stage = budget / (writers.size() + kInFlight) / kDataAlignment * kDataAlignment;
+    std::unique_ptr<DirectWritePool> pool;
+    if (st.ok() && stage >= kMinStage) {
+      pool = std::make_unique<DirectWritePool>(stage, static_cast<int>(writers.size() + kInFlight),
+                                               kIoThreads);
+      for (auto& w : writers) w->EnableStaging(pool.get());
     }
     // The (state, tensor) pairs this group needs, in the order they are processed (the saved
     // files' order: tensor by tensor within a state; going through a tensor's states one after
@@ -292,12 +309,13 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     writer_thread.join();
     if (st.ok()) st = write_st;
     for (size_t i = 0; i < writers.size() && st.ok(); ++i) {
-      Result<uint64_t> bytes = writers[i]->Finish();
+      Result<uint64_t> bytes = writers[i]->Finish(&fragments[static_cast<size_t>(g0) + i]);
       if (!bytes.ok()) st = bytes.status();
       if (bytes.ok()) out.bytes_written += *bytes;
     }
+    writers.clear();  // before the pool: an unfinished writer waits for its queued writes
   }
-  if (st.ok()) st = CommitCheckpoint(out_root, tmp, to.world(), model, base);
+  if (st.ok()) st = CommitCheckpoint(out_root, tmp, model, base, std::move(fragments));
   if (!st.ok()) {  // never leave a partial output behind
     std::filesystem::remove_all(tmp, ec);
     std::filesystem::remove_all(JoinPath(out_root, StepDirName(meta.step())), ec);

@@ -1,7 +1,8 @@
 // Offline resharding: rewrites a checkpoint as the target layout would have saved it (the same
 // shard plan, so the same files and chunks), reading only the saved chunks each target piece
 // intersects. Runs on one CPU without a cluster; memory is bounded by about twice the largest
-// tensor (one target piece plus the checksum blocks read for it).
+// tensor (one being read, one being written) plus write buffers of half the largest tensor
+// (8 to 64 MiB).
 #pragma once
 
 #include <cstdint>

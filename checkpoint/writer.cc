@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -140,7 +141,103 @@ Result<std::unique_ptr<RankFileWriter>> RankFileWriter::Open(const std::string& 
 }
 
 RankFileWriter::~RankFileWriter() {
+  (void)EndStaging();  // an error path: the queued writes must end before the file is closed
   if (fd_ >= 0) ::close(fd_);
+}
+
+void RankFileWriter::EnableStaging(DirectWritePool* pool) {
+  if (!DirectIo() || pool_ != nullptr || fd_ < 0) return;
+  for (size_t i = 0; i < done_.size(); ++i) {
+    if (done_[i]) return;  // only a file not yet written is staged
+  }
+  const int direct_fd = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (direct_fd < 0) return;
+  stage_ = pool->TryAcquire();
+  if (stage_ == nullptr) {
+    ::close(direct_fd);
+    return;
+  }
+  pool_ = pool;
+  direct_.direct_fd = direct_fd;
+  direct_.buffered_fd = fd_;
+  direct_.path = path_;
+  stage_len_ = 0;
+  stage_at_ = file_bytes_ - data_bytes_;  // the data section starts kDataAlignment-aligned
+}
+
+Status RankFileWriter::EndStaging() {
+  if (pool_ == nullptr) return Status::Ok();
+  // The aligned bulk with O_DIRECT; an unaligned tail (the file's end) buffered, from this
+  // thread before the bulk is queued (the buffer is released once the bulk is written).
+  Status st;
+  if (stage_ != nullptr) {
+    const size_t bulk = stage_len_ / kDataAlignment * kDataAlignment;
+    for (size_t at = bulk; at < stage_len_ && st.ok();) {
+      const ssize_t w =
+          ::pwrite(fd_, stage_ + at, stage_len_ - at, static_cast<off_t>(stage_at_ + at));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) st = ErrnoError("write '" + path_ + "'", w < 0 ? errno : EIO);
+      if (w > 0) at += static_cast<size_t>(w);
+    }
+    if (bulk > 0 && st.ok()) {
+      pool_->Write(&direct_, stage_, bulk, stage_at_);
+    } else {
+      pool_->Release(stage_);
+    }
+    stage_ = nullptr;
+  }
+  Status io = pool_->Wait(&direct_);
+  ::close(direct_.direct_fd);
+  direct_.direct_fd = -1;
+  pool_ = nullptr;
+  return st.ok() ? io : st;
+}
+
+Status RankFileWriter::Emit(uint64_t at, const std::vector<std::pair<const char*, size_t>>& parts) {
+  if (pool_ != nullptr && at != stage_at_ + stage_len_) {  // out of order: staging ends
+    LOOM_RETURN_IF_ERROR(EndStaging());
+  }
+  if (pool_ != nullptr) {
+    const size_t cap = pool_->buffer_bytes();
+    for (const auto& [data, n] : parts) {
+      for (size_t done = 0; done < n;) {
+        const size_t take = std::min(n - done, cap - stage_len_);
+        std::memcpy(stage_ + stage_len_, data + done, take);
+        stage_len_ += take;
+        done += take;
+        if (stage_len_ == cap) {  // full: to an I/O thread, and on with a fresh buffer
+          pool_->Write(&direct_, stage_, cap, stage_at_);
+          stage_at_ += cap;
+          stage_len_ = 0;
+          stage_ = pool_->Acquire();
+        }
+      }
+    }
+    return Status::Ok();
+  }
+  std::vector<iovec> iov;
+  for (const auto& [data, n] : parts) iov.push_back({const_cast<char*>(data), n});
+  size_t first = 0;
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t w = ::pwritev(fd_, iov.data() + first, count, static_cast<off_t>(at));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ErrnoError("write '" + path_ + "'", errno);
+    at += static_cast<uint64_t>(w);
+    // Drop what was written, including part of a vector entry.
+    for (size_t left = static_cast<size_t>(w); left > 0 && first < iov.size();) {
+      if (left >= iov[first].iov_len) {
+        left -= iov[first].iov_len;
+        ++first;
+      } else {
+        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+        left = 0;
+      }
+    }
+    if (first < iov.size()) CheckpointCrashPoint(rank_, "inside a data write");
+  }
+  return Status::Ok();
 }
 
 void RankFileWriter::Record(StateKind state, size_t k, std::vector<uint32_t> crcs) {
@@ -165,15 +262,33 @@ void RankFileWriter::Record(StateKind state, size_t k, std::vector<uint32_t> crc
 Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
   const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
   const size_t n = static_cast<size_t>(plan_->writes[k].region.size()) * 4;
-  if (::lseek(fd_, static_cast<off_t>(offset_[slot]), SEEK_SET) < 0) {
-    return ErrnoError("seek '" + path_ + "'", errno);
-  }
+  const char* bytes = reinterpret_cast<const char*>(data);
   // A crash point in the middle of a chunk: a torn write must never be loadable.
-  LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, data, n / 2, path_));
+  LOOM_RETURN_IF_ERROR(Emit(offset_[slot], {{bytes, n / 2}}));
   CheckpointCrashPoint(rank_, "inside a data write");
-  LOOM_RETURN_IF_ERROR(
-      WriteAllFd(fd_, reinterpret_cast<const char*>(data) + n / 2, n - n / 2, path_));
+  LOOM_RETURN_IF_ERROR(Emit(offset_[slot] + n / 2, {{bytes + n / 2, n - n / 2}}));
   Record(state, k, BlockCrcs(data, n));
+  StartWriteback(n);
+  return Status::Ok();
+}
+
+Status RankFileWriter::PutParts(StateKind state, size_t k,
+                                const std::vector<std::pair<const char*, size_t>>& parts) {
+  const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
+  size_t total = 0;
+  for (const auto& part : parts) total += part.second;
+  if (total != static_cast<size_t>(plan_->writes[k].region.size()) * 4) {
+    return Internal(path_ + ": piece " + std::to_string(k) + " given " + std::to_string(total) +
+                    " bytes, expected " + std::to_string(plan_->writes[k].region.size() * 4));
+  }
+  LOOM_RETURN_IF_ERROR(Emit(offset_[slot], parts));
+  Record(state, k, BlockCrcs(parts));
+  StartWriteback(total);
+  return Status::Ok();
+}
+
+void RankFileWriter::StartWriteback(size_t n) {
+  if (pool_ != nullptr) return;  // staged writes go straight to the disk
   // Start the writeback of what has accumulated, so the final fsync finds little left to do
   // and the disk works while the next pieces are produced.
   unflushed_ += n;
@@ -181,50 +296,6 @@ Status RankFileWriter::Put(StateKind state, size_t k, const float* data) {
     (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
     unflushed_ = 0;
   }
-  return Status::Ok();
-}
-
-Status RankFileWriter::PutParts(StateKind state, size_t k,
-                                const std::vector<std::pair<const char*, size_t>>& parts) {
-  const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
-  std::vector<iovec> iov;
-  size_t total = 0;
-  for (const auto& [data, n] : parts) {
-    iov.push_back({const_cast<char*>(data), n});
-    total += n;
-  }
-  if (total != static_cast<size_t>(plan_->writes[k].region.size()) * 4) {
-    return Internal(path_ + ": piece " + std::to_string(k) + " given " + std::to_string(total) +
-                    " bytes, expected " + std::to_string(plan_->writes[k].region.size() * 4));
-  }
-  uint64_t at = offset_[slot];
-  size_t first = 0;
-  while (first < iov.size()) {
-    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-    const ssize_t w = ::pwritev(fd_, iov.data() + first, count, static_cast<off_t>(at));
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return ErrnoError("write '" + path_ + "'", errno);
-    at += static_cast<uint64_t>(w);
-    // Drop what was written, including part of a vector entry.
-    for (size_t left = static_cast<size_t>(w); left > 0 && first < iov.size();) {
-      if (left >= iov[first].iov_len) {
-        left -= iov[first].iov_len;
-        ++first;
-      } else {
-        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
-        iov[first].iov_len -= left;
-        left = 0;
-      }
-    }
-    if (first < iov.size()) CheckpointCrashPoint(rank_, "inside a data write");
-  }
-  Record(state, k, BlockCrcs(parts));
-  unflushed_ += total;
-  if (unflushed_ >= kWritebackBytes) {
-    (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
-    unflushed_ = 0;
-  }
-  return Status::Ok();
 }
 
 Status RankFileWriter::PutImage(const char* image) {
@@ -324,7 +395,7 @@ Status RankFileWriter::StreamImage(const char* image,
   return Status::Ok();
 }
 
-Result<uint64_t> RankFileWriter::Finish() {
+Result<uint64_t> RankFileWriter::Finish(proto::CheckpointMetadata* fragment) {
   for (size_t i = 0; i < done_.size(); ++i) {
     if (!done_[i]) {
       return Internal(path_ + ": piece " + std::to_string(i % plan_->writes.size()) + " of state " +
@@ -332,6 +403,7 @@ Result<uint64_t> RankFileWriter::Finish() {
                       " was never written");
     }
   }
+  LOOM_RETURN_IF_ERROR(EndStaging());
   Status st;
   if (::fsync(fd_) != 0) st = ErrnoError("fsync '" + path_ + "'", errno);
   if (::close(fd_) != 0 && st.ok()) st = ErrnoError("close '" + path_ + "'", errno);
@@ -342,6 +414,10 @@ Result<uint64_t> RankFileWriter::Finish() {
   f->set_name(file_);
   f->set_bytes(file_bytes_);
   f->set_rank(rank_);
+  if (fragment != nullptr) {
+    *fragment = std::move(fragment_);
+    return data_bytes_;
+  }
   LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(fragment_));
   LOOM_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(tmp_dir_, FragmentName(rank_)), json));
   CheckpointCrashPoint(rank_, "after the index fragment");
@@ -365,15 +441,24 @@ Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const Rank
 
 Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,
                         const ModelConfig& model, proto::CheckpointMetadata base) {
-  const int rank = 0;
-  // Merge the fragments: tensors in canonical order, states in order, chunks by position.
-  std::map<std::pair<std::string, std::string>, proto::TensorEntry> merged;
+  std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const std::string path = JoinPath(tmp_dir, FragmentName(r));
     LOOM_ASSIGN_OR_RETURN(std::string json, ReadFile(path));
-    proto::CheckpointMetadata frag;
-    auto st = google::protobuf::util::JsonStringToMessage(json, &frag);
+    auto st = google::protobuf::util::JsonStringToMessage(json, &fragments[static_cast<size_t>(r)]);
     if (!st.ok()) return DataLoss(path + ": bad index fragment: " + std::string(st.message()));
+  }
+  return CommitCheckpoint(root, tmp_dir, model, std::move(base), std::move(fragments));
+}
+
+Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
+                        const ModelConfig& model, proto::CheckpointMetadata base,
+                        std::vector<proto::CheckpointMetadata> fragments) {
+  const int rank = 0;
+  const int world = static_cast<int>(fragments.size());
+  // Merge the fragments: tensors in canonical order, states in order, chunks by position.
+  std::map<std::pair<std::string, std::string>, proto::TensorEntry> merged;
+  for (proto::CheckpointMetadata& frag : fragments) {
     for (const proto::FileEntry& f : frag.files()) *base.add_files() = f;
     for (proto::TensorEntry& t : *frag.mutable_tensors()) {
       proto::TensorEntry& m = merged[{t.name(), t.state()}];

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/direct_writes.h"
 #include "checkpoint/format.h"
 #include "checkpoint/shard_plan.h"
 #include "core/status.h"
@@ -58,9 +59,17 @@ class RankFileWriter {
   // written on a second thread as soon as it is filled. A fill error stops the writing.
   Status StreamImage(const char* image, const std::function<Status(uint64_t end)>& fill);
   uint64_t image_bytes() const { return data_bytes_; }
+  // From now on, pieces put in file order are gathered into buffers of `pool` that its I/O
+  // threads write with O_DIRECT each time one is full (see checkpoint/direct_writes.h for why).
+  // A piece put out of order ends the staging (flushed, then buffered writes). Does nothing
+  // where O_DIRECT is unavailable or turned off (LOOM_CKPT_DIRECT_IO=0), after a piece was put,
+  // or when the pool has no free buffer. The pool must outlive the writer.
+  void EnableStaging(DirectWritePool* pool);
   // Checks every piece was put, fsyncs the data file, then writes the index fragment
-  // atomically. Returns the tensor bytes written.
-  Result<uint64_t> Finish();
+  // atomically. Returns the tensor bytes written. With `fragment`, the index fragment is moved
+  // there instead of written (one process writes every rank's file and commits them itself: the
+  // offline resharder).
+  Result<uint64_t> Finish(proto::CheckpointMetadata* fragment = nullptr);
 
  private:
   RankFileWriter() = default;
@@ -75,6 +84,16 @@ class RankFileWriter {
   static constexpr uint64_t kWritebackBytes = 8 << 20;
   uint64_t unflushed_ = 0;  // bytes put since writeback was last started
   proto::CheckpointMetadata fragment_;
+  // Staged output (EnableStaging): bytes [stage_at_, stage_at_ + stage_len_) of the file are in
+  // stage_ (a buffer of pool_), not yet written.
+  Status Emit(uint64_t at, const std::vector<std::pair<const char*, size_t>>& parts);
+  Status EndStaging();            // writes what is staged, waits for the queued writes
+  void StartWriteback(size_t n);  // buffered writes: starts writeback every kWritebackBytes
+  DirectWritePool* pool_ = nullptr;
+  DirectWritePool::File direct_;
+  char* stage_ = nullptr;
+  size_t stage_len_ = 0;
+  uint64_t stage_at_ = 0;
 };
 
 // Writes world rank `rank`'s data file and index fragment into `tmp_dir` (created if needed),
@@ -86,6 +105,10 @@ Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const Rank
 // files), writes metadata.json, renames tmp_dir to <root>/step_<N> and replaces `latest`.
 Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,
                         const ModelConfig& model, proto::CheckpointMetadata base);
+// The same with the fragments already in memory (RankFileWriter::Finish(&fragment)).
+Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
+                        const ModelConfig& model, proto::CheckpointMetadata base,
+                        std::vector<proto::CheckpointMetadata> fragments);
 
 // Keeps the newest `keep` checkpoints under `root` (0: all; never one newer than or equal to
 // `newest`): older ones are renamed to step_<N>.deleting.tmp (no longer checkpoints), then
