@@ -37,6 +37,21 @@ double MedianBandwidth(const std::vector<MemorySample>& v, int threads) {
   return b.empty() ? 0 : Median(b);
 }
 
+// The samples taken with `threads` threads if there are any, otherwise all of them, with their
+// rates rescaled to `threads`.
+template <typename S>
+std::vector<S> ForThreads(const std::vector<S>& in, int threads) {
+  const bool exact =
+      std::any_of(in.begin(), in.end(), [&](const S& s) { return s.threads == threads; });
+  std::vector<S> out;
+  for (S s : in) {
+    if (exact && s.threads != threads) continue;
+    s.flops *= static_cast<double>(threads) / s.threads;
+    out.push_back(s);
+  }
+  return out;
+}
+
 }  // namespace
 
 Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, Precision precision,
@@ -61,30 +76,14 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
   const bool same_precision = !cal.has_precision || cal.precision == precision;
   if (same_precision) {
     // Prefer samples taken with this rank's thread count; otherwise rescale the others.
-    const bool gemm_threads = std::any_of(cal.gemm.begin(), cal.gemm.end(), [&](const auto& s) {
-      return s.threads == devices_per_rank;
-    });
-    const bool attention_threads =
-        std::any_of(cal.attention.begin(), cal.attention.end(),
-                    [&](const auto& s) { return s.threads == devices_per_rank; });
-    std::vector<GemmSample> gemm;
-    for (GemmSample s : cal.gemm) {
-      if (gemm_threads && s.threads != devices_per_rank) continue;
-      s.flops *= static_cast<double>(devices_per_rank) / s.threads;
-      gemm.push_back(s);
-    }
-    h.gemm = MedianSamples(gemm, [](const GemmSample& a, const GemmSample& b) {
-      return a.m == b.m && a.n == b.n && a.k == b.k;
-    });
-    std::vector<AttentionSample> attention;
-    for (AttentionSample s : cal.attention) {
-      if (attention_threads && s.threads != devices_per_rank) continue;
-      s.flops *= static_cast<double>(devices_per_rank) / s.threads;
-      attention.push_back(s);
-    }
-    h.attention = MedianSamples(attention, [](const AttentionSample& a, const AttentionSample& b) {
-      return a.seq == b.seq && a.head_dim == b.head_dim;
-    });
+    h.gemm = MedianSamples(ForThreads(cal.gemm, devices_per_rank),
+                           [](const GemmSample& a, const GemmSample& b) {
+                             return a.m == b.m && a.n == b.n && a.k == b.k;
+                           });
+    h.attention = MedianSamples(ForThreads(cal.attention, devices_per_rank),
+                                [](const AttentionSample& a, const AttentionSample& b) {
+                                  return a.seq == b.seq && a.head_dim == b.head_dim;
+                                });
   }
   for (const CollectiveSample& c : cal.collectives) {
     if (c.op == "all_reduce") h.collectives.Add(CollOp::kAllReduce, c.ranks, c.bytes, c.seconds);
