@@ -448,6 +448,8 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int
     auto st = google::protobuf::util::JsonStringToMessage(json, &fragments[static_cast<size_t>(r)]);
     if (!st.ok()) return DataLoss(path + ": bad index fragment: " + std::string(st.message()));
   }
+  // Read: the metadata will hold them (its write fsyncs the directory, with these unlinks).
+  for (int r = 0; r < world; ++r) ::unlink(JoinPath(tmp_dir, FragmentName(r)).c_str());
   return CommitCheckpoint(root, tmp_dir, model, std::move(base), std::move(fragments));
 }
 
@@ -455,7 +457,6 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
                         const ModelConfig& model, proto::CheckpointMetadata base,
                         std::vector<proto::CheckpointMetadata> fragments) {
   const int rank = 0;
-  const int world = static_cast<int>(fragments.size());
   // Merge the fragments: tensors in canonical order, states in order, chunks by position.
   std::map<std::pair<std::string, std::string>, proto::TensorEntry> merged;
   for (proto::CheckpointMetadata& frag : fragments) {
@@ -493,9 +494,7 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
   base.set_format_version(kCheckpointFormatVersion);
   base.set_checksum_block_bytes(kChecksumBlockBytes);
   CheckpointCrashPoint(rank, "before the metadata");
-  LOOM_RETURN_IF_ERROR(WriteMetadata(tmp_dir, base));
-  for (int r = 0; r < world; ++r) ::unlink(JoinPath(tmp_dir, FragmentName(r)).c_str());
-  LOOM_RETURN_IF_ERROR(FsyncDir(tmp_dir));
+  LOOM_RETURN_IF_ERROR(WriteMetadata(tmp_dir, base));  // fsyncs tmp_dir too
   CheckpointCrashPoint(rank, "before the rename");
   const std::string final_dir = JoinPath(root, StepDirName(base.step()));
   std::error_code ec;
