@@ -76,17 +76,21 @@ loom::Status DirectWrite(const std::string& path, uint64_t bytes) {
   const uint64_t bulk = bytes / kAlign * kAlign;
   for (uint64_t at = 0; at < bulk;) {
     const ssize_t w = ::pwrite(fd, buf.get(), std::min<uint64_t>(bulk - at, kBuf), at);
-    if (w <= 0) return loom::ErrnoError("write " + path, errno);
+    if (w <= 0) {
+      ::close(fd);
+      return loom::ErrnoError("write " + path, errno);
+    }
     at += static_cast<uint64_t>(w);
   }
-  const int tail = ::open(path.c_str(), O_WRONLY);
-  if (bytes > bulk && ::pwrite(tail, buf.get(), bytes - bulk, bulk) < 0) {
-    return loom::ErrnoError("write " + path, errno);
+  loom::Status st;
+  if (bytes > bulk &&
+      (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT) != 0 ||  // the tail buffered
+       ::pwrite(fd, buf.get(), bytes - bulk, bulk) < 0)) {
+    st = loom::ErrnoError("write " + path, errno);
   }
-  if (::fsync(fd) != 0) return loom::ErrnoError("fsync " + path, errno);
-  ::close(tail);
+  if (st.ok() && ::fsync(fd) != 0) st = loom::ErrnoError("fsync " + path, errno);
   ::close(fd);
-  return loom::Status::Ok();
+  return st;
 }
 
 // Reads every file of `dir` sequentially; returns the bytes read.
