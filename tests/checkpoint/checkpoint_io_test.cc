@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "core/rng.h"
 #include "tests/checkpoint/layout_helpers.h"
+#include "tests/checkpoint/temp_dir_test.h"
 
 namespace loom {
 namespace {
@@ -95,20 +96,7 @@ void ExpectSynthetic(const std::string& dir) {
   }
 }
 
-class CheckpointIo : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
-            ("loom_ckpt_io_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& rel) const { return JoinPath(dir_, rel); }
-  std::string dir_;
-};
+class CheckpointIo : public TempDirTest {};
 
 TEST_F(CheckpointIo, RandomRegionsReadBackExactly) {
   const Layout a = L(2, 1, 2, 1, 2, 1);

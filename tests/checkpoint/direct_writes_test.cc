@@ -16,6 +16,7 @@
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
 #include "tests/checkpoint/layout_helpers.h"
+#include "tests/checkpoint/temp_dir_test.h"
 
 namespace loom {
 namespace {
@@ -25,19 +26,7 @@ namespace fs = std::filesystem;
 // Pieces of up to 66 KB (wte: 257 x 64 floats), larger than the pool's buffers below.
 const ModelConfig kModel{/*vocab=*/257, /*max_seq=*/16, /*layers=*/2, /*heads=*/4, /*hidden=*/64};
 
-class DirectWrites : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
-            ("loom_direct_writes_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
-};
+class DirectWrites : public TempDirTest {};
 
 // Values of piece k of `state`: distinct per rank, state, piece and element.
 std::vector<float> PieceValues(int rank, StateKind state, size_t k, int64_t n) {
