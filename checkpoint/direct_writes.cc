@@ -1,6 +1,7 @@
 // I/O threads writing aligned buffers with O_DIRECT.
 #include "checkpoint/direct_writes.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,14 +11,17 @@
 
 namespace loom {
 
+char* AllocateIoBuffer(size_t bytes) {
+  const bool huge = bytes % kIoPageBytes == 0;
+  void* p = nullptr;
+  if (::posix_memalign(&p, huge ? kIoPageBytes : kDataAlignment, bytes) != 0) std::abort();
+  if (huge) ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages
+  return static_cast<char*>(p);
+}
+
 DirectWritePool::DirectWritePool(size_t buffer_bytes, int buffers, int threads)
     : buffer_bytes_(buffer_bytes) {
-  for (int i = 0; i < buffers; ++i) {
-    void* p = nullptr;
-    // Never touched until used: an unused buffer costs no resident memory.
-    if (::posix_memalign(&p, kDataAlignment, buffer_bytes) != 0) std::abort();
-    all_.push_back(static_cast<char*>(p));
-  }
+  for (int i = 0; i < buffers; ++i) all_.push_back(AllocateIoBuffer(buffer_bytes));
   free_ = all_;
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }

@@ -21,6 +21,17 @@
 
 namespace loom {
 
+// I/O buffers whose size is a multiple of this are placed on its boundaries and backed by
+// transparent huge pages where the kernel allows (madvise). Why: an O_DIRECT request is split
+// at the device's limit of memory segments (254 on this VM's virtio disk), one per 4 KiB page:
+// about 1 MiB. With 2 MiB pages a 2 MiB piece goes to the disk as one request; the resharder's
+// reads took 200 requests and 0.7 s of device time for 328 MB, against 420 and 2.6 s.
+constexpr size_t kIoPageBytes = 2 << 20;
+
+// `bytes` of memory aligned for O_DIRECT (see kIoPageBytes); never touched here, so unused
+// pages cost nothing. Free with std::free.
+char* AllocateIoBuffer(size_t bytes);
+
 class DirectWritePool {
  public:
   // The writes of one file: how many are queued or running, and the first error. Owned by the

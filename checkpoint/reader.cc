@@ -139,6 +139,13 @@ Status PreadAll(int fd, char* dst, uint64_t n, uint64_t offset, const std::strin
 
 }  // namespace
 
+Status CheckpointReader::Fetch(const std::string& file, char* dst, uint64_t n, uint64_t offset,
+                               const std::string& where) {
+  if (stream_ != nullptr) return stream_->Next(file, offset, n, dst);
+  LOOM_ASSIGN_OR_RETURN(int fd, Fd(file));
+  return PreadAll(fd, dst, n, offset, where);
+}
+
 Status CheckpointReader::ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t first,
                                     uint64_t last, std::vector<char>* buf) {
   const proto::Chunk& ch = *c.chunk;
@@ -146,8 +153,7 @@ Status CheckpointReader::ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t 
   const uint64_t begin = first * block, end = std::min(ch.length(), (last + 1) * block);
   buf->resize(end - begin);
   const std::string where = Where(e, c);
-  LOOM_ASSIGN_OR_RETURN(int fd, Fd(ch.file()));
-  LOOM_RETURN_IF_ERROR(PreadAll(fd, buf->data(), buf->size(), ch.offset() + begin, where));
+  LOOM_RETURN_IF_ERROR(Fetch(ch.file(), buf->data(), buf->size(), ch.offset() + begin, where));
   bytes_read_ += buf->size();
   for (uint64_t b = first; b <= last; ++b) {
     const uint64_t at = b * block - begin;
@@ -165,8 +171,7 @@ Status CheckpointReader::ReadWhole(const Entry& e, const ChunkRef& c, char* dst)
   const proto::Chunk& ch = *c.chunk;
   const uint64_t block = meta_.checksum_block_bytes();
   const std::string where = Where(e, c);
-  LOOM_ASSIGN_OR_RETURN(int fd, Fd(ch.file()));
-  LOOM_RETURN_IF_ERROR(PreadAll(fd, dst, ch.length(), ch.offset(), where));
+  LOOM_RETURN_IF_ERROR(Fetch(ch.file(), dst, ch.length(), ch.offset(), where));
   bytes_read_ += ch.length();
   for (uint64_t at = 0, b = 0; at < ch.length(); at += block, ++b) {
     const uint64_t len = std::min(block, ch.length() - at);
@@ -177,6 +182,43 @@ Status CheckpointReader::ReadWhole(const Entry& e, const ChunkRef& c, char* dst)
     }
   }
   return Status::Ok();
+}
+
+bool CheckpointReader::PlanChunk(const ChunkRef& c, const Region& region, bool* whole,
+                                 uint64_t* first, uint64_t* last) {
+  segs_.clear();
+  const int64_t n = Intersect(c.region, region, &segs_);
+  if (n == 0) return false;
+  *whole = segs_.size() == 1 && n == c.region.size();
+  if (*whole) return true;
+  int64_t lo = segs_.front().src, hi = 0;
+  for (const CopySegment& s : segs_) {
+    lo = std::min(lo, s.src);
+    hi = std::max(hi, s.src + s.count);
+  }
+  const uint64_t block = meta_.checksum_block_bytes();
+  *first = static_cast<uint64_t>(lo) * 4 / block;
+  *last = (static_cast<uint64_t>(hi) * 4 - 1) / block;
+  return true;
+}
+
+void CheckpointReader::PlanReads(const std::string& name, StateKind state, const Region& region,
+                                 std::vector<FileRange>* out) {
+  auto it = index_.find({name, StateName(state)});
+  if (it == index_.end()) return;
+  const uint64_t block = meta_.checksum_block_bytes();
+  for (const ChunkRef& c : it->second.chunks) {
+    bool whole = false;
+    uint64_t first = 0, last = 0;
+    if (!PlanChunk(c, region, &whole, &first, &last)) continue;
+    const proto::Chunk& ch = *c.chunk;
+    if (whole) {
+      out->push_back({ch.file(), ch.offset(), ch.length()});
+    } else {  // as ReadBlocks
+      const uint64_t begin = first * block, end = std::min(ch.length(), (last + 1) * block);
+      out->push_back({ch.file(), ch.offset() + begin, end - begin});
+    }
+  }
 }
 
 Status CheckpointReader::Read(const std::string& name, StateKind state, const Region& region,
@@ -192,23 +234,16 @@ Status CheckpointReader::Read(const std::string& name, StateKind state, const Re
   std::vector<CopySegment>& segs = segs_;
   std::vector<char>& buf = buf_;
   for (const ChunkRef& c : e.chunks) {
-    segs.clear();
-    const int64_t n = Intersect(c.region, region, &segs);
-    if (n == 0) continue;
-    covered += n;
-    if (segs.size() == 1 && n == c.region.size()) {
+    bool whole = false;
+    uint64_t first = 0, last = 0;
+    if (!PlanChunk(c, region, &whole, &first, &last)) continue;
+    for (const CopySegment& s : segs) covered += s.count;
+    if (whole) {
       // The whole chunk lands in one run of dst (e.g. saved with this very split, or a row
       // block of a whole tensor): read it in place, no intermediate copy.
       LOOM_RETURN_IF_ERROR(ReadWhole(e, c, reinterpret_cast<char*>(dst + segs[0].dst)));
       continue;
     }
-    int64_t lo = segs.front().src, hi = 0;
-    for (const CopySegment& s : segs) {
-      lo = std::min(lo, s.src);
-      hi = std::max(hi, s.src + s.count);
-    }
-    const uint64_t first = static_cast<uint64_t>(lo) * 4 / block;
-    const uint64_t last = (static_cast<uint64_t>(hi) * 4 - 1) / block;
     LOOM_RETURN_IF_ERROR(ReadBlocks(e, c, first, last, &buf));
     const char* base = buf.data() - first * block;
     for (const CopySegment& s : segs) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/direct_stream.h"
 #include "checkpoint/format.h"
 #include "checkpoint/region.h"
 #include "checkpoint/shard_plan.h"
@@ -40,6 +41,14 @@ class CheckpointReader {
 
   uint64_t bytes_read() const { return bytes_read_; }
 
+  // The byte ranges Read(name, state, region) reads, in the order it reads them, appended to
+  // `out` (nothing for a tensor that is not in the checkpoint).
+  void PlanReads(const std::string& name, StateKind state, const Region& region,
+                 std::vector<FileRange>* out);
+  // Takes the bytes of every read from `stream` (not owned; nullptr to read the files again),
+  // which must have been planned with PlanReads for the Read calls that follow, in their order.
+  void SetStream(DirectStream* stream) { stream_ = stream; }
+
  private:
   struct ChunkRef {
     const proto::Chunk* chunk;
@@ -53,6 +62,13 @@ class CheckpointReader {
   CheckpointReader() = default;
   static Status CheckCoverage(const std::string& where, const Entry& e);
   Result<int> Fd(const std::string& file);
+  // How Read reads chunk `c` for `region` (the runs to copy are left in segs_): false when they
+  // do not intersect; else whole (in place) or blocks [*first, *last].
+  bool PlanChunk(const ChunkRef& c, const Region& region, bool* whole, uint64_t* first,
+                 uint64_t* last);
+  // n bytes of `file` at `offset`: from the stream if one is set, else pread.
+  Status Fetch(const std::string& file, char* dst, uint64_t n, uint64_t offset,
+               const std::string& where);
   // Reads blocks [first, last] of chunk `c` into buf (chunk-relative, from block `first`) and
   // checks their CRCs.
   Status ReadBlocks(const Entry& e, const ChunkRef& c, uint64_t first, uint64_t last,
@@ -65,6 +81,7 @@ class CheckpointReader {
   proto::CheckpointMetadata meta_;
   std::map<std::pair<std::string, std::string>, Entry> index_;
   std::map<std::string, int> fds_;
+  DirectStream* stream_ = nullptr;
   uint64_t bytes_read_ = 0;
   std::vector<CopySegment> segs_;  // scratch of Read, kept to avoid reallocation
   std::vector<char> buf_;

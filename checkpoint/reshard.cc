@@ -2,14 +2,12 @@
 #include "checkpoint/reshard.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
+#include "checkpoint/direct_stream.h"
 #include "checkpoint/direct_writes.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_plan.h"
@@ -95,13 +93,13 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   // once per group, and at most kGroup files are open.
   constexpr int kGroup = 256;
   const ParamLayout canonical = ParamLayout::ForModel(model, 1);
-  // Two buffers of the largest tensor (one being read, one being written), allocated once and
-  // never zero-filled: the memory bound of the tool.
+  // One buffer of the largest tensor, allocated once and never zero-filled. With the read-ahead
+  // and the write buffers below (each at most half of it), the tool's memory is about twice the
+  // largest tensor.
   int64_t largest = 1;
   for (const ParamInfo& p : canonical.params) largest = std::max(largest, p.numel());
-  std::unique_ptr<float[]> buffers[2] = {
-      std::unique_ptr<float[]>(new float[static_cast<size_t>(largest)]),
-      std::unique_ptr<float[]>(new float[static_cast<size_t>(largest)])};
+  const size_t largest_bytes = static_cast<size_t>(largest) * sizeof(float);
+  std::unique_ptr<float[]> buffer(new float[static_cast<size_t>(largest)]);
   std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(to.world()));
   for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
     const int g1 = std::min(to.world(), g0 + kGroup);
@@ -126,11 +124,14 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     // file and kInFlight being written. They share a budget of half the largest tensor (at least
     // 8, at most 64 MiB); with more files than that allows buffers of kMinStage, buffered writes.
     // (Buffered writes, whose writeback competes with the reads, made the tool up to 2.5x
-    // slower on this VM's disk: docs/BENCHMARKS.md.)
+    // slower on this VM's disk: docs/BENCHMARKS.md.) Buffers of whole 2 MiB pages where the
+    // budget allows: see AllocateIoBuffer.
     constexpr size_t kInFlight = 4, kMinStage = 1 << 20;
     constexpr int kIoThreads = 2;
-    const size_t budget = std::clamp<size_t>(static_cast<size_t>(largest) * 2, 8 << 20, 64 << 20);
-    const size_t stage = budget / (writers.size() + kInFlight) / kDataAlignment * kDataAlignment;
+    const size_t budget = std::clamp<size_t>(largest_bytes / 2, 8 << 20, 64 << 20);
+    size_t stage = budget / (writers.size() + kInFlight);
+    stage = stage >= kIoPageBytes ? stage / kIoPageBytes * kIoPageBytes
+                                  : stage / kDataAlignment * kDataAlignment;
     std::unique_ptr<DirectWritePool> pool;
     if (st.ok() && stage >= kMinStage) {
       pool = std::make_unique<DirectWritePool>(stage, static_cast<int>(writers.size() + kInFlight),
@@ -146,78 +147,57 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         if (users.count(p.name)) order.emplace_back(static_cast<StateKind>(s), &p);
       }
     }
-    // Two threads share the work: this one reads each tensor state, the other rearranges the
-    // previous one into the target ranks' pieces and writes them. Two tensor buffers alternate
-    // between them, so the reads are paced by the writes: both reach the disk together. (A
-    // third thread that read up to 256 MB ahead into the page cache helped while the output was
-    // written through the page cache; with O_DIRECT output it made reads and writes take turns
-    // at the disk instead: a 1.6 GB reshard took 1.2-1.3x as long.)
-    std::mutex mu;
-    std::condition_variable cv;
-    size_t filled = 0, drained = 0;  // GUARDED_BY(mu): order[0, filled) read, [0, drained) written
-    bool failed = false;             // GUARDED_BY(mu)
-    Status write_st;
-    std::thread writer_thread([&] {
-      std::vector<CopySegment> segs;
-      std::vector<std::pair<const char*, size_t>> parts;
-      for (size_t o = 0; o < order.size(); ++o) {
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return filled > o || failed; });
-          if (failed) return;
-        }
-        const StateKind state = order[o].first;
-        const ParamInfo& p = *order[o].second;
-        const float* data = buffers[o % 2].get();
-        Region whole;
-        GlobalMatrix(p, &whole.rows, &whole.cols);
-        whole.flat_end = whole.rows * whole.cols;
-        Status ws;
-        for (const auto& [i, k] : users[p.name]) {
-          const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
-          segs.clear();
-          Intersect(whole, region, &segs);
-          if (segs.size() == 1) {  // one run of the tensor (a row block)
-            ws = writers[static_cast<size_t>(i)]->Put(state, k, data + segs[0].src);
-          } else {  // a column slab: one vectored write of its rows
-            parts.clear();
-            for (const CopySegment& c : segs) {
-              parts.emplace_back(reinterpret_cast<const char*>(data + c.src),
-                                 static_cast<size_t>(c.count) * sizeof(float));
-            }
-            ws = writers[static_cast<size_t>(i)]->PutParts(state, k, parts);
-          }
-          if (!ws.ok()) break;
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        if (!ws.ok()) {
-          write_st = ws;
-          failed = true;
-        }
-        drained = o + 1;
-        cv.notify_all();
-        if (failed) return;
-      }
-    });
-    for (size_t o = 0; o < order.size() && st.ok(); ++o) {
-      const StateKind state = order[o].first;
-      const ParamInfo& p = *order[o].second;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return drained + 2 > o || failed; });  // its buffer is free
-        if (failed) break;
-      }
+    auto whole_of = [](const ParamInfo& p) {
       Region whole;
       GlobalMatrix(p, &whole.rows, &whole.cols);
       whole.flat_end = whole.rows * whole.cols;
-      st = reader->Read(p.name, state, whole, buffers[o % 2].get());
-      std::lock_guard<std::mutex> lock(mu);
-      if (!st.ok()) failed = true;
-      filled = o + 1;
-      cv.notify_all();
+      return whole;
+    };
+    // Every byte range the reads below take, in their order, is read ahead with O_DIRECT, several
+    // pieces in flight, into a ring of half the largest tensor (at least 8, at most 32 MiB).
+    // While this thread copies a tensor out to the write buffers, the ring fills and the
+    // queued writes drain: the disk reads and writes at once with one tensor buffer. (Buffered
+    // reads, one request at a time, made the tool 1.3-1.7x slower while the writes ran:
+    // docs/BENCHMARKS.md.)
+    std::unique_ptr<DirectStream> stream;
+    if (st.ok()) {
+      std::vector<FileRange> ranges;
+      for (const auto& [state, p] : order) reader->PlanReads(p->name, state, whole_of(*p), &ranges);
+      const int slots = static_cast<int>(
+          std::clamp<size_t>(largest_bytes / 2 / kIoPageBytes, 4, (32 << 20) / kIoPageBytes));
+      Result<std::unique_ptr<DirectStream>> s = DirectStream::Open(
+          reader->dir(), std::move(ranges), kIoPageBytes, slots, kIoThreads, CheckpointDirectIo());
+      if (s.ok()) stream = std::move(*s);
+      if (!s.ok()) st = s.status();
+      reader->SetStream(stream.get());
     }
-    writer_thread.join();
-    if (st.ok()) st = write_st;
+    std::vector<CopySegment> segs;
+    std::vector<std::pair<const char*, size_t>> parts;
+    for (size_t o = 0; o < order.size() && st.ok(); ++o) {
+      const StateKind state = order[o].first;
+      const ParamInfo& p = *order[o].second;
+      const Region whole = whole_of(p);
+      st = reader->Read(p.name, state, whole, buffer.get());
+      const float* data = buffer.get();
+      for (const auto& [i, k] : users[p.name]) {
+        if (!st.ok()) break;
+        const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
+        segs.clear();
+        Intersect(whole, region, &segs);
+        if (segs.size() == 1) {  // one run of the tensor (a row block)
+          st = writers[static_cast<size_t>(i)]->Put(state, k, data + segs[0].src);
+        } else {  // a column slab: one vectored write of its rows
+          parts.clear();
+          for (const CopySegment& c : segs) {
+            parts.emplace_back(reinterpret_cast<const char*>(data + c.src),
+                               static_cast<size_t>(c.count) * sizeof(float));
+          }
+          st = writers[static_cast<size_t>(i)]->PutParts(state, k, parts);
+        }
+      }
+    }
+    reader->SetStream(nullptr);
+    stream.reset();
     for (size_t i = 0; i < writers.size() && st.ok(); ++i) {
       Result<uint64_t> bytes = writers[i]->Finish(&fragments[static_cast<size_t>(g0) + i]);
       if (!bytes.ok()) st = bytes.status();

@@ -49,14 +49,17 @@ Status WriteAllFd(int fd, const void* data, size_t n, const std::string& path) {
   return Status::Ok();
 }
 
-// LOOM_CKPT_DIRECT_IO=0 turns O_DIRECT data writes off (default on).
-bool DirectIo() {
+}  // namespace
+
+bool CheckpointDirectIo() {
   static const bool on = [] {
     const char* v = std::getenv("LOOM_CKPT_DIRECT_IO");
     return v == nullptr || std::string(v) != "0";
   }();
   return on;
 }
+
+namespace {
 
 void FillRegion(const Region& r, int dims, proto::Chunk* c) {
   c->add_region_offsets(r.row0);
@@ -146,7 +149,7 @@ RankFileWriter::~RankFileWriter() {
 }
 
 void RankFileWriter::EnableStaging(DirectWritePool* pool) {
-  if (!DirectIo() || pool_ != nullptr || fd_ < 0) return;
+  if (!CheckpointDirectIo() || pool_ != nullptr || fd_ < 0) return;
   for (size_t i = 0; i < done_.size(); ++i) {
     if (done_[i]) return;  // only a file not yet written is staged
   }
@@ -325,8 +328,8 @@ Status RankFileWriter::StreamImage(const char* image,
   Status io;
   std::thread writer([&] {
     const int flags = ::fcntl(fd_, F_GETFL);
-    bool direct =
-        bulk > 0 && flags >= 0 && DirectIo() && ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
+    bool direct = bulk > 0 && flags >= 0 && CheckpointDirectIo() &&
+                  ::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0;
     for (uint64_t at = 0; at < bulk;) {
       const uint64_t end = std::min(at + kPart, bulk);
       {

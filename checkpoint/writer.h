@@ -31,6 +31,10 @@ namespace loom {
 using PieceSource =
     std::function<Result<const float*>(StateKind state, size_t piece, std::vector<float>* scratch)>;
 
+// False when LOOM_CKPT_DIRECT_IO=0: the checkpoint's data files are then written and (by the
+// offline tool) read through the page cache, without O_DIRECT (default true).
+bool CheckpointDirectIo();
+
 // The temporary directory a save of `step` writes into.
 std::string TempStepDir(const std::string& root, int64_t step);
 

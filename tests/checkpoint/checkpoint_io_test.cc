@@ -33,15 +33,15 @@ float Value(const std::string& name, StateKind s, int64_t global_index) {
          static_cast<float>(global_index / 1000) * 0.5f;
 }
 
-proto::CheckpointMetadata Base(int64_t step, const Layout& lay) {
+proto::CheckpointMetadata Base(int64_t step, const Layout& lay, const ModelConfig& model = kModel) {
   proto::CheckpointMetadata m;
   m.set_step(step);
   m.mutable_model()->set_arch("gpt2");
-  m.mutable_model()->set_vocab(kModel.vocab);
-  m.mutable_model()->set_max_seq(kModel.max_seq);
-  m.mutable_model()->set_layers(kModel.layers);
-  m.mutable_model()->set_heads(kModel.heads);
-  m.mutable_model()->set_hidden(kModel.hidden);
+  m.mutable_model()->set_vocab(model.vocab);
+  m.mutable_model()->set_max_seq(model.max_seq);
+  m.mutable_model()->set_layers(model.layers);
+  m.mutable_model()->set_heads(model.heads);
+  m.mutable_model()->set_hidden(model.hidden);
   m.mutable_saved_layout()->set_tp(lay.tp);
   m.mutable_saved_layout()->set_pp(lay.pp);
   m.mutable_saved_layout()->set_dp(lay.dp);
@@ -52,10 +52,11 @@ proto::CheckpointMetadata Base(int64_t step, const Layout& lay) {
 }
 
 // Writes a committed checkpoint of the synthetic values for `lay` under `root`.
-void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, int keep = 0) {
+void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, int keep = 0,
+                    const ModelConfig& model = kModel) {
   const std::string tmp = TempStepDir(root, step);
   for (int r = 0; r < lay.world(); ++r) {
-    const RankShardPlan plan = PlanRank(kModel, lay, r);
+    const RankShardPlan plan = PlanRank(model, lay, r);
     auto source = [&](StateKind s, size_t k, std::vector<float>* scratch) -> Result<const float*> {
       const Piece& p = plan.writes[k];
       const ParamInfo& info = plan.layout.params[static_cast<size_t>(p.param)];
@@ -70,7 +71,7 @@ void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, in
     };
     ASSERT_TRUE(WriteRankFiles(tmp, r, plan, source).ok());
   }
-  Status st = CommitCheckpoint(root, tmp, lay.world(), kModel, Base(step, lay));
+  Status st = CommitCheckpoint(root, tmp, lay.world(), model, Base(step, lay, model));
   ASSERT_TRUE(st.ok()) << st.ToString();
   st = ApplyRetention(root, keep, step);
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -133,6 +134,79 @@ TEST_F(CheckpointIo, RandomRegionsReadBackExactly) {
   EXPECT_EQ(rep->tensors, 3 * static_cast<int>(ParamLayout::ForModel(kModel, 1).params.size()));
 }
 
+// Reads planned with PlanReads and served by a read-ahead stream of small pieces (split, merged,
+// the ring wrapped many times) equal the synthetic values, for regions that read whole chunks
+// and blocks of chunks alike (column slabs of tp=2 of up to 4 checksum blocks, so that reads
+// start past a chunk's first block); a read that was not planned is refused.
+TEST_F(CheckpointIo, PlannedStreamReadsEqualPlainReads) {
+  const ModelConfig kWide{/*vocab=*/257, /*max_seq=*/16, /*layers=*/1, /*heads=*/4,
+                          /*hidden=*/512};
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 2, 1), 0, kWide);
+  const std::string dir = Path("a/step_00000005");
+  auto reader = CheckpointReader::Open(dir);
+  ASSERT_TRUE(reader.ok());
+  struct Ask {
+    const ParamInfo* p;
+    StateKind s;
+    Region r;
+  };
+  std::vector<Ask> asks;
+  const ParamLayout layout = ParamLayout::ForModel(kWide, 1);
+  std::mt19937 rng(5);
+  for (const ParamInfo& p : layout.params) {
+    int64_t rows, cols;
+    GlobalMatrix(p, &rows, &cols);
+    for (int s = 0; s < kNumStates; ++s) {
+      Region whole;
+      whole.rows = rows;
+      whole.cols = cols;
+      whole.flat_end = rows * cols;
+      asks.push_back({&p, static_cast<StateKind>(s), whole});
+      Region r;
+      r.row0 = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
+      r.rows = std::uniform_int_distribution<int64_t>(1, rows - r.row0)(rng);
+      r.col0 = std::uniform_int_distribution<int64_t>(0, cols - 1)(rng);
+      r.cols = std::uniform_int_distribution<int64_t>(1, cols - r.col0)(rng);
+      r.flat_end = r.rows * r.cols;
+      asks.push_back({&p, static_cast<StateKind>(s), r});
+    }
+  }
+  std::vector<FileRange> ranges;
+  for (const Ask& a : asks) (*reader)->PlanReads(a.p->name, a.s, a.r, &ranges);
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "O_DIRECT" : "page cache");
+    auto stream = DirectStream::Open(dir, ranges, 64 * DirectStream::kAlignment, 3, 2, direct);
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    (*reader)->SetStream(stream->get());
+    for (const Ask& a : asks) {
+      int64_t cols = 0, rows = 0;
+      GlobalMatrix(*a.p, &rows, &cols);
+      std::vector<float> got(static_cast<size_t>(a.r.size()));
+      Status st = (*reader)->Read(a.p->name, a.s, a.r, got.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (int64_t i = 0; i < a.r.size(); ++i) {
+        const int64_t g = (a.r.row0 + i / a.r.cols) * cols + a.r.col0 + i % a.r.cols;
+        ASSERT_EQ(got[static_cast<size_t>(i)], Value(a.p->name, a.s, g))
+            << a.p->name << " " << a.r.ToString();
+      }
+    }
+    (*reader)->SetStream(nullptr);
+  }
+  // Planned for the first tensor; asked for the second one.
+  std::vector<FileRange> one;
+  (*reader)->PlanReads(asks[0].p->name, asks[0].s, asks[0].r, &one);
+  auto stream = DirectStream::Open(dir, one, 3 * DirectStream::kAlignment, 3, 2);
+  ASSERT_TRUE(stream.ok());
+  (*reader)->SetStream(stream->get());
+  const Ask& other = asks[2 * kNumStates];
+  ASSERT_NE(other.p, asks[0].p);
+  std::vector<float> got(static_cast<size_t>(other.r.size()));
+  Status st = (*reader)->Read(other.p->name, other.s, other.r, got.data());
+  EXPECT_EQ(st.code(), StatusCode::kInternal) << st.ToString();
+  EXPECT_NE(st.message().find("was not planned next"), std::string::npos) << st.message();
+  (*reader)->SetStream(nullptr);
+}
+
 TEST_F(CheckpointIo, ReshardEqualsWhatTheTargetLayoutWrites) {
   const Layout a = L(2, 1, 2, 1, 2, 1);
   WriteSynthetic(Path("a"), 5, a);
@@ -174,6 +248,14 @@ TEST_F(CheckpointIo, FlippedByteIsNamedByFileAndChunk) {
       << rep.status().message();
   EXPECT_NE(rep.status().message().find("chunk"), std::string::npos);
   EXPECT_NE(rep.status().message().find("checksum mismatch"), std::string::npos);
+  // The resharder (reading ahead through its stream) names it too and leaves nothing behind.
+  auto res = Reshard(Path("a"), L(1, 1, 1, 1, 1, 0), Path("out"));
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), StatusCode::kDataLoss) << res.status().ToString();
+  EXPECT_NE(res.status().message().find("rank_00001.safetensors: tensor '"), std::string::npos)
+      << res.status().message();
+  EXPECT_NE(res.status().message().find("checksum mismatch"), std::string::npos);
+  EXPECT_TRUE(!fs::exists(Path("out")) || fs::is_empty(Path("out")));
 }
 
 TEST_F(CheckpointIo, TruncatedFileIsRefusedOnOpen) {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "core/file_util.h"
+#include "checkpoint/format.h"  // JoinPath
 
 namespace loom {
 
