@@ -2,6 +2,8 @@
 #include "checkpoint/direct_stream.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +39,15 @@ Result<std::unique_ptr<DirectStream>> DirectStream::Open(const std::string& dir,
       it->second.buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (it->second.buffered < 0) return ErrnoError("open '" + path + "'", errno);
       if (direct) it->second.direct = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      struct stat st {};
+      if (it->second.direct >= 0 && ::fstat(it->second.buffered, &st) == 0 && st.st_size > 0) {
+        void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED,
+                           it->second.buffered, 0);
+        if (map != MAP_FAILED) {
+          it->second.map = map;
+          it->second.map_bytes = static_cast<size_t>(st.st_size);
+        }
+      }
     }
     // Consecutive ranges of one file that follow each other on it share a piece.
     uint64_t at = r.offset, left = r.n;
@@ -75,7 +86,24 @@ DirectStream::~DirectStream() {
   for (auto& [file, fds] : fds_) {
     if (fds.direct >= 0) ::close(fds.direct);
     if (fds.buffered >= 0) ::close(fds.buffered);
+    if (fds.map != nullptr) ::munmap(fds.map, fds.map_bytes);
   }
+}
+
+bool DirectStream::Cached(const Fds& fds, uint64_t begin, uint64_t end) {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (fds.map == nullptr) return false;
+  end = std::min<uint64_t>(end, fds.map_bytes);
+  begin = begin / page * page;
+  if (begin >= end) return false;
+  std::vector<unsigned char> resident((end - begin + page - 1) / page);
+  if (::mincore(static_cast<char*>(fds.map) + begin, end - begin, resident.data()) != 0) {
+    return false;
+  }
+  for (unsigned char r : resident) {
+    if ((r & 1) == 0) return false;
+  }
+  return true;
 }
 
 Status DirectStream::ReadPiece(const Piece& piece, char* buffer) const {
@@ -84,7 +112,9 @@ Status DirectStream::ReadPiece(const Piece& piece, char* buffer) const {
   const uint64_t lead = piece.offset % kAlignment, begin = piece.offset - lead;
   const uint64_t need = lead + piece.n;
   const uint64_t want = (need + kAlignment - 1) / kAlignment * kAlignment;
-  bool direct = piece.fds->direct >= 0;
+  const bool cached = piece.fds->direct >= 0 && Cached(*piece.fds, begin, begin + need);
+  bool direct = piece.fds->direct >= 0 && !cached;
+  (direct ? direct_pieces_ : cached_pieces_) += direct || cached ? 1 : 0;
   for (uint64_t got = 0; got < need;) {
     // Buffered reads (the fallback) ask for exactly what is needed: no alignment.
     const ssize_t k = ::pread(direct ? piece.fds->direct : piece.fds->buffered, buffer + got,

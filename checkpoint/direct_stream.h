@@ -9,6 +9,7 @@
 // The resharder knows every range it will read, in order, before it starts.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -36,9 +37,10 @@ class DirectStream {
   // Streams `ranges` of the files in `dir`, in that order. The ring holds `slots` pieces of up
   // to `slot_bytes` (consecutive ranges of one file merge into a piece); `threads` I/O threads
   // fill it. Memory: slots x slot_bytes (kIoPageBytes makes whole requests: direct_writes.h);
-  // a piece is at most slot_bytes - 2 x kAlignment, the room for the widening. Without
-  // `direct`, or on a file system without O_DIRECT, the pieces are read through the page cache,
-  // the same way otherwise.
+  // a piece is at most slot_bytes - 2 x kAlignment, the room for the widening. A piece whose
+  // pages are all in the page cache is copied from it instead (a checkpoint just written or
+  // read: memory speed, where O_DIRECT would go to the disk again). Without `direct`, or on a
+  // file system without O_DIRECT, every piece is read through the page cache.
   static Result<std::unique_ptr<DirectStream>> Open(const std::string& dir,
                                                     std::vector<FileRange> ranges,
                                                     uint64_t slot_bytes, int slots, int threads,
@@ -52,9 +54,15 @@ class DirectStream {
   // returns the read's error (naming the file) if it failed.
   Status Next(const std::string& file, uint64_t offset, uint64_t n, char* dst);
 
+  // Pieces read so far with O_DIRECT, and copied from the page cache where all were in it.
+  int64_t direct_pieces() const { return direct_pieces_.load(); }
+  int64_t cached_pieces() const { return cached_pieces_.load(); }
+
  private:
   struct Fds {
     int direct = -1, buffered = -1;
+    void* map = nullptr;  // the file mapped (never touched): which pages are in the page cache
+    size_t map_bytes = 0;
   };
   struct Piece {
     const Fds* fds;
@@ -64,6 +72,8 @@ class DirectStream {
   DirectStream() = default;
   void Loop();
   Status ReadPiece(const Piece& piece, char* buffer) const;
+  // True when every page of the file's bytes [begin, end) is in the page cache (mincore).
+  static bool Cached(const Fds& fds, uint64_t begin, uint64_t end);
 
   std::string dir_;
   std::vector<FileRange> ranges_;
@@ -83,6 +93,7 @@ class DirectStream {
   std::vector<Status> status_;  // GUARDED_BY(mu_): piece j's read error
   bool stop_ = false;           // GUARDED_BY(mu_)
   std::vector<std::thread> threads_;
+  mutable std::atomic<int64_t> direct_pieces_{0}, cached_pieces_{0};
 };
 
 }  // namespace loom

@@ -4,7 +4,9 @@
 // files are errors naming the file; a stream dropped half-way stops.
 #include "checkpoint/direct_stream.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <random>
@@ -17,13 +19,28 @@ namespace {
 
 class DirectStreamTest : public TempDirTest {
  protected:
-  // A file of `n` random bytes named `name`; returns its bytes.
+  // A file of `n` random bytes named `name`, on the disk and out of the page cache; returns
+  // its bytes.
   std::string MakeFile(const std::string& name, size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::string bytes(n, '\0');
     for (char& c : bytes) c = static_cast<char>(rng());
     std::ofstream(Path(name), std::ios::binary).write(bytes.data(), static_cast<long>(n));
+    Evict(name);
     return bytes;
+  }
+  void Evict(const std::string& name) {
+    const int fd = ::open(Path(name).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ::fsync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // clean pages: dropped
+    ::close(fd);
+  }
+  // Whether this directory's file system takes O_DIRECT (ext4 does; tmpfs does not).
+  bool DirectWorks(const std::string& name) {
+    const int fd = ::open(Path(name).c_str(), O_RDONLY | O_DIRECT);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
   }
 };
 
@@ -48,10 +65,17 @@ TEST_F(DirectStreamTest, PlannedRangesComeOutAsTheFilesHoldThem) {
     const uint64_t off = rng() % size, n = 1 + rng() % (size - off);
     ranges.push_back({in_a ? "a" : "b", off, n});
   }
-  for (bool direct : {true, false}) {
-    SCOPED_TRACE(direct ? "O_DIRECT" : "page cache");
+  // O_DIRECT from the disk; the same with the files in the page cache (copied from it); and
+  // without O_DIRECT at all.
+  for (int mode : {0, 1, 2}) {
+    SCOPED_TRACE(mode == 0 ? "O_DIRECT" : mode == 1 ? "cached" : "no O_DIRECT");
+    Evict("a");
+    Evict("b");
+    if (mode == 1) {
+      for (const char* name : {"a", "b"}) ASSERT_TRUE(ReadFile(Path(name)).ok());
+    }
     // Pieces of at most one aligned block: the ring of two slots wraps on every range.
-    auto stream = DirectStream::Open(dir_, ranges, 3 * kA, /*slots=*/2, /*threads=*/3, direct);
+    auto stream = DirectStream::Open(dir_, ranges, 3 * kA, /*slots=*/2, /*threads=*/3, mode != 2);
     ASSERT_TRUE(stream.ok()) << stream.status().ToString();
     for (const FileRange& r : ranges) {
       std::string got(r.n, '\0');
@@ -60,6 +84,10 @@ TEST_F(DirectStreamTest, PlannedRangesComeOutAsTheFilesHoldThem) {
       const std::string& file = r.file == "a" ? a : b;
       ASSERT_EQ(got, file.substr(r.offset, r.n)) << r.file << " at " << r.offset << " +" << r.n;
     }
+    // Each way was the one taken (O_DIRECT only where this file system has it).
+    const bool has_direct = DirectWorks("a");
+    EXPECT_EQ((*stream)->direct_pieces() > 0, mode == 0 && has_direct);
+    EXPECT_EQ((*stream)->cached_pieces() > 0, mode == 1 && has_direct);
   }
 }
 
