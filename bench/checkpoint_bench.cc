@@ -8,7 +8,9 @@
 //   reshard `loom ckpt reshard` (a child process: wall time, peak RSS) vs a raw sequential read of
 //           the same data files; ratio of throughputs, and peak RSS against the largest tensor.
 // Run: mpirun -np 2 build/bench/checkpoint_bench [--dir D] [--rounds N] [--reshard-from CKPT]
-// (CKPT: reshard that checkpoint, e.g. a larger model's, instead of the one saved here). Last line:
+// (CKPT: reshard that checkpoint, e.g. a larger model's, instead of the one saved here; the
+// outputs, 4 x rounds x its size, are kept on the disk until the end where there is room). Last
+// line:
 //   save_vs_disk=... stall_fraction=... reshard_vs_read=...
 #include <fcntl.h>
 #include <spawn.h>

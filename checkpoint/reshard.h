@@ -1,8 +1,8 @@
 // Offline resharding: rewrites a checkpoint as the target layout would have saved it (the same
 // shard plan, so the same files and chunks), reading only the saved chunks each target piece
 // intersects. Runs on one CPU without a cluster; memory is bounded by about twice the largest
-// tensor (one being read, one being written) plus write buffers of half the largest tensor
-// (8 to 64 MiB).
+// tensor: one buffer of it, a read-ahead ring of half of it (8 to 32 MiB) and write buffers of
+// half of it (8 to 64 MiB).
 #pragma once
 
 #include <cstdint>
