@@ -39,8 +39,12 @@ Result<std::unique_ptr<DirectStream>> DirectStream::Open(const std::string& dir,
       it->second.buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (it->second.buffered < 0) return ErrnoError("open '" + path + "'", errno);
       if (direct) it->second.direct = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      // mincore answers for a file's pages only to its owner or to one who may write it (else
+      // it reports every page resident): otherwise no map, and every piece goes O_DIRECT.
       struct stat st {};
-      if (it->second.direct >= 0 && ::fstat(it->second.buffered, &st) == 0 && st.st_size > 0) {
+      if (it->second.direct >= 0 && ::fstat(it->second.buffered, &st) == 0 && st.st_size > 0 &&
+          (st.st_uid == ::geteuid() ||
+           ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0)) {
         void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED,
                            it->second.buffered, 0);
         if (map != MAP_FAILED) {
@@ -113,8 +117,7 @@ Status DirectStream::ReadPiece(const Piece& piece, char* buffer) const {
   const uint64_t need = lead + piece.n;
   const uint64_t want = (need + kAlignment - 1) / kAlignment * kAlignment;
   const bool cached = piece.fds->direct >= 0 && Cached(*piece.fds, begin, begin + need);
-  bool direct = piece.fds->direct >= 0 && !cached;
-  (direct ? direct_pieces_ : cached_pieces_) += direct || cached ? 1 : 0;
+  bool direct = piece.fds->direct >= 0 && !cached, read_direct = false;
   for (uint64_t got = 0; got < need;) {
     // Buffered reads (the fallback) ask for exactly what is needed: no alignment.
     const ssize_t k = ::pread(direct ? piece.fds->direct : piece.fds->buffered, buffer + got,
@@ -131,9 +134,12 @@ Status DirectStream::ReadPiece(const Piece& piece, char* buffer) const {
                       ", inside a chunk");
     }
     got += static_cast<uint64_t>(k);
+    read_direct = read_direct || direct;
     // A short O_DIRECT read leaves `got` unaligned: the rest, if any, is read buffered.
     if (direct && got % kAlignment != 0) direct = false;
   }
+  if (cached) ++cached_pieces_;
+  if (read_direct) ++direct_pieces_;
   return Status::Ok();
 }
 
@@ -152,6 +158,15 @@ void DirectStream::Loop() {
     ready_[j] = 1;
     cv_.notify_all();
   }
+}
+
+Status DirectStream::Done() const {
+  if (next_range_ == ranges_.size()) return Status::Ok();
+  const FileRange& r = ranges_[next_range_];
+  return Internal(JoinPath(dir_, r.file) + ": bytes " + std::to_string(r.offset) + ".." +
+                  std::to_string(r.offset + r.n) + " were planned but not read (" +
+                  std::to_string(ranges_.size() - next_range_) + " of " +
+                  std::to_string(ranges_.size()) + " ranges left)");
 }
 
 Status DirectStream::Next(const std::string& file, uint64_t offset, uint64_t n, char* dst) {

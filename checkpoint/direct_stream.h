@@ -54,6 +54,10 @@ class DirectStream {
   // returns the read's error (naming the file) if it failed.
   Status Next(const std::string& file, uint64_t offset, uint64_t n, char* dst);
 
+  // Internal error (naming the first) when planned ranges were not asked for: the plan and
+  // the reads disagree.
+  Status Done() const;
+
   // Pieces read so far with O_DIRECT, and copied from the page cache where all were in it.
   int64_t direct_pieces() const { return direct_pieces_.load(); }
   int64_t cached_pieces() const { return cached_pieces_.load(); }

@@ -196,6 +196,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         }
       }
     }
+    if (st.ok() && stream != nullptr) st = stream->Done();
     reader->SetStream(nullptr);
     stream.reset();
     for (size_t i = 0; i < writers.size() && st.ok(); ++i) {

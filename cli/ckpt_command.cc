@@ -5,6 +5,8 @@
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom]
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +47,13 @@ Status RunVerify(const CkptOptions& o) {
 Status RunReshard(const CkptOptions& o) {
   Result<Layout> to = ParseLayoutSpec(o.to);
   if (!to.ok()) return to.status().WithContext("--to");
+  // The resharder keeps every source file open twice (O_DIRECT and buffered) and up to 256
+  // target files twice: a checkpoint of hundreds of ranks passes a soft limit of 1024.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);  // best effort: the open that fails says so
+  }
   const auto t0 = std::chrono::steady_clock::now();
   LOOM_ASSIGN_OR_RETURN(ReshardResult r, Reshard(o.dir, *to, o.out));
   const double s = Since(t0);

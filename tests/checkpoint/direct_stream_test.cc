@@ -84,6 +84,7 @@ TEST_F(DirectStreamTest, PlannedRangesComeOutAsTheFilesHoldThem) {
       const std::string& file = r.file == "a" ? a : b;
       ASSERT_EQ(got, file.substr(r.offset, r.n)) << r.file << " at " << r.offset << " +" << r.n;
     }
+    EXPECT_TRUE((*stream)->Done().ok());
     // Each way was the one taken (O_DIRECT only where this file system has it).
     const bool has_direct = DirectWorks("a");
     EXPECT_EQ((*stream)->direct_pieces() > 0, mode == 0 && has_direct);
@@ -103,7 +104,13 @@ TEST_F(DirectStreamTest, AReadThatWasNotPlannedNextIsRefused) {
             std::string::npos)
       << st.message();
   ASSERT_TRUE((*stream)->Next("a", 0, 100, buf.data()).ok());
+  st = (*stream)->Done();  // one planned range not read
+  EXPECT_EQ(st.code(), StatusCode::kInternal);
+  EXPECT_NE(st.message().find(Path("a") + ": bytes 100..200 were planned but not read"),
+            std::string::npos)
+      << st.message();
   ASSERT_TRUE((*stream)->Next("a", 100, 100, buf.data()).ok());
+  EXPECT_TRUE((*stream)->Done().ok());
   st = (*stream)->Next("a", 200, 1, buf.data());  // past the plan
   EXPECT_EQ(st.code(), StatusCode::kInternal) << st.ToString();
 }
@@ -127,6 +134,7 @@ TEST_F(DirectStreamTest, AFileThatEndsEarlyOrIsMissingIsNamed) {
       << missing.status().ToString();
 }
 
+// Fails by hanging (ctest stops it after 600 s).
 TEST_F(DirectStreamTest, AStreamDroppedHalfWayStops) {
   MakeFile("a", 64 * kA, 1);
   std::vector<FileRange> ranges;
