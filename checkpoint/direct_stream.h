@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/format.h"
 #include "core/status.h"
 
 namespace loom {
@@ -32,7 +33,7 @@ class DirectStream {
  public:
   // O_DIRECT alignment of offsets, lengths and memory (at least the logical block size of the
   // devices this runs on): reads are widened to it at both ends.
-  static constexpr uint64_t kAlignment = 4096;
+  static constexpr uint64_t kAlignment = kDataAlignment;
 
   // Streams `ranges` of the files in `dir`, in that order. The ring holds `slots` pieces of up
   // to `slot_bytes` (consecutive ranges of one file merge into a piece); `threads` I/O threads

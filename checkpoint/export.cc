@@ -84,10 +84,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   std::vector<float> buf, transposed_buf;
   for (const ParamInfo& p : canonical.params) {
     if (!st.ok()) break;
-    Region r;
-    r.rows = p.global_shape[0];
-    r.cols = p.global_shape.size() > 1 ? p.global_shape[1] : 1;
-    r.flat_end = r.rows * r.cols;
+    const Region r = WholeRegion(p);
     buf.resize(static_cast<size_t>(r.flat_end));
     st = reader->Read(p.name, StateKind::kParam, r, buf.data());
     if (!st.ok()) break;

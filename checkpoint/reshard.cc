@@ -147,12 +147,6 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
         if (users.count(p.name)) order.emplace_back(static_cast<StateKind>(s), &p);
       }
     }
-    auto whole_of = [](const ParamInfo& p) {
-      Region whole;
-      GlobalMatrix(p, &whole.rows, &whole.cols);
-      whole.flat_end = whole.rows * whole.cols;
-      return whole;
-    };
     // Every byte range the reads below take, in their order, is read ahead with O_DIRECT, several
     // pieces in flight, into a ring of half the largest tensor (at least 8, at most 32 MiB).
     // While this thread copies a tensor out to the write buffers, the ring fills and the
@@ -162,7 +156,8 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     std::unique_ptr<DirectStream> stream;
     if (st.ok()) {
       std::vector<FileRange> ranges;
-      for (const auto& [state, p] : order) reader->PlanReads(p->name, state, whole_of(*p), &ranges);
+      for (const auto& [state, p] : order)
+        reader->PlanReads(p->name, state, WholeRegion(*p), &ranges);
       const int slots = static_cast<int>(
           std::clamp<size_t>(largest_bytes / 2 / kIoPageBytes, 4, (32 << 20) / kIoPageBytes));
       Result<std::unique_ptr<DirectStream>> s = DirectStream::Open(
@@ -176,7 +171,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     for (size_t o = 0; o < order.size() && st.ok(); ++o) {
       const StateKind state = order[o].first;
       const ParamInfo& p = *order[o].second;
-      const Region whole = whole_of(p);
+      const Region whole = WholeRegion(p);
       st = reader->Read(p.name, state, whole, buffer.get());
       const float* data = buffer.get();
       for (const auto& [i, k] : users[p.name]) {

@@ -22,6 +22,13 @@ void GlobalMatrix(const ParamInfo& p, int64_t* rows, int64_t* cols) {
   *cols = p.global_shape.size() > 1 ? p.global_shape[1] : 1;
 }
 
+Region WholeRegion(const ParamInfo& p) {
+  Region r;
+  GlobalMatrix(p, &r.rows, &r.cols);
+  r.flat_end = r.rows * r.cols;
+  return r;
+}
+
 void MapParamRange(const ParamLayout& layout, int param, int tp_rank, int64_t lo, int64_t hi,
                    std::vector<Piece>* out) {
   const ParamInfo& p = layout.params[static_cast<size_t>(param)];

@@ -34,6 +34,8 @@ struct Piece {
 
 // The global tensor of `p` viewed as a matrix (1-D: n x 1).
 void GlobalMatrix(const ParamInfo& p, int64_t* rows, int64_t* cols);
+// All of that matrix as a Region.
+Region WholeRegion(const ParamInfo& p);
 
 // Pieces of elements [lo, hi) of parameter `param` (offsets relative to the parameter's start) on
 // TP rank `tp_rank`; vocabulary padding rows yield nothing.

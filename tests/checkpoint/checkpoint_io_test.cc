@@ -87,9 +87,7 @@ void ExpectSynthetic(const std::string& dir) {
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   for (const ParamInfo& p : ParamLayout::ForModel(kModel, 1).params) {
     for (int s = 0; s < kNumStates; ++s) {
-      Region r;
-      GlobalMatrix(p, &r.rows, &r.cols);
-      r.flat_end = r.rows * r.cols;
+      const Region r = WholeRegion(p);
       std::vector<float> got(static_cast<size_t>(r.flat_end));
       Status st = (*reader)->Read(p.name, static_cast<StateKind>(s), r, got.data());
       ASSERT_TRUE(st.ok()) << st.ToString();
@@ -161,11 +159,7 @@ TEST_F(CheckpointIo, PlannedStreamReadsEqualPlainReads) {
     int64_t rows, cols;
     GlobalMatrix(p, &rows, &cols);
     for (int s = 0; s < kNumStates; ++s) {
-      Region whole;
-      whole.rows = rows;
-      whole.cols = cols;
-      whole.flat_end = rows * cols;
-      asks.push_back({&p, static_cast<StateKind>(s), whole});
+      asks.push_back({&p, static_cast<StateKind>(s), WholeRegion(p)});
       Region r;
       r.row0 = std::uniform_int_distribution<int64_t>(0, rows - 1)(rng);
       r.rows = std::uniform_int_distribution<int64_t>(1, rows - r.row0)(rng);
