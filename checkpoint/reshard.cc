@@ -2,6 +2,7 @@
 #include "checkpoint/reshard.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -99,7 +100,11 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   int64_t largest = 1;
   for (const ParamInfo& p : canonical.params) largest = std::max(largest, p.numel());
   const size_t largest_bytes = static_cast<size_t>(largest) * sizeof(float);
-  std::unique_ptr<float[]> buffer(new float[static_cast<size_t>(largest)]);
+  // In whole 2 MiB pages: first touching 4 KiB pages costs ~0.5 ms per MiB here, 2 MiB ones
+  // ~0.1 (the first tensor's copy waits for it).
+  const size_t buffer_bytes = (largest_bytes + kIoPageBytes - 1) / kIoPageBytes * kIoPageBytes;
+  std::unique_ptr<float, void (*)(void*)> buffer(
+      reinterpret_cast<float*>(AllocateIoBuffer(buffer_bytes)), std::free);
   std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(to.world()));
   for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
     const int g1 = std::min(to.world(), g0 + kGroup);
