@@ -105,6 +105,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   const size_t buffer_bytes = (largest_bytes + kIoPageBytes - 1) / kIoPageBytes * kIoPageBytes;
   std::unique_ptr<float, void (*)(void*)> buffer(
       reinterpret_cast<float*>(AllocateIoBuffer(buffer_bytes)), std::free);
+  constexpr int kIoThreads = 2;  // for the reads and for the writes
   std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(to.world()));
   for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
     const int g1 = std::min(to.world(), g0 + kGroup);
@@ -112,36 +113,12 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     std::vector<std::unique_ptr<RankFileWriter>> writers;
     std::map<std::string, std::vector<std::pair<int, size_t>>> users;  // name -> (rank, piece)
     for (int r = g0; r < g1 && st.ok(); ++r) plans.push_back(PlanRank(model, to, r));
-    for (int r = g0; r < g1 && st.ok(); ++r) {
+    for (int r = g0; r < g1; ++r) {
       const RankShardPlan& plan = plans[static_cast<size_t>(r - g0)];
-      Result<std::unique_ptr<RankFileWriter>> w = RankFileWriter::Open(tmp, r, plan);
-      if (!w.ok()) {
-        st = w.status();
-        break;
-      }
-      writers.push_back(std::move(*w));
       for (size_t k = 0; k < plan.writes.size(); ++k) {
         users[plan.layout.params[static_cast<size_t>(plan.writes[k].param)].name].push_back(
             {r - g0, k});
       }
-    }
-    // The output goes to the disk with O_DIRECT, through a pool of buffers: one being filled per
-    // file and kInFlight being written. They share a budget of half the largest tensor (at least
-    // 8, at most 64 MiB); with more files than that allows buffers of kMinStage, buffered writes.
-    // (Buffered writes, whose writeback competes with the reads, made the tool up to 2.5x
-    // slower on this VM's disk: docs/BENCHMARKS.md.) Buffers of whole 2 MiB pages where the
-    // budget allows: see AllocateIoBuffer.
-    constexpr size_t kInFlight = 4, kMinStage = 1 << 20;
-    constexpr int kIoThreads = 2;
-    const size_t budget = std::clamp<size_t>(largest_bytes / 2, 8 << 20, 64 << 20);
-    size_t stage = budget / (writers.size() + kInFlight);
-    stage = stage >= kIoPageBytes ? stage / kIoPageBytes * kIoPageBytes
-                                  : stage / kDataAlignment * kDataAlignment;
-    std::unique_ptr<DirectWritePool> pool;
-    if (st.ok() && stage >= kMinStage) {
-      pool = std::make_unique<DirectWritePool>(stage, static_cast<int>(writers.size() + kInFlight),
-                                               kIoThreads);
-      for (auto& w : writers) w->EnableStaging(pool.get());
     }
     // The (state, tensor) pairs this group needs, in the order they are processed (the saved
     // files' order: tensor by tensor within a state; going through a tensor's states one after
@@ -170,6 +147,30 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
       if (s.ok()) stream = std::move(*s);
       if (!s.ok()) st = s.status();
       reader->SetStream(stream.get());
+    }
+    // The target files are created once the reads have started.
+    for (int r = g0; r < g1 && st.ok(); ++r) {
+      Result<std::unique_ptr<RankFileWriter>> w =
+          RankFileWriter::Open(tmp, r, plans[static_cast<size_t>(r - g0)]);
+      if (!w.ok()) st = w.status();
+      if (w.ok()) writers.push_back(std::move(*w));
+    }
+    // The output goes to the disk with O_DIRECT, through a pool of buffers: one being filled per
+    // file and kInFlight being written. They share a budget of half the largest tensor (at least
+    // 8, at most 64 MiB); with more files than that allows buffers of kMinStage, buffered writes.
+    // (Buffered writes, whose writeback competes with the reads, made the tool up to 2.5x
+    // slower on this VM's disk: docs/BENCHMARKS.md.) Buffers of whole 2 MiB pages where the
+    // budget allows: see AllocateIoBuffer.
+    constexpr size_t kInFlight = 4, kMinStage = 1 << 20;
+    const size_t budget = std::clamp<size_t>(largest_bytes / 2, 8 << 20, 64 << 20);
+    size_t stage = budget / (writers.size() + kInFlight);
+    stage = stage >= kIoPageBytes ? stage / kIoPageBytes * kIoPageBytes
+                                  : stage / kDataAlignment * kDataAlignment;
+    std::unique_ptr<DirectWritePool> pool;
+    if (st.ok() && stage >= kMinStage) {
+      pool = std::make_unique<DirectWritePool>(stage, static_cast<int>(writers.size() + kInFlight),
+                                               kIoThreads);
+      for (auto& w : writers) w->EnableStaging(pool.get());
     }
     std::vector<CopySegment> segs;
     std::vector<std::pair<const char*, size_t>> parts;
