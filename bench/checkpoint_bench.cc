@@ -68,7 +68,7 @@ loom::Status PlainWrite(const std::string& path, uint64_t bytes) {
 // The same written with O_DIRECT (no page cache; the tail below 4 KiB buffered), the faster way
 // on this VM's disk while another thread reads (see docs/BENCHMARKS.md).
 loom::Status DirectWrite(const std::string& path, uint64_t bytes) {
-  constexpr size_t kBuf = 8 << 20, kAlign = 4096;
+  constexpr size_t kBuf = 8 << 20, kAlign = loom::kDataAlignment;
   void* mem = nullptr;
   if (::posix_memalign(&mem, kAlign, kBuf) != 0) return loom::Internal("posix_memalign");
   std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(mem), &std::free);

@@ -112,9 +112,8 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     std::vector<RankShardPlan> plans;
     std::vector<std::unique_ptr<RankFileWriter>> writers;
     std::map<std::string, std::vector<std::pair<int, size_t>>> users;  // name -> (rank, piece)
-    for (int r = g0; r < g1 && st.ok(); ++r) plans.push_back(PlanRank(model, to, r));
     for (int r = g0; r < g1; ++r) {
-      const RankShardPlan& plan = plans[static_cast<size_t>(r - g0)];
+      const RankShardPlan& plan = plans.emplace_back(PlanRank(model, to, r));
       for (size_t k = 0; k < plan.writes.size(); ++k) {
         users[plan.layout.params[static_cast<size_t>(plan.writes[k].param)].name].push_back(
             {r - g0, k});
