@@ -32,6 +32,9 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
                   "Save checkpoints here (overrides checkpoint.dir)");
   cmd->add_option("--load", opt->load,
                   "Resume from this checkpoint root or step directory (overrides checkpoint.load)");
+  cmd->add_option("--init-from", opt->init_from,
+                  "Start from this checkpoint's model weights only, when nothing is resumed "
+                  "(fine-tuning; overrides checkpoint.init_from)");
   cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
   cmd->add_option("--dump-losses", opt->dump_losses,
                   "Write per-step losses (\"step loss\" lines) to this file");

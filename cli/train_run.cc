@@ -66,6 +66,7 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (opt.steps > 0) job->steps = opt.steps;
   if (!opt.checkpoint_dir.empty()) job->checkpoint.dir = opt.checkpoint_dir;
   if (!opt.load.empty()) job->checkpoint.load = opt.load;
+  if (!opt.init_from.empty()) job->checkpoint.init_from = opt.init_from;
   if (opt.no_resume) job->checkpoint.resume = false;
   return CheckCheckpointConfig(*job);
 }

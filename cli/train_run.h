@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string dump_losses;           // per-step losses, one "step loss" line each (world rank 0)
   std::string dump_params;           // final parameters in single-process layout (safetensors)
   std::string checkpoint_dir, load;  // override checkpoint.dir / checkpoint.load
+  std::string init_from;             // overrides checkpoint.init_from
   bool no_resume = false;
 };
 

@@ -130,7 +130,7 @@ void Checkpointer::RemoveLeftovers() const {
   }
 }
 
-Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
+Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t* step) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const std::string path = JoinPath(dir, kMetadataFile);
@@ -147,8 +147,11 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
                       std::to_string(v.second) + " (a checkpoint of another model)");
     }
   }
+  // Weights only: the master weights; the AdamW moments keep their initial zeros.
+  const int states = weights_only ? 1 : kNumStates;
+  static_assert(static_cast<int>(StateKind::kParam) == 0);
   for (const ParamInfo& p : ParamLayout::ForModel(job_.model, 1).params) {
-    for (int s = 0; s < kNumStates; ++s) {
+    for (int s = 0; s < states; ++s) {
       const proto::TensorEntry* t = reader->Find(p.name, static_cast<StateKind>(s));
       if (t == nullptr) continue;  // reported, with its chunks, by the reads below
       const std::vector<int64_t> shape(t->shape().begin(), t->shape().end());
@@ -160,7 +163,7 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
   }
   LOOM_RETURN_IF_ERROR(store_->Quiesce());
   std::vector<Piece> pieces;
-  for (int s = 0; s < kNumStates; ++s) {
+  for (int s = 0; s < states; ++s) {
     const StateKind state = static_cast<StateKind>(s);
     for (int b = 0; b < params_.num_buckets(); ++b) {
       int64_t lo = 0, hi = 0;
@@ -174,10 +177,10 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
       }
     }
   }
-  store_->set_optimizer_steps(meta.optimizer().step_count());
+  if (!weights_only) store_->set_optimizer_steps(meta.optimizer().step_count());
   store_->StateLoaded();
   *step = meta.step();
-  if (rank_ == 0) {
+  if (rank_ == 0 && !weights_only) {
     const proto::DataState& d = meta.data();
     if (d.seed() != job_.seed || d.seq() != job_.data.seq ||
         d.global_batch() != job_.data.global_batch) {
@@ -192,54 +195,52 @@ Status Checkpointer::LoadFrom(const std::string& dir, int64_t* step) {
   return Status::Ok();
 }
 
-Result<int64_t> Checkpointer::Restore() {
-  const CheckpointConfig& c = job_.checkpoint;
-  if (!c.dir.empty()) {
-    if (rank_ == 0) RemoveLeftovers();
-    LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone
-  }
-  const std::string source = c.load.empty() ? c.dir : c.load;
-  const bool explicit_load = !c.load.empty();
-  const std::string where =
-      job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") + "'";
-  std::error_code ec;
-  const bool single = fs::exists(fs::path(source) / kMetadataFile, ec);
-  const std::string root = single ? fs::path(source).parent_path().string() : source;
+Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source, bool required,
+                                                      const std::string& where) {
   // The candidates, newest first, as world rank 0 sees them: every rank tries the same steps in
   // the same order even if its view of the directory differs (a rank that cannot read one
   // refuses it, and all fall back together).
   std::vector<int64_t> steps;
-  if (c.resume && !source.empty()) {
-    if (single) {
-      LOOM_ASSIGN_OR_RETURN(proto::CheckpointMetadata m, ReadMetadata(source));
-      steps.push_back(m.step());
-    } else {
-      for (const auto& [step, dir] : ListCheckpoints(source)) steps.push_back(step);
-    }
-    LOOM_RETURN_IF_ERROR(AgreeOnSteps(&steps));
-    if (steps.empty() && explicit_load) {
-      return NotFound(where + ": no checkpoint in '" + source +
-                      "' (expected a step directory with " + kMetadataFile +
-                      " or a directory holding step_<N> ones)");
-    }
+  std::error_code ec;
+  if (fs::exists(fs::path(source) / kMetadataFile, ec)) {
+    LOOM_ASSIGN_OR_RETURN(proto::CheckpointMetadata m, ReadMetadata(source));
+    steps.push_back(m.step());
+  } else {
+    for (const auto& [step, dir] : ListCheckpoints(source)) steps.push_back(step);
   }
-  // Saving into a directory that already holds other checkpoints would mix two runs.
-  auto existing = c.dir.empty() ? decltype(ListCheckpoints(""))() : ListCheckpoints(c.dir);
-  const bool same_root = !explicit_load || fs::equivalent(root, c.dir, ec);
-  if (!existing.empty() && (steps.empty() || !same_root)) {
-    return FailedPrecondition(job_.path + ": field 'checkpoint.dir': '" + c.dir +
-                              "' already holds checkpoints (newest: " + existing.front().second +
-                              ") of another run; " +
-                              (c.resume ? "resume from it (leave checkpoint.load unset)"
-                                        : "set checkpoint.resume: true to continue it") +
-                              ", remove them, or choose another directory");
+  LOOM_RETURN_IF_ERROR(AgreeOnSteps(&steps));
+  if (steps.empty() && required) {
+    return NotFound(where + ": no checkpoint in '" + source + "' (expected a step directory with " +
+                    kMetadataFile + " or a directory holding step_<N> ones)");
   }
+  return steps;
+}
+
+Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
+                                         const std::vector<int64_t>& steps,
+                                         const std::string& where, LoadKind kind) {
+  std::error_code ec;
+  const bool single = fs::exists(fs::path(source) / kMetadataFile, ec);
+  const std::string root = single ? fs::path(source).parent_path().string() : source;
+  const bool weights_only = kind == LoadKind::kWeightsOnly;
+  // Resuming the run that saves into checkpoint.dir: its later saves replace what follows.
+  const bool same_root = !weights_only && !job_.checkpoint.dir.empty() &&
+                         fs::equivalent(root, job_.checkpoint.dir, ec);
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::string dir = JoinPath(root, StepDirName(steps[i]));
     int64_t step = 0;
-    Status st = LoadFrom(dir, &step);
+    Status st = LoadFrom(dir, weights_only, &step);
     LOOM_ASSIGN_OR_RETURN(int failed, AllMax(st.ok() ? 0 : 1));
     if (failed == 0) {
+      if (weights_only) {
+        stats_.initialized_from = dir;
+        if (rank_ == 0) {
+          LOOM_LOG(INFO, CKPT) << "initialised from " << dir << " (step " << step
+                               << "): model weights only; the step, data position, LR schedule "
+                                  "and optimizer state start fresh";
+        }
+        return int64_t{0};
+      }
       stats_.resumed_step = step;
       stats_.resumed_from = dir;
       last_started_ = same_root ? step : -1;
@@ -263,13 +264,46 @@ Result<int64_t> Checkpointer::Restore() {
                                                     : std::string("; no older checkpoint left"));
     }
   }
-  if (!steps.empty()) {
-    std::string tried;
-    for (int64_t s : steps) tried += (tried.empty() ? "" : ", ") + JoinPath(root, StepDirName(s));
-    return DataLoss(where + ": no valid checkpoint in '" + source + "' (tried " + tried +
-                    "; the reasons are logged above)");
+  std::string tried;
+  for (int64_t s : steps) tried += (tried.empty() ? "" : ", ") + JoinPath(root, StepDirName(s));
+  return DataLoss(where + ": no valid checkpoint in '" + source + "' (tried " + tried +
+                  "; the reasons are logged above)");
+}
+
+Result<int64_t> Checkpointer::Restore() {
+  const CheckpointConfig& c = job_.checkpoint;
+  if (!c.dir.empty()) {
+    if (rank_ == 0) RemoveLeftovers();
+    LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone
   }
-  return int64_t{0};
+  const std::string source = c.load.empty() ? c.dir : c.load;
+  const bool explicit_load = !c.load.empty();
+  const std::string where =
+      job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") + "'";
+  std::vector<int64_t> steps;
+  if (c.resume && !source.empty()) {
+    LOOM_ASSIGN_OR_RETURN(steps, Candidates(source, explicit_load, where));
+  }
+  // Saving into a directory that already holds other checkpoints would mix two runs.
+  std::error_code ec;
+  const bool single = fs::exists(fs::path(source) / kMetadataFile, ec);
+  const std::string root = single ? fs::path(source).parent_path().string() : source;
+  auto existing = c.dir.empty() ? decltype(ListCheckpoints(""))() : ListCheckpoints(c.dir);
+  const bool same_root = !explicit_load || fs::equivalent(root, c.dir, ec);
+  if (!existing.empty() && (steps.empty() || !same_root)) {
+    return FailedPrecondition(job_.path + ": field 'checkpoint.dir': '" + c.dir +
+                              "' already holds checkpoints (newest: " + existing.front().second +
+                              ") of another run; " +
+                              (c.resume ? "resume from it (leave checkpoint.load unset)"
+                                        : "set checkpoint.resume: true to continue it") +
+                              ", remove them, or choose another directory");
+  }
+  if (!steps.empty()) return LoadNewest(source, steps, where, LoadKind::kEverything);
+  // Nothing to resume: a new run, from a checkpoint's weights where one is named (fine-tuning).
+  if (c.init_from.empty()) return int64_t{0};
+  const std::string init_where = job_.path + ": field 'checkpoint.init_from'";
+  LOOM_ASSIGN_OR_RETURN(steps, Candidates(c.init_from, true, init_where));
+  return LoadNewest(c.init_from, steps, init_where, LoadKind::kWeightsOnly);
 }
 
 Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps) {

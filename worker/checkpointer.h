@@ -49,7 +49,8 @@ struct CheckpointStats {
   double write_s = 0;      // background time spent writing this rank's files
   uint64_t bytes = 0;      // tensor bytes written by this rank
   int64_t resumed_step = 0;
-  std::string resumed_from;  // "" when starting fresh
+  std::string resumed_from;      // "" when starting fresh
+  std::string initialized_from;  // checkpoint.init_from's step directory whose weights were loaded
 };
 
 class Checkpointer {
@@ -62,6 +63,9 @@ class Checkpointer {
   // Collective. Removes leftovers of interrupted saves under checkpoint.dir, then loads the
   // newest checkpoint under checkpoint.load (or .dir) that every rank reads without error,
   // falling back to older ones and saying why. Returns the step to continue from (0: fresh).
+  // When there is nothing to resume and checkpoint.init_from is set, loads the master weights
+  // of its newest valid checkpoint (in any layout) and returns 0: the moments stay zero and the
+  // AdamW step count, data position, LR schedule and RNG start from step 0 (fine-tuning).
   Result<int64_t> Restore();
   // Collective, after `step` optimizer steps: completes an in-flight save once every rank has
   // written its part, and starts a save when `step` is a multiple of checkpoint.every.
@@ -88,7 +92,19 @@ class Checkpointer {
   int LocalFlag();
   // Acts on the agreed vote: nothing (still writing), an error (failed), or the commit.
   Status Resolve(int all);
-  Status LoadFrom(const std::string& dir, int64_t* step);
+  // Reads one checkpoint into the store: every state, or the master weights only (`weights_only`,
+  // leaving the moments and the AdamW step count as they are). Sets *step to its step.
+  Status LoadFrom(const std::string& dir, bool weights_only, int64_t* step);
+  // Collective: the steps saved under `source` (a root or one step directory), newest first, as
+  // world rank 0 lists them. None is an error naming `where` when `required`.
+  Result<std::vector<int64_t>> Candidates(const std::string& source, bool required,
+                                          const std::string& where);
+  enum class LoadKind { kEverything, kWeightsOnly };
+  // Collective: loads the newest of `steps` under `source` that every rank reads without error,
+  // falling back to older ones and saying why. kEverything resumes (returns its step);
+  // kWeightsOnly starts a new run from its weights (returns 0).
+  Result<int64_t> LoadNewest(const std::string& source, const std::vector<int64_t>& steps,
+                             const std::string& where, LoadKind kind);
   // Maximum of `v` over the world (v itself for one process).
   Result<int> AllMax(int v);
   // Replaces *steps by world rank 0's list (a broadcast).

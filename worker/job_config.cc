@@ -155,6 +155,7 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("final", &c.final, false));
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
+  LOOM_RETURN_IF_ERROR(ck.String("init_from", &c.init_from, false));
   LOOM_RETURN_IF_ERROR(ck.Finish());
 
   LOOM_RETURN_IF_ERROR(root.String("launcher", &job->launcher, false));
@@ -192,6 +193,12 @@ Status CheckCheckpointConfig(const JobConfig& job) {
                            ": field 'checkpoint.load': set, but checkpoint.resume is false (or "
                            "--no-resume): say which you mean");
   }
+  if (!c.load.empty() && !c.init_from.empty()) {
+    return InvalidArgument(job.path +
+                           ": field 'checkpoint.init_from': set together with checkpoint.load (or "
+                           "--load): load resumes a run, init_from starts a new one from a "
+                           "checkpoint's weights only; say which you mean");
+  }
   if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
     return InvalidArgument(job.path +
                            ": field 'checkpoint.dir': expected a directory (or --checkpoint-dir) "
@@ -216,6 +223,7 @@ Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string&
   job.data.val = Resolve(path, job.data.val);
   job.checkpoint.dir = Resolve(path, job.checkpoint.dir);
   job.checkpoint.load = Resolve(path, job.checkpoint.load);
+  job.checkpoint.init_from = Resolve(path, job.checkpoint.init_from);
   return job;
 }
 

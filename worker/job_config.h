@@ -76,6 +76,9 @@ struct CheckpointConfig {
   bool final = true;   // save after the last step
   bool resume = true;  // start from the newest valid checkpoint under `load`
   std::string load;    // a root or one step directory to resume from ("": `dir`)
+  // A root or one step directory whose model weights (fp32 masters) start the run when nothing
+  // is resumed: fine-tuning. The step, data position, LR schedule and AdamW state start fresh.
+  std::string init_from;
 };
 
 struct JobConfig {

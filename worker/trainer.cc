@@ -51,7 +51,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Pla
   std::unique_ptr<Trainer> t(new Trainer(job, place));
   LOOM_RETURN_IF_ERROR(t->Init());
   const CheckpointConfig& c = job.checkpoint;
-  if (!c.dir.empty() || !c.load.empty()) {
+  if (!c.dir.empty() || !c.load.empty() || !c.init_from.empty()) {
     t->ckpt_ = std::make_unique<Checkpointer>(job, place.layout, place.world_rank, place.world,
                                               t->store_.get(), t->layout_);
     LOOM_ASSIGN_OR_RETURN(t->start_step_, t->ckpt_->Restore());
@@ -560,6 +560,12 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
     if (ckpt_ && !ckpt_->stats().resumed_from.empty()) {
       std::printf("resumed from %s: continuing at step %lld\n", ckpt_->stats().resumed_from.c_str(),
                   static_cast<long long>(start_step_ + 1));
+    }
+    if (ckpt_ && !ckpt_->stats().initialized_from.empty()) {
+      std::printf(
+          "initialised from %s: model weights only (step, data position, LR schedule and "
+          "optimizer state start fresh)\n",
+          ckpt_->stats().initialized_from.c_str());
     }
     std::fflush(stdout);
   }

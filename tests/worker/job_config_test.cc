@@ -38,6 +38,23 @@ TEST(JobConfig, DefaultsAndRelativePaths) {
   EXPECT_EQ(job->optim.beta2, 0.95);
 }
 
+TEST(JobConfig, CheckpointInitFrom) {
+  auto path =
+      WriteJob(std::string(kGood) + "checkpoint: {dir: ck, init_from: pretrained/step_00000100}\n");
+  auto job = LoadJobConfig(path);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::filesystem::path here = std::filesystem::path(path).parent_path();
+  EXPECT_EQ(job->checkpoint.init_from, (here / "pretrained/step_00000100").string());
+  EXPECT_TRUE(CheckCheckpointConfig(*job).ok());
+  // Resuming a run and starting a new one from weights are exclusive.
+  job->checkpoint.load = (here / "ck").string();
+  const Status st = CheckCheckpointConfig(*job);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("field 'checkpoint.init_from': set together with checkpoint.load"),
+            std::string::npos)
+      << st.message();
+}
+
 void ExpectError(const std::string& text, const std::string& needle) {
   auto path = WriteJob(text);
   auto job = LoadJobConfig(path);

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Fine-tuning from a checkpoint (checkpoint.init_from, --init-from): only the model weights are
+# loaded, into another layout; the step, data position, LR schedule and AdamW state start fresh.
+#   1. A trains 5 steps with tp2 dp2 (4 ranks) and saves; its checkpoint is exported.
+#   2. B starts from A's checkpoint with pp2 dp2 zero1 (4 ranks), C from its step directory with
+#      dp2 zero3 (2 ranks), both for 2 steps; check_finetune.py replays steps 1 and 2 in PyTorch
+#      from A's exported weights with a new AdamW and compares their losses.
+#   3. B's checkpoint records 2 optimizer updates and 2 steps of samples, not A's 5 + 2.
+#   4. B run again with the same flags resumes its own checkpoint instead of A's weights.
+#   5. Bad input: init_from together with load; a checkpoint of another model; a directory with
+#      no checkpoint. Each is an error naming the field or file, exit non-zero, nothing saved.
+# Usage: run_finetune_check.sh LOOM WORK_DIR JOB
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$dir" && mkdir -p "$dir"
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#" "$job" > "$dir/job.yaml"
+fail=0
+train() {  # train NAME NP "parallel spec" args...
+  local name=$1 np=$2 spec=$3
+  shift 3
+  sed "s/^steps:/parallel: {$spec}\nsteps:/" "$dir/job.yaml" > "$dir/$name.yaml"
+  timeout 300 mpirun --oversubscribe -np "$np" "$loom" train --config "$dir/$name.yaml" "$@" \
+    > "$dir/$name.log" 2>&1
+}
+train a 4 "tp: 2, dp: 2" --steps 5 --checkpoint-dir "$dir/a" \
+  || { tail -20 "$dir/a.log"; echo "FAIL: run a"; exit 1; }
+"$loom" ckpt export "$dir/a" --safetensors "$dir/a.safetensors" --names loom > /dev/null \
+  || { echo "FAIL: export of a"; exit 1; }
+
+train b 4 "pp: 2, dp: 2, zero: 1" --steps 2 --init-from "$dir/a" --checkpoint-dir "$dir/b" \
+  --dump-losses "$dir/b.txt" || { tail -20 "$dir/b.log"; echo "FAIL: run b"; exit 1; }
+train c 2 "dp: 2, zero: 3" --steps 2 --init-from "$dir/a/step_00000005" \
+  --dump-losses "$dir/c.txt" || { tail -20 "$dir/c.log"; echo "FAIL: run c"; exit 1; }
+for run in b c; do
+  grep -q "^initialised from $dir/a/step_00000005: model weights only" "$dir/$run.log" \
+    || { echo "FAIL: run $run does not say it started from a's weights"; fail=1; }
+  grep -q "resumed from" "$dir/$run.log" && { echo "FAIL: run $run resumed instead"; fail=1; }
+done
+/usr/bin/python3 "$here/check_finetune.py" "$dir/a.safetensors" --job "$dir/job.yaml" \
+  --losses "$dir/b.txt" "$dir/c.txt" || fail=1
+
+"$loom" ckpt inspect "$dir/b/step_00000002" > "$dir/b.inspect" || { echo "FAIL: inspect b"; fail=1; }
+grep -q "^optimizer    adamw, 2 updates" "$dir/b.inspect" \
+  || { echo "FAIL: b's checkpoint: $(grep ^optimizer "$dir/b.inspect") (expected 2 updates)"; fail=1; }
+grep -q "^data .* 16 samples consumed" "$dir/b.inspect" \
+  || { echo "FAIL: b's checkpoint: $(grep ^data "$dir/b.inspect") (expected 16 samples)"; fail=1; }
+
+# Started again (a restarted fine-tuning job): its own checkpoint wins over init_from.
+train b 4 "pp: 2, dp: 2, zero: 1" --steps 3 --init-from "$dir/a" --checkpoint-dir "$dir/b" \
+  --dump-losses "$dir/b3.txt" || { tail -20 "$dir/b.log"; echo "FAIL: run b, restarted"; exit 1; }
+grep -q "^resumed from $dir/b/step_00000002: continuing at step 3" "$dir/b.log" \
+  || { echo "FAIL: the restarted run b did not resume its own checkpoint"; fail=1; }
+grep -q "initialised from" "$dir/b.log" && { echo "FAIL: the restarted run b took a's weights"; fail=1; }
+[[ $(cut -d' ' -f1 "$dir/b3.txt") == 3 ]] || { echo "FAIL: the restarted run b ran steps $(cut -d' ' -f1 "$dir/b3.txt" | tr '\n' ' ')"; fail=1; }
+
+# expect_error NAME PATTERN args...: one process, must fail with PATTERN and save nothing.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  if timeout 120 "$loom" train --config "$dir/job.yaml" --steps 1 --checkpoint-dir "$dir/$name" \
+    "$@" > "$dir/$name.log" 2>&1; then
+    echo "FAIL: $name: the run succeeded"; fail=1; return
+  fi
+  grep -qF -- "$pattern" "$dir/$name.log" \
+    || { echo "FAIL: $name: expected '$pattern' in: $(tail -3 "$dir/$name.log")"; fail=1; }
+  if compgen -G "$dir/$name/step_*" > /dev/null; then echo "FAIL: $name: something was saved"; fail=1; fi
+  echo "$name: $(grep -F -- "$pattern" "$dir/$name.log" | head -1)"
+}
+expect_error with_load "field 'checkpoint.init_from': set together with checkpoint.load" \
+  --init-from "$dir/a" --load "$dir/a"
+sed "s/hidden: 64/hidden: 32/" "$dir/job.yaml" > "$dir/other_model.yaml"
+if timeout 120 "$loom" train --config "$dir/other_model.yaml" --steps 1 --init-from "$dir/a" \
+  > "$dir/other_model.log" 2>&1; then
+  echo "FAIL: other_model: the run succeeded"; fail=1
+fi
+grep -qF "$dir/a/step_00000005/metadata.json: field 'model.hidden': the checkpoint has 64, the job's model has 32" \
+  "$dir/other_model.log" || { echo "FAIL: other_model: $(tail -3 "$dir/other_model.log")"; fail=1; }
+grep -qF "field 'checkpoint.init_from': no valid checkpoint in '$dir/a'" "$dir/other_model.log" \
+  || { echo "FAIL: other_model: the error does not name checkpoint.init_from"; fail=1; }
+mkdir -p "$dir/empty"
+expect_error empty "field 'checkpoint.init_from': no checkpoint in '$dir/empty'" \
+  --init-from "$dir/empty"
+
+[[ $fail -eq 0 ]] && echo "PASS: runs started from a checkpoint's weights in two other layouts match PyTorch, and start a new run"
+exit $fail
