@@ -8,12 +8,16 @@
 namespace loom {
 namespace {
 
-Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi) {
+// Sets *stopped_by to the signal the run stopped on after saving (checkpoint.signal), 0 if none.
+Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* stopped_by) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(opt.config));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(opt, &job));
   int world = 1, local = 1;
   LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, mpi, &world, &local));
-  return TrainJob(job, opt, mpi->get(), world, local, RunHooks{}).status();
+  LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
+                        TrainJob(job, opt, mpi->get(), world, local, RunHooks{}));
+  *stopped_by = summary.stopped_by_signal;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -42,13 +46,16 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
                   "Write the final parameters (single-process layout) to this safetensors file");
   cmd->callback([opt, exit_code] {
     std::unique_ptr<MpiRuntime> mpi;
-    Status st = RunTrain(*opt, &mpi);
+    int stopped_by = 0;
+    Status st = RunTrain(*opt, &mpi, &stopped_by);
     if (!st.ok()) {
       *exit_code = ReportError("train", st);
       AbortAfterGrace(mpi.get(), *exit_code);
       return;
     }
-    *exit_code = 0;
+    // Stopped early on checkpoint.signal, with the checkpoint committed: 128 + the signal, as a
+    // process killed by it would report, so schedulers see the run as interrupted.
+    *exit_code = stopped_by != 0 ? 128 + stopped_by : 0;
   });
 }
 

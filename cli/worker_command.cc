@@ -11,11 +11,14 @@
 #include <cstdlib>
 #include <map>
 
+#include "checkpoint/format.h"
 #include "cli/commands.h"
 #include "cli/train_run.h"
+#include "core/file_util.h"
 #include "core/logging.h"
 #include "core/memory.h"
 #include "worker/coordinator_client.h"
+#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -53,8 +56,9 @@ void SummariseTrace(MpiRuntime* mpi, int64_t* since_ns, proto::StepReport* repor
   for (auto& [key, s] : sums) *report->add_collectives() = s;
 }
 
+// *stopped_by: the signal the run stopped on after saving (checkpoint.signal), else left 0.
 Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
-                 std::unique_ptr<CoordinatorClient>* client, int64_t* last_step) {
+                 std::unique_ptr<CoordinatorClient>* client, int64_t* last_step, int* stopped_by) {
   const std::string endpoint = o.coordinator.empty() ? Env("LOOM_COORDINATOR") : o.coordinator;
   const std::string token = o.token.empty() ? Env("LOOM_JOB_TOKEN") : o.token;
   if (endpoint.empty()) {
@@ -108,6 +112,15 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary, TrainJob(job, topt, mpi->get(), world, local, hooks));
   proto::Done done;
   done.set_rank(req.rank());
+  if (summary.stopped_by_signal != 0) {  // saved, then stopped: not done, but no error either
+    *stopped_by = summary.stopped_by_signal;
+    done.set_ok(false);
+    done.set_error("stopped after step " + std::to_string(summary.stopped_at) + " on " +
+                   StopSignalName(summary.stopped_by_signal) + ", with checkpoint " +
+                   JoinPath(job.checkpoint.dir, StepDirName(summary.stopped_at)) + " saved");
+    done.set_step(summary.stopped_at);
+    return (*client)->Finish(done);
+  }
   done.set_ok(true);
   done.set_step(job.steps);
   done.set_val_loss(summary.evals.empty() ? std::nan("") : summary.evals.back().second);
@@ -135,9 +148,10 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     std::unique_ptr<MpiRuntime> mpi;
     std::unique_ptr<CoordinatorClient> client;
     int64_t step = 0;
-    Status st = RunWorker(*o, &mpi, &client, &step);
+    int stopped_by = 0;
+    Status st = RunWorker(*o, &mpi, &client, &step, &stopped_by);
     if (st.ok()) {
-      *exit_code = 0;
+      *exit_code = stopped_by != 0 ? 128 + stopped_by : 0;  // as loom train
       return;
     }
     *exit_code = ReportError("worker", st);

@@ -61,6 +61,7 @@ Checkpointer::~Checkpointer() {
   // Finish the write in flight so no thread touches snapshot_ after it is gone; an uncommitted
   // step_<N>.tmp directory is never loaded and is removed by the next run.
   if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // poll_value_ must outlive it
+  if (stop_poll_) (void)stop_poll_->Wait(world_->DefaultDeadline());
   (void)writer_.WaitIdle(WriterTimeoutMs());
   (void)committer_.WaitIdle(WriterTimeoutMs());
 }
@@ -529,9 +530,31 @@ Status Checkpointer::AfterStep(int64_t step) {
   return Status::Ok();
 }
 
-Status Checkpointer::Finish(int64_t step) {
+Result<int> Checkpointer::StopVote(int signal) {
+  if (job_.checkpoint.dir.empty() || job_.checkpoint.stop_signal == 0) return 0;
+  if (world_ == nullptr) return signal;
+  int agreed = 0;
+  if (stop_poll_) {  // started after the previous step: every rank has passed that point
+    Status st = stop_poll_->Wait(world_->DefaultDeadline());
+    stop_poll_.reset();
+    LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));
+    agreed = static_cast<int>(stop_value_);
+  }
+  if (agreed == 0) {
+    stop_value_ = static_cast<float>(signal);
+    stop_poll_ = world_->AllReduceAsync(&stop_value_, 1, ReduceOp::kMax);
+  }
+  return agreed;
+}
+
+Status Checkpointer::Finish(int64_t step, bool save) {
   if (job_.checkpoint.dir.empty()) return Status::Ok();
-  if (job_.checkpoint.final && step != last_started_) LOOM_RETURN_IF_ERROR(Save(step));
+  if (stop_poll_) {  // a stop vote in flight: complete it before the votes below
+    Status st = stop_poll_->Wait(world_->DefaultDeadline());
+    stop_poll_.reset();
+    LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));
+  }
+  if ((job_.checkpoint.final || save) && step != last_started_) LOOM_RETURN_IF_ERROR(Save(step));
   const auto t0 = std::chrono::steady_clock::now();
   LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
   // Rank 0's commit runs on its committer: wait for it and tell every rank how it went.

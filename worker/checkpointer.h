@@ -70,9 +70,14 @@ class Checkpointer {
   // Collective, after `step` optimizer steps: completes an in-flight save once every rank has
   // written its part, and starts a save when `step` is a multiple of checkpoint.every.
   Status AfterStep(int64_t step);
-  // Collective: saves `step` (if checkpoint.final and not saved yet) and returns once every
-  // save is committed.
-  Status Finish(int64_t step);
+  // Collective: saves `step` (if checkpoint.final or `save`, and not saved yet) and returns once
+  // every save is committed.
+  Status Finish(int64_t step, bool save = false);
+  // Collective, after every step's AfterStep: whether to stop on checkpoint.signal. `signal` is
+  // this rank's (PendingStopSignal, 0: none). The vote started after one step is read after the
+  // next, so it never waits; every rank gets the same answer at the same step. Returns the
+  // largest signal any rank received (0: go on).
+  Result<int> StopVote(int signal);
   // Local: the optimizer must not change the state while a save is copying it. Call before
   // every optimizer update; returns at once unless the copy of the latest save is still running.
   Status BeforeUpdate();
@@ -139,6 +144,8 @@ class Checkpointer {
   Status write_error_;         // this rank's failed write, until reported
   HandlePtr poll_;             // the vote in flight (an all-reduce over the world)
   float poll_value_ = 0;       // its buffer
+  HandlePtr stop_poll_;        // StopVote's vote in flight
+  float stop_value_ = 0;       // its buffer
   float vote_ = 0;             // AllMax's buffer (outlives a timed-out wait)
   std::vector<float> agreed_;  // AgreeOnSteps' buffer
   CheckpointStats stats_;

@@ -6,6 +6,7 @@
 
 #include "core/config_reader.h"
 #include "parallel/pipeline/schedule.h"
+#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -156,6 +157,11 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
   LOOM_RETURN_IF_ERROR(ck.String("init_from", &c.init_from, false));
+  std::string stop_signal;
+  LOOM_RETURN_IF_ERROR(ck.String("signal", &stop_signal, false));
+  if (!stop_signal.empty()) {
+    LOOM_ASSIGN_OR_RETURN(c.stop_signal, ParseStopSignal(stop_signal, ck.Where("signal")));
+  }
   LOOM_RETURN_IF_ERROR(ck.Finish());
 
   LOOM_RETURN_IF_ERROR(root.String("launcher", &job->launcher, false));

@@ -4,6 +4,7 @@
 // docs/JOB.md lists every field with its default.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <string>
 
@@ -79,6 +80,9 @@ struct CheckpointConfig {
   // A root or one step directory whose model weights (fp32 masters) start the run when nothing
   // is resumed: fine-tuning. The step, data position, LR schedule and AdamW state start fresh.
   std::string init_from;
+  // On this signal (0: none) the ranks agree at a step boundary, save, and exit 128 + signal
+  // (worker/stop_signal.h). Only with `dir`.
+  int stop_signal = SIGUSR1;
 };
 
 struct JobConfig {

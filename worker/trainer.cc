@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "checkpoint/format.h"
 #include "core/file_util.h"
 #include "core/kernels/elementwise.h"
 #include "core/logging.h"
@@ -20,6 +21,7 @@
 #include "parallel/ring_attention.h"
 #include "worker/data/token_file.h"
 #include "worker/lr_schedule.h"
+#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -54,6 +56,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Pla
   if (!c.dir.empty() || !c.load.empty() || !c.init_from.empty()) {
     t->ckpt_ = std::make_unique<Checkpointer>(job, place.layout, place.world_rank, place.world,
                                               t->store_.get(), t->layout_);
+    if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
     LOOM_ASSIGN_OR_RETURN(t->start_step_, t->ckpt_->Restore());
     if (t->start_step_ > job.steps) {
       return InvalidArgument(job.path + ": field 'steps': the checkpoint is at step " +
@@ -616,6 +619,22 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
       if (root) {
         std::printf("%seval  step %lld | val loss %.4f\n", tty && !log_line ? "\n" : "",
                     static_cast<long long>(step + 1), vl);
+      }
+    }
+    if (ckpt_) {  // preemption: every rank agrees, saves this step and stops
+      LOOM_ASSIGN_OR_RETURN(const int sig, ckpt_->StopVote(PendingStopSignal()));
+      if (sig != 0 && step + 1 < steps) {
+        LOOM_RETURN_IF_ERROR(ckpt_->Finish(step + 1, /*save=*/true));
+        summary.stopped_by_signal = sig;
+        summary.stopped_at = step + 1;
+        if (root) {
+          std::printf("%sstopped after step %lld on %s: saved %s; the same command resumes it\n",
+                      tty && !log_line ? "\n" : "", static_cast<long long>(step + 1),
+                      StopSignalName(sig).c_str(),
+                      JoinPath(job_.checkpoint.dir, StepDirName(step + 1)).c_str());
+          std::fflush(stdout);
+        }
+        return summary;
       }
     }
   }

@@ -54,6 +54,10 @@ struct TrainSummary {
   double tokens_per_second = 0;
   double train_loss = 0;  // mean of the last (up to 10) steps
   std::string sample;
+  // Set when the run stopped before job.steps on checkpoint.signal, after saving step
+  // stopped_at (no final evaluation or sample then).
+  int stopped_by_signal = 0;
+  int64_t stopped_at = 0;
 };
 
 class Trainer {

@@ -57,7 +57,12 @@ for ((t = 1; t <= trials; t++)); do
     || { tail "$td.resume.log"; echo "FAIL trial $t ($where): resume failed"; fail=1; continue; }
   grep -q "resumed from $newest:" "$td.resume.log" \
     || { echo "FAIL trial $t ($where): did not resume from the newest committed $newest"; fail=1; }
-  if ls -d "$td.ck"/*.tmp* > /dev/null 2>&1; then echo "FAIL trial $t: partial save left"; fail=1; fi
+  if ls -d "$td.ck"/*.tmp* > /dev/null 2>&1; then
+    echo "FAIL trial $t ($where): partial save left after the resumed run:"
+    ls -la --time-style=full-iso "$td.ck" "$td.ck"/*.tmp*  # kept, with the logs, for a look
+    fail=1
+    continue
+  fi
   while read -r line; do
     grep -qxF "$line" "$dir/reference.txt" || { echo "FAIL trial $t: loss line '$line' not in the reference"; fail=1; }
   done < "$td.losses"

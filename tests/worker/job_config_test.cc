@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "core/file_util.h"
 
@@ -55,6 +58,18 @@ TEST(JobConfig, CheckpointInitFrom) {
       << st.message();
 }
 
+TEST(JobConfig, CheckpointSignal) {
+  auto job = LoadJobConfig(WriteJob(kGood));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->checkpoint.stop_signal, SIGUSR1);  // the default
+  for (const auto& [name, sig] : std::vector<std::pair<std::string, int>>{
+           {"SIGUSR2", SIGUSR2}, {"TERM", SIGTERM}, {"SIGINT", SIGINT}, {"none", 0}}) {
+    job = LoadJobConfig(WriteJob(std::string(kGood) + "checkpoint: {signal: " + name + "}\n"));
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ(job->checkpoint.stop_signal, sig) << name;
+  }
+}
+
 void ExpectError(const std::string& text, const std::string& needle) {
   auto path = WriteJob(text);
   auto job = LoadJobConfig(path);
@@ -83,6 +98,9 @@ TEST(JobConfig, ErrorsNameTheField) {
   ExpectError(s + "optimiser: {}\n", "field 'optimiser': unknown field");
   ExpectError(replace("text: corpus.txt, ", ""), "expected exactly one of 'text'");
   ExpectError(replace("optimizer: {lr: 0.001}\n", ""), "field 'optimizer': missing");
+  ExpectError(s + "checkpoint: {dir: ck, signal: HUP}\n",
+              "field 'checkpoint.signal': expected SIGUSR1, SIGUSR2, SIGTERM, SIGINT or none, got "
+              "'HUP'");
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Preemption (checkpoint.signal): a signal makes every rank stop at the same step boundary, save a
+# checkpoint, wait for its commit and exit 128 + the signal; the same command then resumes it.
+#   1. SIGUSR1 to mpirun (which forwards it to every rank) during a 4-rank tp2 dp2 run with
+#      asynchronous saves every 25 steps: exit 138, "stopped after step S", step_S committed and
+#      verified; resumed for 5 more steps, the losses are bit-identical to an uninterrupted run.
+#   2. SIGUSR1 to one rank only: the ranks agree, all stop at the same step after saving it.
+#   3. Under `loom launch`: SIGUSR1 to its mpirun; every worker reports the stop and the
+#      checkpoint it saved, which verifies; the launcher exits non-zero.
+#   4. checkpoint.signal: SIGUSR2 stops on SIGUSR2 instead (exit 140).
+#   5. checkpoint.signal: none: SIGUSR1 keeps its default action (the run dies, nothing stopped
+#      cleanly); a bad value is an error naming the field.
+# Usage: checkpoint_preempt_test.sh LOOM WORK_DIR JOB
+set -uo pipefail
+loom=$1 dir=$2 job=$3
+rm -rf "$dir" && mkdir -p "$dir"
+jobdir=$(cd "$(dirname "$job")" && pwd)
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^runtime: .*//; s/^steps: .*/parallel: {tp: 2, dp: 2}\nruntime: {threads: 1, log_every: 1}\ncheckpoint: {every: 25}\nsteps: 3000/" \
+  "$job" > "$dir/job.yaml"
+fail=0
+# start NAME YAML [args]: a 4-rank run in the background ($run_pid, its mpirun $mpirun_pid),
+# log NAME.log.
+start() {
+  local name=$1 yaml=$2
+  shift 2
+  timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$yaml" \
+    --checkpoint-dir "$dir/$name" --dump-losses "$dir/$name.txt" "$@" > "$dir/$name.log" 2>&1 &
+  run_pid=$!
+  for _ in $(seq 1 100); do  # this run's mpirun (never another test's)
+    mpirun_pid=$(pgrep -P "$run_pid" -x mpirun) && return 0
+    sleep 0.1
+  done
+  echo "FAIL: run $name: no mpirun"
+  exit 1
+}
+# at_step NAME N: waits until run NAME has logged step N or a later one (at most 120 s).
+at_step() {
+  local last
+  for _ in $(seq 1 1200); do
+    # (mpirun gives the ranks a pty: lines start with \r; loom launch logs every few steps)
+    last=$(grep -oE "step +[0-9]+/" "$dir/$1.log" 2>/dev/null | tail -1 | tr -dc 0-9)
+    [[ -n $last && $last -ge $2 ]] && return 0
+    sleep 0.1
+  done
+  echo "FAIL: run $1 never reached step $2: $(tail -3 "$dir/$1.log")"
+  exit 1
+}
+# stopped NAME RC SIGNAL: the run exited RC after saving the step it says it stopped after.
+stopped() {
+  local name=$1 want=$2 sig=$3 rc
+  wait "$run_pid"
+  rc=$?
+  [[ $rc == "$want" ]] || { echo "FAIL: run $name exited $rc, expected $want"; tail -5 "$dir/$name.log"; fail=1; }
+  stop_step=$(sed -n "s/^stopped after step \([0-9]*\) on $sig: saved .*/\1/p" "$dir/$name.log")
+  [[ -n $stop_step ]] || { echo "FAIL: run $name does not say it stopped on $sig"; fail=1; return; }
+  local ck
+  ck="$dir/$name/$(printf 'step_%08d' "$stop_step")"
+  "$loom" ckpt verify "$ck" > /dev/null || { echo "FAIL: run $name: $ck does not verify"; fail=1; }
+  [[ $(cat "$dir/$name/latest" 2>/dev/null) == $(basename "$ck") ]] \
+    || { echo "FAIL: run $name: latest is not $(basename "$ck")"; fail=1; }
+  [[ $(wc -l < "$dir/$name.txt") == "$stop_step" ]] \
+    || { echo "FAIL: run $name ran $(wc -l < "$dir/$name.txt") steps, said $stop_step"; fail=1; }
+  echo "run $name: exit $rc, stopped after step $stop_step on $sig, $(basename "$ck") committed"
+}
+
+start p "$dir/job.yaml" --steps 3000
+at_step p 30
+kill -USR1 "$mpirun_pid"
+stopped p 138 SIGUSR1
+s=$stop_step
+if [[ -n $s ]]; then
+  timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" \
+    --checkpoint-dir "$dir/p" --steps $((s + 5)) --dump-losses "$dir/p_resumed.txt" > "$dir/p_resumed.log" 2>&1 \
+    || { tail -5 "$dir/p_resumed.log"; echo "FAIL: resuming p"; fail=1; }
+  grep -q "^resumed from $dir/p/$(printf 'step_%08d' "$s"): continuing at step $((s + 1))" "$dir/p_resumed.log" \
+    || { echo "FAIL: p did not resume from the step it stopped after"; fail=1; }
+  timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" \
+    --checkpoint-dir "$dir/reference" --steps $((s + 5)) --dump-losses "$dir/reference.txt" > "$dir/reference.log" 2>&1 \
+    || { tail -5 "$dir/reference.log"; echo "FAIL: reference run"; fail=1; }
+  tail -5 "$dir/reference.txt" > "$dir/reference_tail.txt"
+  cmp -s "$dir/p_resumed.txt" "$dir/reference_tail.txt" \
+    && echo "resumed steps $((s + 1))-$((s + 5)): losses bit-identical to the uninterrupted run" \
+    || { echo "FAIL: resumed losses differ:"; paste "$dir/p_resumed.txt" "$dir/reference_tail.txt"; fail=1; }
+fi
+
+# One rank only: the vote carries it to all.
+start one "$dir/job.yaml"
+at_step one 30
+pid=$(pgrep -f "loom train --config $dir/job.yaml --checkpoint-dir $dir/one" | tail -1)
+kill -USR1 "$pid"
+stopped one 138 SIGUSR1
+
+# Under loom launch: the workers stop the same way and the launcher names the saved checkpoint.
+sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched}#" "$dir/job.yaml" > "$dir/launched.yaml"
+timeout 300 "$loom" launch "$dir/launched.yaml" --np 4 > "$dir/launched.log" 2>&1 &
+launch_pid=$!
+for _ in $(seq 1 100); do
+  mpirun_pid=$(pgrep -P "$(pgrep -P "$launch_pid" -x loom)" -x mpirun) && break  # timeout/loom/
+  sleep 0.1
+done
+at_step launched 30
+kill -USR1 "$mpirun_pid"
+wait "$launch_pid" && { echo "FAIL: loom launch reported success after the stop"; fail=1; }
+launched_step=$(sed -n 's/.*rank 0 .*: stopped after step \([0-9]*\) on SIGUSR1, with checkpoint .* saved$/\1/p' "$dir/launched.log")
+if [[ -z $launched_step ]]; then
+  echo "FAIL: loom launch does not name the stop: $(tail -5 "$dir/launched.log")"; fail=1
+else
+  ck="$dir/launched/$(printf 'step_%08d' "$launched_step")"
+  "$loom" ckpt verify "$ck" > /dev/null || { echo "FAIL: launched: $ck does not verify"; fail=1; }
+  [[ $(grep -c "stopped after step $launched_step on SIGUSR1" "$dir/launched.log") == 4 ]] \
+    || { echo "FAIL: launched: not every rank stopped after step $launched_step"; fail=1; }
+  echo "run launched: loom launch named all 4 ranks stopped after step $launched_step, $(basename "$ck") committed"
+fi
+
+sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGUSR2}/" "$dir/job.yaml" > "$dir/usr2.yaml"
+start usr2 "$dir/usr2.yaml"
+at_step usr2 30
+kill -USR2 "$mpirun_pid"
+stopped usr2 140 SIGUSR2
+
+sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: none}/" "$dir/job.yaml" > "$dir/none.yaml"
+start none "$dir/none.yaml"
+at_step none 30
+kill -USR1 "$mpirun_pid"
+wait "$run_pid" && { echo "FAIL: with signal none, SIGUSR1 did not end the run"; fail=1; }
+grep -q "^stopped after step" "$dir/none.log" && { echo "FAIL: with signal none, the run stopped cleanly"; fail=1; }
+echo "run none: SIGUSR1 ended it without a save (default action)"
+
+sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGHUP}/" "$dir/job.yaml" > "$dir/bad.yaml"
+"$loom" train --config "$dir/bad.yaml" > "$dir/bad.log" 2>&1 && { echo "FAIL: signal SIGHUP accepted"; fail=1; }
+grep -q "bad.yaml:.*field 'checkpoint.signal': expected SIGUSR1, SIGUSR2, SIGTERM, SIGINT or none, got 'SIGHUP'" "$dir/bad.log" \
+  || { echo "FAIL: bad signal: $(cat "$dir/bad.log")"; fail=1; }
+
+[[ $fail -eq 0 ]] && echo "PASS: a signal stops every rank at one step, saved and committed, and the run resumes exactly"
+exit $fail

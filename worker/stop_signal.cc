@@ -1,0 +1,53 @@
+// The stop signal: a flag set by the handler, read at step boundaries.
+#include "worker/stop_signal.h"
+
+#include <csignal>
+#include <cstring>
+#include <utility>
+
+namespace loom {
+namespace {
+
+volatile std::sig_atomic_t g_received = 0;
+
+void OnSignal(int sig) {
+  g_received = sig;
+}
+
+constexpr std::pair<const char*, int> kSignals[] = {
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT}};
+
+}  // namespace
+
+Result<int> ParseStopSignal(const std::string& name, const std::string& where) {
+  if (name == "none") return 0;
+  const std::string bare = name.rfind("SIG", 0) == 0 ? name.substr(3) : name;
+  for (const auto& [n, sig] : kSignals) {
+    if (bare == n) return sig;
+  }
+  return InvalidArgument(where + ": expected SIGUSR1, SIGUSR2, SIGTERM, SIGINT or none, got '" +
+                         name + "'");
+}
+
+std::string StopSignalName(int sig) {
+  for (const auto& [n, s] : kSignals) {
+    if (s == sig) return std::string("SIG") + n;
+  }
+  return sig == 0 ? "none" : "signal " + std::to_string(sig);
+}
+
+void InstallStopSignal(int sig) {
+  if (sig == 0) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // blocking I/O and waits carry on; the flag is read between steps
+  ::sigaction(sig, &sa, nullptr);
+}
+
+int PendingStopSignal() {
+  return g_received;
+}
+
+}  // namespace loom
