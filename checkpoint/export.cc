@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,51 @@ Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
 
 }  // namespace
 
+Result<ExportDtype> ParseExportDtype(const std::string& name, const std::string& where) {
+  if (name == "f32" || name == "fp32" || name == "float32") return ExportDtype::kF32;
+  if (name == "bf16" || name == "bfloat16") return ExportDtype::kBF16;
+  if (name == "f16" || name == "fp16" || name == "float16") return ExportDtype::kF16;
+  return InvalidArgument(where + ": expected f32, bf16 or f16, got '" + name + "'");
+}
+
+const char* ExportDtypeName(ExportDtype dtype) {
+  switch (dtype) {
+    case ExportDtype::kBF16:
+      return "BF16";
+    case ExportDtype::kF16:
+      return "F16";
+    default:
+      return "F32";
+  }
+}
+
+void ToBf16(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &in[i], 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it one (quiet), whatever its payload
+      out[i] = static_cast<uint16_t>((u >> 16) | 0x40u);
+      continue;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow gives inf
+    out[i] = static_cast<uint16_t>(u >> 16);
+  }
+}
+
+Status ToF16(const float* in, uint16_t* out, size_t n, const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    // The compiler's conversion rounds to nearest-even (F16C or its software routine).
+    const _Float16 h = static_cast<_Float16>(in[i]);
+    if (std::isinf(static_cast<float>(h)) && std::isfinite(in[i])) {
+      return InvalidArgument(what + ": element " + std::to_string(i) + " is " +
+                             std::to_string(in[i]) +
+                             ", beyond float16's range (65504); export as bf16 or f32");
+    }
+    std::memcpy(&out[i], &h, 2);
+  }
+  return Status::Ok();
+}
+
 std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
   *transposed = EndsWith(name, "c_attn.weight") || EndsWith(name, "c_proj.weight") ||
                 EndsWith(name, "c_fc.weight");
@@ -42,7 +89,7 @@ std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
 }
 
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
-                                       ExportNames names) {
+                                       ExportNames names, ExportDtype dtype) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
@@ -60,15 +107,18 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
                             {"n_positions", std::to_string(mo.max_seq())},
                             {"n_layer", std::to_string(mo.layers())},
                             {"n_head", std::to_string(mo.heads())},
-                            {"n_embd", std::to_string(mo.hidden())}};
+                            {"n_embd", std::to_string(mo.hidden())},
+                            {"dtype", ExportDtypeName(dtype)}};
+  const uint64_t elem = dtype == ExportDtype::kF32 ? 4 : 2;
   uint64_t at = 0;
   for (const ParamInfo& p : canonical.params) {
     bool transposed = false;
     const std::string out_name = hf ? HuggingFaceGpt2Name(p.name, &transposed) : p.name;
     std::vector<int64_t> shape(p.global_shape.begin(), p.global_shape.end());
     if (transposed) std::swap(shape[0], shape[1]);
-    const uint64_t n = static_cast<uint64_t>(p.numel()) * 4;
-    header[out_name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {at, at + n}}};
+    const uint64_t n = static_cast<uint64_t>(p.numel()) * elem;
+    header[out_name] = {
+        {"dtype", ExportDtypeName(dtype)}, {"shape", shape}, {"data_offsets", {at, at + n}}};
     at += n;
   }
   std::string htext = header.dump();
@@ -82,6 +132,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   if (st.ok()) st = WriteAll(fd, htext.data(), htext.size(), tmp);
   ExportResult out;
   std::vector<float> buf, transposed_buf;
+  std::vector<uint16_t> narrow;
   for (const ParamInfo& p : canonical.params) {
     if (!st.ok()) break;
     const Region r = WholeRegion(p);
@@ -98,8 +149,18 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
       }
       data = transposed_buf.data();
     }
-    st = WriteAll(fd, data, buf.size() * 4, tmp);
-    out.bytes += buf.size() * 4;
+    const void* bytes = data;
+    if (dtype != ExportDtype::kF32) {
+      narrow.resize(buf.size());
+      if (dtype == ExportDtype::kBF16) ToBf16(data, narrow.data(), buf.size());
+      if (dtype == ExportDtype::kF16) {
+        st = ToF16(data, narrow.data(), buf.size(), dir + ": tensor '" + p.name + "'");
+        if (!st.ok()) break;
+      }
+      bytes = narrow.data();
+    }
+    st = WriteAll(fd, bytes, buf.size() * elem, tmp);
+    out.bytes += buf.size() * elem;
     ++out.tensors;
   }
   if (st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + tmp + "'", errno);

@@ -6,9 +6,12 @@
 //                     head is tied to wte and not stored. Metadata: format=pt plus the config.
 //   kLoom             Loom's canonical names and [out, in] layouts (parallel/param_layout.h).
 // Tensors are read and written one at a time (memory: about twice the largest tensor); the file
-// is written atomically (temporary file, fsync, rename).
+// is written atomically (temporary file, fsync, rename). The weights are written as F32 (exact),
+// or rounded to nearest-even as BF16 or F16 (half the size, as checkpoints are usually shared);
+// an F16 export refuses weights beyond F16's range (65504) rather than write infinities.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +20,16 @@
 namespace loom {
 
 enum class ExportNames { kHuggingFaceGpt2, kLoom };
+enum class ExportDtype { kF32, kBF16, kF16 };
+// "f32" / "bf16" / "f16" (also "fp32", "bfloat16", "fp16", "float16"); anything else: an error
+// naming `where`.
+Result<ExportDtype> ParseExportDtype(const std::string& name, const std::string& where);
+const char* ExportDtypeName(ExportDtype dtype);  // the safetensors spelling: "F32", "BF16", "F16"
+
+// Round-to-nearest-even conversions of n floats (NaN stays NaN). ToF16 fails on a finite value
+// that rounds beyond F16's largest (65504), naming `what` and the element's index.
+void ToBf16(const float* in, uint16_t* out, size_t n);
+Status ToF16(const float* in, uint16_t* out, size_t n, const std::string& what);
 
 struct ExportResult {
   int tensors = 0;
@@ -25,7 +38,7 @@ struct ExportResult {
 
 // `src`: a step directory or a root (its newest checkpoint).
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
-                                       ExportNames names);
+                                       ExportNames names, ExportDtype dtype = ExportDtype::kF32);
 
 // The Hugging Face GPT-2 name of canonical tensor `name`, and whether it is stored transposed.
 std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed);

@@ -3,7 +3,7 @@
 //   loom ckpt inspect DIR                       step, model, layout, tensors table
 //   loom ckpt verify DIR                        every checksum, every chunk, every tensor
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
-//   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom]
+//   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
 
@@ -22,7 +22,7 @@ namespace loom {
 namespace {
 
 struct CkptOptions {
-  std::string dir, out, to, safetensors, names = "hf";
+  std::string dir, out, to, safetensors, names = "hf", dtype = "f32";
 };
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -76,10 +76,12 @@ Status RunExport(const CkptOptions& o) {
   } else {
     return InvalidArgument("--names: expected 'hf' or 'loom', got '" + o.names + "'");
   }
-  LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names));
-  std::printf("wrote %s: %d tensors, %.2f MiB (%s names)\n", o.safetensors.c_str(), r.tensors,
+  LOOM_ASSIGN_OR_RETURN(ExportDtype dtype, ParseExportDtype(o.dtype, "--dtype"));
+  LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
+  std::printf("wrote %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(), r.tensors,
               static_cast<double>(r.bytes) / (1 << 20),
-              names == ExportNames::kHuggingFaceGpt2 ? "Hugging Face GPT-2" : "Loom");
+              names == ExportNames::kHuggingFaceGpt2 ? "Hugging Face GPT-2" : "Loom",
+              ExportDtypeName(dtype));
   return Status::Ok();
 }
 
@@ -112,6 +114,9 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
   exp->add_option("--safetensors", o->safetensors, "Output file")->required();
   exp->add_option("--names", o->names,
                   "hf: Hugging Face GPT-2 names and layouts (default); loom: Loom's");
+  exp->add_option("--dtype", o->dtype,
+                  "f32: the fp32 master weights, exact (default); bf16 or f16: rounded to "
+                  "nearest-even, half the size");
 }
 
 }  // namespace loom

@@ -10,6 +10,7 @@ step S (regenerated here from the seed, exactly as Loom's sampler draws it) must
 loss L for that step within 1e-5 relative. Exit 0 pass, 1 fail.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -64,6 +65,8 @@ def main():
     ap.add_argument("--job", required=True, help="the job file (data.text with an absolute path)")
     ap.add_argument("--step", type=int, required=True, help="1-based step whose loss is given")
     ap.add_argument("--loss", type=float, required=True)
+    ap.add_argument("--bf16", help="the LOOM_FILE export with --dtype bf16")
+    ap.add_argument("--f16", help="the LOOM_FILE export with --dtype f16")
     a = ap.parse_args()
 
     job = yaml.safe_load(open(a.job))
@@ -90,7 +93,39 @@ def main():
         ok = ok and rel <= 1e-5
         print(f"{verdict} {path} ({meta['naming']} names, {len(tensors)} tensors): PyTorch loss "
               f"{loss.item():.8f} vs Loom {a.loss:.8f} on step {a.step}'s batch (rel {rel:.2e})")
+    if a.bf16 or a.f16:
+        ok = check_narrow(a.loom_file, a.bf16, a.f16) and ok
     return 0 if ok else 1
+
+
+def bf16_round(x):
+    """float32 -> bfloat16 (as float32), rounding to nearest, ties to even (no NaNs here)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32)
+
+
+def check_narrow(f32_path, bf16_path, f16_path):
+    """The bf16 / f16 exports hold exactly the f32 export rounded to nearest-even (numpy's own
+    float16 cast; bfloat16 by bit arithmetic), tensor for tensor, in the header's dtype."""
+    ok = True
+    exact = torch_gpt.read_safetensors(f32_path)
+    for path, tag, rounded in ((bf16_path, "BF16", bf16_round),
+                               (f16_path, "F16", lambda t: t.astype(np.float16))):
+        if path is None:
+            continue
+        tensors, meta = torch_gpt.read_safetensors(path, with_metadata=True)
+        bad = [n for n in exact if n not in tensors or
+               not np.array_equal(tensors[n].view(np.uint8), rounded(exact[n]).view(np.uint8))]
+        if meta.get("dtype") != tag or list(tensors) != list(exact) or bad:
+            print(f"FAIL {path}: metadata dtype {meta.get('dtype')!r} (expected {tag!r}); "
+                  f"tensors differing from the f32 export rounded to {tag}: {bad[:5]}")
+            ok = False
+        else:
+            print(f"PASS {path}: {len(tensors)} {tag} tensors, each exactly the f32 export "
+                  f"rounded to nearest-even ({os.path.getsize(path)} vs "
+                  f"{os.path.getsize(f32_path)} bytes)")
+    return ok
 
 
 if __name__ == "__main__":
