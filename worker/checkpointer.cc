@@ -120,13 +120,19 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
 }
 
 void Checkpointer::RemoveLeftovers() const {
-  // Temporary directories of saves that never committed (a crash, a kill): nothing reads them.
+  // Temporary directories of saves that never committed (a crash, a kill), and the temporary
+  // file of a `latest` replacement cut short (WriteFileAtomic's latest.tmp.<pid>: rank 0's
+  // committer may be writing it when its writer thread dies): nothing reads them.
   std::error_code ec;
+  const std::string latest_tmp = std::string(kLatestFile) + ".tmp.";
   for (const auto& e : fs::directory_iterator(job_.checkpoint.dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("step_", 0) == 0 && name.find(".tmp") != std::string::npos) {
       LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted save)";
       fs::remove_all(e.path(), ec);
+    } else if (name.rfind(latest_tmp, 0) == 0) {
+      LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted update)";
+      fs::remove(e.path(), ec);
     }
   }
 }

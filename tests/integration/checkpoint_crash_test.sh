@@ -4,7 +4,8 @@
 # and after the rename, after replacing `latest`). After every kill:
 #   * every committed checkpoint (step_<N> with metadata) passes `loom ckpt verify`, the previous
 #     one included, and no partial save is ever listed as a checkpoint;
-#   * training resumes from the newest committed checkpoint, removes the partial save, and its
+#   * training resumes from the newest committed checkpoint, removes the partial save (and the
+#     latest.tmp.<pid> a kill inside the `latest` update leaves, planted before each resume), and its
 #     losses are bit-identical to an uninterrupted run.
 # Trials are seeded (TRIALS, default 24; SEED, default 1): each picks a rank and one of the crash
 # points that rank reaches (counted by a traced run).
@@ -53,6 +54,9 @@ for ((t = 1; t <= trials; t++)); do
   done
   newest=${committed[-1]}
   [[ -f $td.ck/step_00000004/metadata.json ]] || { echo "FAIL trial $t: the previous checkpoint is gone"; fail=1; }
+  # What a kill inside a `latest` replacement leaves (rank 0's committer writes it while its writer
+  # thread may hit a crash point): the resumed run must remove it like any partial save.
+  echo step_00000002 > "$td.ck/latest.tmp.99999"
   mpi --checkpoint-dir "$td.ck" --dump-losses "$td.losses" > "$td.resume.log" 2>&1 \
     || { tail "$td.resume.log"; echo "FAIL trial $t ($where): resume failed"; fail=1; continue; }
   grep -q "resumed from $newest:" "$td.resume.log" \
