@@ -4,6 +4,7 @@
 //   loom ckpt verify DIR                        every checksum, every chunk, every tensor
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
+//   loom ckpt import FILE.safetensors OUT [--heads N]
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 
 #include "checkpoint/export.h"
+#include "checkpoint/import.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/reshard.h"
 #include "cli/commands.h"
@@ -23,6 +25,7 @@ namespace {
 
 struct CkptOptions {
   std::string dir, out, to, safetensors, names = "hf", dtype = "f32";
+  int64_t heads = 0;
 };
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -85,6 +88,18 @@ Status RunExport(const CkptOptions& o) {
   return Status::Ok();
 }
 
+Status RunImport(const CkptOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(ImportResult r, ImportSafetensors(o.dir, o.out, o.heads));
+  std::printf(
+      "wrote %s: GPT-2 of %lld layers, %lld heads, hidden %lld, vocab %lld, max_seq %lld; %d "
+      "tensors (%d buffers or tied head skipped), AdamW moments zero, step 0\n"
+      "start a run from it with: loom train --config JOB --init-from %s\n",
+      r.dir.c_str(), static_cast<long long>(r.model.layers), static_cast<long long>(r.model.heads),
+      static_cast<long long>(r.model.hidden), static_cast<long long>(r.model.vocab),
+      static_cast<long long>(r.model.max_seq), r.tensors, r.skipped, o.out.c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
 void AddCkptCommand(CLI::App& app, int* exit_code) {
@@ -117,6 +132,20 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
   exp->add_option("--dtype", o->dtype,
                   "f32: the fp32 master weights, exact (default); bf16 or f16: rounded to "
                   "nearest-even, half the size");
+  CLI::App* imp = cmd->add_subcommand(
+      "import", "Make a checkpoint from GPT-2 weights in a safetensors file (to fine-tune from)");
+  imp->add_option("file", o->dir,
+                  "Safetensors file: Hugging Face GPT-2 names (as the hub ships "
+                  "them, or as export writes them) or Loom's")
+      ->required();
+  imp->add_option("out", o->out, "Output root (must not hold checkpoints)")->required();
+  imp->add_option("--heads", o->heads, "Attention heads (default: the file's n_head metadata)")
+      ->check(CLI::PositiveNumber);
+  imp->callback([o, exit_code] {
+    ConfigureThreads(1);
+    Status st = RunImport(*o);
+    *exit_code = st.ok() ? 0 : ReportError("ckpt import", st);
+  });
 }
 
 }  // namespace loom

@@ -9,6 +9,10 @@
 #   4. B run again with the same flags resumes its own checkpoint instead of A's weights.
 #   5. Bad input: init_from together with load; a checkpoint of another model; a directory with
 #      no checkpoint. Each is an error naming the field or file, exit non-zero, nothing saved.
+#   6. `loom ckpt import`: A's Hugging Face export imported and trained from gives B's losses bit
+#      for bit; a file as the hub ships GPT-2 (prefix, mask buffers, tied lm_head, F16, no
+#      metadata) imports with --heads to A's weights rounded to F16; an untied head, a missing
+#      tensor, a truncated file, a missing head count and a non-empty output root are named errors.
 # Usage: run_finetune_check.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -54,6 +58,81 @@ grep -q "^resumed from $dir/b/step_00000002: continuing at step 3" "$dir/b.log" 
   || { echo "FAIL: the restarted run b did not resume its own checkpoint"; fail=1; }
 grep -q "initialised from" "$dir/b.log" && { echo "FAIL: the restarted run b took a's weights"; fail=1; }
 [[ $(cut -d' ' -f1 "$dir/b3.txt") == 3 ]] || { echo "FAIL: the restarted run b ran steps $(cut -d' ' -f1 "$dir/b3.txt" | tr '\n' ' ')"; fail=1; }
+
+# Import: A's Hugging Face export back into a checkpoint, bit-exact: a run from it (B's layout and
+# steps) gives B's losses bit for bit.
+"$loom" ckpt export "$dir/a" --safetensors "$dir/a_hf.safetensors" > /dev/null \
+  || { echo "FAIL: export of a with Hugging Face names"; exit 1; }
+"$loom" ckpt import "$dir/a_hf.safetensors" "$dir/imported" > "$dir/import.log" 2>&1 \
+  || { cat "$dir/import.log"; echo "FAIL: import"; fail=1; }
+"$loom" ckpt verify "$dir/imported" > /dev/null || { echo "FAIL: the imported checkpoint does not verify"; fail=1; }
+train d 4 "pp: 2, dp: 2, zero: 1" --steps 2 --init-from "$dir/imported" --checkpoint-dir "$dir/d" \
+  --dump-losses "$dir/d.txt" || { tail -20 "$dir/d.log"; echo "FAIL: run d"; exit 1; }
+cmp -s "$dir/b.txt" "$dir/d.txt" && echo "run d (from the imported export): losses bit-identical to run b" \
+  || { echo "FAIL: run d's losses differ from b's:"; paste "$dir/b.txt" "$dir/d.txt"; fail=1; }
+# As the Hugging Face hub ships GPT-2: a `transformer.` prefix, attention-mask buffers, a tied
+# lm_head, F16, no metadata (so --heads is needed). Imported and exported again with Loom's names,
+# the weights are A's rounded to F16.
+PYTHONPATH="$here" /usr/bin/python3 - "$dir" <<'PY' || { echo "FAIL: writing hub-style files"; fail=1; }
+import sys
+import numpy as np
+import torch_gpt
+d = sys.argv[1]
+hf = torch_gpt.read_safetensors(f"{d}/a_hf.safetensors")
+out = {}
+for name, t in hf.items():
+    out["transformer." + name] = t.astype(np.float16)
+    if name.endswith("ln_1.weight"):  # the mask buffers of each block
+        block = name[:-len("ln_1.weight")]
+        n = hf["wpe.weight"].shape[0]
+        out[f"transformer.{block}attn.bias"] = np.tril(np.ones((1, 1, n, n), np.float16))
+        out[f"transformer.{block}attn.masked_bias"] = np.array(-1e4, np.float16)
+out["lm_head.weight"] = out["transformer.wte.weight"]
+torch_gpt.write_safetensors(f"{d}/hub.safetensors", out)
+bad = dict(out)
+bad["lm_head.weight"] = bad["lm_head.weight"] + np.float16(1)
+torch_gpt.write_safetensors(f"{d}/hub_untied.safetensors", bad)
+del out["transformer.h.1.mlp.c_fc.bias"]
+torch_gpt.write_safetensors(f"{d}/hub_missing.safetensors", out)
+PY
+"$loom" ckpt import "$dir/hub.safetensors" "$dir/hub" > "$dir/hub.log" 2>&1 \
+  && { echo "FAIL: import without --heads or n_head succeeded"; fail=1; }
+grep -q "the number of attention heads is not in the file's metadata (n_head): give it with --heads" \
+  "$dir/hub.log" || { echo "FAIL: import without heads: $(cat "$dir/hub.log")"; fail=1; }
+"$loom" ckpt import "$dir/hub.safetensors" "$dir/hub" --heads 4 > "$dir/hub.log" 2>&1 \
+  || { cat "$dir/hub.log"; echo "FAIL: import of the hub-style file"; fail=1; }
+grep -q "28 tensors (5 buffers or tied head skipped)" "$dir/hub.log" \
+  || { echo "FAIL: hub import: $(cat "$dir/hub.log")"; fail=1; }
+"$loom" ckpt export "$dir/hub" --names loom --safetensors "$dir/hub_loom.safetensors" > /dev/null
+PYTHONPATH="$here" /usr/bin/python3 - "$dir" <<'PY' || fail=1
+import sys
+import numpy as np
+import torch_gpt
+d = sys.argv[1]
+want = torch_gpt.read_safetensors(f"{d}/a.safetensors")
+got = torch_gpt.read_safetensors(f"{d}/hub_loom.safetensors")
+bad = [n for n in want if not np.array_equal(got[n], want[n].astype(np.float16).astype(np.float32))]
+if list(got) != list(want) or bad:
+    print(f"FAIL: the hub-style import differs from A's weights rounded to F16: {bad[:5]}")
+    sys.exit(1)
+print(f"hub-style import: {len(got)} tensors, each A's weights rounded to F16, exactly")
+PY
+head -c 200000 "$dir/hub.safetensors" > "$dir/hub_truncated.safetensors"
+for f in untied missing truncated; do
+  "$loom" ckpt import "$dir/hub_$f.safetensors" "$dir/hub_$f" --heads 4 > "$dir/hub_$f.log" 2>&1 \
+    && { echo "FAIL: import of hub_$f succeeded"; fail=1; }
+  [[ -e $dir/hub_$f/step_00000000 ]] && { echo "FAIL: import of hub_$f left a checkpoint"; fail=1; }
+  echo "hub_$f: $(cat "$dir/hub_$f.log")"
+done
+grep -q "hub_untied.safetensors: tensor 'lm_head.weight' differs from 'transformer.wte.weight'" \
+  "$dir/hub_untied.log" || { echo "FAIL: untied head not named"; fail=1; }
+grep -q "hub_missing.safetensors: tensor 'transformer.h.1.mlp.c_fc.bias' \[256\] is missing" \
+  "$dir/hub_missing.log" || { echo "FAIL: missing tensor not named"; fail=1; }
+grep -q "hub_truncated.safetensors: tensor '.*': field 'data_offsets' covers" "$dir/hub_truncated.log" \
+  || { echo "FAIL: truncated file not named"; fail=1; }
+"$loom" ckpt import "$dir/a_hf.safetensors" "$dir/imported" > "$dir/again.log" 2>&1 \
+  && { echo "FAIL: import into a root with checkpoints succeeded"; fail=1; }
+grep -q "already holds checkpoints" "$dir/again.log" || { echo "FAIL: again: $(cat "$dir/again.log")"; fail=1; }
 
 # expect_error NAME PATTERN args...: one process, must fail with PATTERN and save nothing.
 expect_error() {

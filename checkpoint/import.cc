@@ -1,0 +1,343 @@
+// Streaming import of GPT-2 weights from safetensors into a step-0 checkpoint.
+#include "checkpoint/import.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "checkpoint/export.h"
+#include "checkpoint/format.h"
+#include "checkpoint/shard_plan.h"
+#include "checkpoint/writer.h"
+#include "core/file_util.h"
+#include "parallel/layout.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+
+struct Entry {
+  std::string dtype;  // F32, F16 or BF16
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // absolute file offsets
+};
+
+// The file's tensors, checked against its size; errors name the file and tensor.
+class SafetensorsIndex {
+ public:
+  static Result<SafetensorsIndex> Open(const std::string& path) {
+    SafetensorsIndex ix;
+    ix.path_ = path;
+    ix.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (ix.fd_ < 0) return ErrnoError("open '" + path + "'", errno);
+    struct stat st;
+    if (::fstat(ix.fd_, &st) != 0) return ErrnoError("stat '" + path + "'", errno);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    uint64_t hlen = 0;
+    if (size < 8 || ::pread(ix.fd_, &hlen, 8, 0) != 8) {
+      return DataLoss(path + ": not a safetensors file (shorter than its 8-byte header length)");
+    }
+    if (hlen > size - 8 || hlen > kMaxHeaderBytes) {
+      return DataLoss(path + ": header length " + std::to_string(hlen) + " exceeds the file (" +
+                      std::to_string(size) + " bytes)");
+    }
+    std::string text(hlen, '\0');
+    if (::pread(ix.fd_, text.data(), hlen, 8) != static_cast<ssize_t>(hlen)) {
+      return ErrnoError("read '" + path + "'", errno);
+    }
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      return DataLoss(path + ": header: not JSON (" + e.what() + ")");
+    }
+    if (!header.is_object()) return DataLoss(path + ": header: expected a JSON object");
+    const uint64_t data0 = 8 + hlen;
+    for (const auto& [name, v] : header.items()) {
+      if (name == "__metadata__") {
+        if (!v.is_object()) return DataLoss(path + ": __metadata__: expected an object");
+        for (const auto& [k, s] : v.items()) {
+          if (s.is_string()) ix.metadata_[k] = s.get<std::string>();
+        }
+        continue;
+      }
+      const std::string where = path + ": tensor '" + name + "'";
+      Entry e;
+      try {
+        e.dtype = v.at("dtype").get<std::string>();
+        e.shape = v.at("shape").get<std::vector<int64_t>>();
+        const auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
+        if (off.size() != 2) throw std::runtime_error("two offsets");
+        e.begin = data0 + off[0];
+        e.end = data0 + off[1];
+      } catch (const std::exception&) {
+        return DataLoss(where + ": expected dtype, shape and data_offsets [begin, end]");
+      }
+      const uint64_t item = e.dtype == "F32" ? 4 : (e.dtype == "F16" || e.dtype == "BF16") ? 2 : 0;
+      if (item == 0) {
+        return InvalidArgument(where + ": field 'dtype': expected F32, F16 or BF16, got '" +
+                               e.dtype + "'");
+      }
+      uint64_t n = 1;
+      for (int64_t d : e.shape) n *= d < 0 ? 0 : static_cast<uint64_t>(d);
+      if (e.end < e.begin || e.end > size || e.end - e.begin != n * item) {
+        return DataLoss(where + ": field 'data_offsets' covers " + std::to_string(e.end - e.begin) +
+                        " bytes at " + std::to_string(e.begin - data0) + ", expected " +
+                        std::to_string(n * item) + " bytes inside the file's " +
+                        std::to_string(size - data0));
+      }
+      ix.entries_[name] = std::move(e);
+    }
+    return ix;
+  }
+
+  SafetensorsIndex() = default;
+  SafetensorsIndex(SafetensorsIndex&& o) noexcept { *this = std::move(o); }
+  SafetensorsIndex& operator=(SafetensorsIndex&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    path_ = std::move(o.path_);
+    entries_ = std::move(o.entries_);
+    metadata_ = std::move(o.metadata_);
+    return *this;
+  }
+  ~SafetensorsIndex() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // Tensor `name` widened to fp32.
+  Status Read(const std::string& name, std::vector<float>* out) const {
+    const Entry& e = entries_.at(name);
+    std::vector<char> raw(e.end - e.begin);
+    for (size_t at = 0; at < raw.size();) {
+      const ssize_t r =
+          ::pread(fd_, raw.data() + at, raw.size() - at, static_cast<off_t>(e.begin + at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        return ErrnoError("read '" + path_ + "' tensor '" + name + "'", r < 0 ? errno : EIO);
+      at += static_cast<size_t>(r);
+    }
+    const size_t n = raw.size() / (e.dtype == "F32" ? 4 : 2);
+    out->resize(n);
+    if (e.dtype == "F32") {
+      std::memcpy(out->data(), raw.data(), raw.size());
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, raw.data() + 2 * i, 2);
+        if (e.dtype == "BF16") {
+          const uint32_t u = static_cast<uint32_t>(h) << 16;
+          std::memcpy(&(*out)[i], &u, 4);
+        } else {
+          _Float16 f;
+          std::memcpy(&f, &h, 2);
+          (*out)[i] = static_cast<float>(f);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+std::string ShapeString(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+Result<ImportResult> ImportSafetensors(const std::string& file, const std::string& out_root,
+                                       int64_t heads) {
+  LOOM_ASSIGN_OR_RETURN(SafetensorsIndex ix, SafetensorsIndex::Open(file));
+  const auto& entries = ix.entries();
+  auto meta_it = ix.metadata().find("naming");
+  const bool loom_names = (meta_it != ix.metadata().end() && meta_it->second == "loom") ||
+                          (entries.count("wte") && !entries.count("wte.weight"));
+  // The file's name of each tensor, under Hugging Face's optional `transformer.` prefix.
+  const std::string prefix =
+      !loom_names && entries.count("transformer.wte.weight") ? "transformer." : "";
+  auto find = [&](const std::string& name) -> const Entry* {
+    auto it = entries.find(prefix + name);
+    return it == entries.end() ? nullptr : &it->second;
+  };
+  const Entry* wte = find(loom_names ? "wte" : "wte.weight");
+  const Entry* wpe = find(loom_names ? "wpe" : "wpe.weight");
+  if (wte == nullptr || wpe == nullptr || wte->shape.size() != 2 || wpe->shape.size() != 2) {
+    return InvalidArgument(file + ": expected GPT-2 weights: tensors '" + prefix +
+                           (loom_names ? "wte' and 'wpe'" : "wte.weight' and 'wpe.weight'") +
+                           " of two dimensions");
+  }
+  ImportResult out;
+  ModelConfig& model = out.model;
+  model.vocab = wte->shape[0];
+  model.hidden = wte->shape[1];
+  model.max_seq = wpe->shape[0];
+  std::set<int64_t> layer_ids;
+  for (const auto& [name, e] : entries) {
+    long long l = -1;
+    if (name.rfind(prefix + "h.", 0) == 0 &&
+        std::sscanf(name.c_str() + prefix.size(), "h.%lld.", &l) == 1) {
+      layer_ids.insert(l);
+    }
+  }
+  model.layers = static_cast<int64_t>(layer_ids.size());
+  if (heads == 0) {
+    auto h = ix.metadata().find("n_head");
+    if (h == ix.metadata().end()) {
+      return InvalidArgument(file +
+                             ": the number of attention heads is not in the file's "
+                             "metadata (n_head): give it with --heads");
+    }
+    heads = std::atoll(h->second.c_str());
+  }
+  model.heads = heads;
+  if (model.layers == 0 || heads <= 0 || model.hidden % heads != 0) {
+    return InvalidArgument(file + ": a GPT-2 of " + std::to_string(model.layers) +
+                           " layers, hidden " + std::to_string(model.hidden) + " and " +
+                           std::to_string(heads) + " heads: expected at least one layer and a " +
+                           "hidden size divisible by the heads");
+  }
+  // Every tensor of that model, by the file's name and layout.
+  const ParamLayout canonical = ParamLayout::ForModel(model, 1);
+  std::map<std::string, std::pair<std::string, bool>> file_name;  // canonical -> (name, transposed)
+  std::set<std::string> used;
+  for (const ParamInfo& p : canonical.params) {
+    bool transposed = false;
+    const std::string name = loom_names ? p.name : HuggingFaceGpt2Name(p.name, &transposed);
+    const Entry* e = find(name);
+    std::vector<int64_t> want(p.global_shape.begin(), p.global_shape.end());
+    if (transposed) std::swap(want[0], want[1]);
+    if (e == nullptr) {
+      return DataLoss(file + ": tensor '" + prefix + name + "' " + ShapeString(want) +
+                      " is missing (a GPT-2 of " + std::to_string(model.layers) + " layers)");
+    }
+    if (e->shape != want) {
+      return DataLoss(file + ": tensor '" + prefix + name + "': field 'shape' is " +
+                      ShapeString(e->shape) + ", expected " + ShapeString(want));
+    }
+    file_name[p.name] = {prefix + name, transposed};
+    used.insert(prefix + name);
+  }
+  std::vector<float> a, b;
+  for (const auto& [name, e] : entries) {
+    if (used.count(name)) continue;
+    long long l = -1;
+    char tail[32] = {};
+    const bool buffer =
+        !loom_names &&
+        std::sscanf(name.c_str() + prefix.size(), "h.%lld.attn.%31s", &l, tail) == 2 &&
+        (std::strcmp(tail, "bias") == 0 || std::strcmp(tail, "masked_bias") == 0);
+    if (buffer) {
+      ++out.skipped;
+      continue;
+    }
+    if (name == "lm_head.weight" && !loom_names) {  // tied: must be wte itself
+      LOOM_RETURN_IF_ERROR(ix.Read(name, &a));
+      LOOM_RETURN_IF_ERROR(ix.Read(prefix + "wte.weight", &b));
+      if (e.shape != wte->shape || a != b) {
+        return InvalidArgument(file + ": tensor 'lm_head.weight' differs from '" + prefix +
+                               "wte.weight': Loom's GPT-2 ties the head to the embedding");
+      }
+      ++out.skipped;
+      continue;
+    }
+    return InvalidArgument(file + ": tensor '" + name + "' is not part of a GPT-2 of " +
+                           std::to_string(model.layers) + " layers (" +
+                           (loom_names ? "Loom" : "Hugging Face") + " names)");
+  }
+
+  if (!ListCheckpoints(out_root).empty()) {
+    return FailedPrecondition(out_root +
+                              ": already holds checkpoints; import into an empty or "
+                              "new directory");
+  }
+  Layout lay;  // one rank
+  const RankShardPlan plan = PlanRank(model, lay, 0);
+  const std::string tmp = TempStepDir(out_root, 0);
+  std::string loaded;  // the tensor in `current`, canonical name
+  std::vector<float> current, raw;
+  auto source = [&](StateKind s, size_t k, std::vector<float>* scratch) -> Result<const float*> {
+    const Piece& p = plan.writes[k];
+    if (s != StateKind::kParam) {  // AdamW starts from zero moments
+      scratch->assign(static_cast<size_t>(p.region.size()), 0.0f);
+      return static_cast<const float*>(scratch->data());
+    }
+    const ParamInfo& info = plan.layout.params[static_cast<size_t>(p.param)];
+    const Region whole = WholeRegion(info);
+    if (loaded != info.name) {
+      const auto& [name, transposed] = file_name.at(info.name);
+      LOOM_RETURN_IF_ERROR(ix.Read(name, transposed ? &raw : &current));
+      if (transposed) {  // [in, out] -> [out, in]
+        current.resize(raw.size());
+        for (int64_t i = 0; i < whole.rows; ++i) {
+          for (int64_t j = 0; j < whole.cols; ++j)
+            current[i * whole.cols + j] = raw[j * whole.rows + i];
+        }
+      }
+      loaded = info.name;
+      ++out.tensors;
+    }
+    // The piece's box of the [out, in] matrix (the fused QKV weight is written in blocks), and
+    // a flat range inside it.
+    const Region& g = p.region;
+    if (g.col0 == 0 && g.cols == whole.cols) {
+      return static_cast<const float*>(current.data()) + g.row0 * whole.cols + g.flat_begin;
+    }
+    scratch->resize(static_cast<size_t>(g.size()));
+    for (int64_t f = g.flat_begin; f < g.flat_end; ++f) {
+      (*scratch)[static_cast<size_t>(f - g.flat_begin)] =
+          current[static_cast<size_t>((g.row0 + f / g.cols) * whole.cols + g.col0 + f % g.cols)];
+    }
+    return static_cast<const float*>(scratch->data());
+  };
+  proto::CheckpointMetadata base;
+  base.set_step(0);
+  proto::ModelSpec* mo = base.mutable_model();
+  mo->set_arch("gpt2");
+  mo->set_vocab(model.vocab);
+  mo->set_max_seq(model.max_seq);
+  mo->set_layers(model.layers);
+  mo->set_heads(model.heads);
+  mo->set_hidden(model.hidden);
+  proto::LayoutSpec* l = base.mutable_saved_layout();
+  l->set_tp(1);
+  l->set_cp(1);
+  l->set_pp(1);
+  l->set_vpp(1);
+  l->set_dp(1);
+  base.mutable_optimizer()->set_name("adamw");
+  base.mutable_optimizer()->set_step_count(0);
+  base.mutable_rng()->set_generator("imported from " + file + ": no training state");
+  Status st = MakeDirs(out_root);
+  if (st.ok()) st = WriteRankFiles(tmp, 0, plan, source).status();
+  if (st.ok()) st = CommitCheckpoint(out_root, tmp, 1, model, base);
+  if (!st.ok()) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    return st;
+  }
+  out.dir = JoinPath(out_root, StepDirName(0));
+  return out;
+}
+
+}  // namespace loom
