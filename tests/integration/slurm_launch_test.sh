@@ -3,7 +3,8 @@
 # and munge on 127.0.0.1, state under WORK_DIR, its own ports) is started, `salloc -n 4 loom
 # launch JOB --launcher srun` must train the job through `srun --mpi=pmix` and the coordinator,
 # and ending exactly as `mpirun loom train` of the same job does; outside an allocation the srun
-# launcher is refused with the reason. The cluster is shut down at the end.
+# launcher is refused with the reason; `scancel --signal=USR1` of a running job stops every rank
+# after the same step, saved (checkpoint.signal). The cluster is shut down at the end.
 # Usage: slurm_launch_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -92,4 +93,35 @@ env -u SLURM_JOB_ID "$loom" launch "$dir/job.yaml" --launcher srun --np 4 > "$di
   && { echo "FAIL: srun launcher outside an allocation"; fail=1; }
 grep -qF "run loom launch inside a Slurm allocation" "$dir/outside.log" \
   && echo "PASS srun outside an allocation is refused" || { echo "FAIL: $(cat "$dir/outside.log")"; fail=1; }
+
+# Preemption as Slurm does it: `scancel --signal=USR1` (what `--signal=USR1@T` sends before the
+# time limit) reaches the srun-launched workers; every rank stops after the same step with that
+# step saved, and loom launch names it.
+sed "s#^steps: .*#steps: 3000\ncheckpoint: {dir: $dir/preempt, every: 25}\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//" \
+  "$dir/job.yaml" > "$dir/preempt.yaml"
+timeout 300 salloc -n 4 "$loom" launch "$dir/preempt.yaml" --launcher srun --np 4 > "$dir/preempt.log" 2>&1 &
+salloc_pid=$!
+job_id="" last=0
+for _ in $(seq 1200); do
+  job_id=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$dir/preempt.log" | head -1)
+  last=$(grep -oE "step +[0-9]+/" "$dir/preempt.log" | tail -1 | tr -dc 0-9)
+  [[ -n $job_id && -n $last && $last -ge 30 ]] && break
+  sleep 0.1
+done
+if [[ -z $job_id || -z $last || $last -lt 30 ]]; then
+  echo "FAIL: the preemption run never reached step 30: $(tail -5 "$dir/preempt.log")"; fail=1
+else
+  scancel --signal=USR1 "$job_id"
+  wait "$salloc_pid" && { echo "FAIL: loom launch reported success after the stop"; fail=1; }
+  stop=$(sed -n 's/.*rank 0 .*: stopped after step \([0-9]*\) on SIGUSR1, with checkpoint .* saved$/\1/p' "$dir/preempt.log")
+  if [[ -z $stop ]]; then
+    echo "FAIL: no stop named: $(tail -8 "$dir/preempt.log")"; fail=1
+  elif [[ $(grep -c "stopped after step $stop on SIGUSR1" "$dir/preempt.log") != 4 ]]; then
+    echo "FAIL: not every rank stopped after step $stop"; fail=1
+  elif ! "$loom" ckpt verify "$dir/preempt/$(printf 'step_%08d' "$stop")" > /dev/null; then
+    echo "FAIL: the checkpoint of step $stop does not verify"; fail=1
+  else
+    echo "PASS scancel --signal=USR1: all 4 srun ranks stopped after step $stop, its checkpoint committed"
+  fi
+fi
 exit $fail
