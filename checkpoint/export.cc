@@ -154,7 +154,10 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
       narrow.resize(buf.size());
       if (dtype == ExportDtype::kBF16) ToBf16(data, narrow.data(), buf.size());
       if (dtype == ExportDtype::kF16) {
-        st = ToF16(data, narrow.data(), buf.size(), dir + ": tensor '" + p.name + "'");
+        // The index is the exported tensor's (Hugging Face linear weights are transposed).
+        bool t = false;
+        const std::string out_name = hf ? HuggingFaceGpt2Name(p.name, &t) : p.name;
+        st = ToF16(data, narrow.data(), buf.size(), dir + ": tensor '" + out_name + "'");
         if (!st.ok()) break;
       }
       bytes = narrow.data();

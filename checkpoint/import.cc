@@ -27,6 +27,12 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kMaxHeaderBytes = 100 << 20;
 
+std::string ShapeString(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
 struct Entry {
   std::string dtype;  // F32, F16 or BF16
   std::vector<int64_t> shape;
@@ -77,10 +83,14 @@ class SafetensorsIndex {
       try {
         e.dtype = v.at("dtype").get<std::string>();
         e.shape = v.at("shape").get<std::vector<int64_t>>();
-        const auto off = v.at("data_offsets").get<std::vector<uint64_t>>();
-        if (off.size() != 2) throw std::runtime_error("two offsets");
-        e.begin = data0 + off[0];
-        e.end = data0 + off[1];
+        const auto off = v.at("data_offsets").get<std::vector<int64_t>>();
+        if (off.size() != 2 || off[0] < 0 || off[1] < off[0] ||
+            static_cast<uint64_t>(off[1]) > size - data0) {
+          return DataLoss(where + ": field 'data_offsets' is not a range inside the file's " +
+                          std::to_string(size - data0) + " bytes of data");
+        }
+        e.begin = data0 + static_cast<uint64_t>(off[0]);
+        e.end = data0 + static_cast<uint64_t>(off[1]);
       } catch (const std::exception&) {
         return DataLoss(where + ": expected dtype, shape and data_offsets [begin, end]");
       }
@@ -89,13 +99,17 @@ class SafetensorsIndex {
         return InvalidArgument(where + ": field 'dtype': expected F32, F16 or BF16, got '" +
                                e.dtype + "'");
       }
-      uint64_t n = 1;
-      for (int64_t d : e.shape) n *= d < 0 ? 0 : static_cast<uint64_t>(d);
-      if (e.end < e.begin || e.end > size || e.end - e.begin != n * item) {
+      uint64_t bytes = item;
+      for (int64_t d : e.shape) {
+        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
+          return DataLoss(where + ": field 'shape' " + ShapeString(e.shape) +
+                          ": expected dimensions >= 0 whose product fits in the file");
+        }
+      }
+      if (e.end - e.begin != bytes) {
         return DataLoss(where + ": field 'data_offsets' covers " + std::to_string(e.end - e.begin) +
                         " bytes at " + std::to_string(e.begin - data0) + ", expected " +
-                        std::to_string(n * item) + " bytes inside the file's " +
-                        std::to_string(size - data0));
+                        std::to_string(bytes) + " for " + e.dtype + ShapeString(e.shape));
       }
       ix.entries_[name] = std::move(e);
     }
@@ -158,12 +172,6 @@ class SafetensorsIndex {
   std::map<std::string, std::string> metadata_;
 };
 
-std::string ShapeString(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 Result<ImportResult> ImportSafetensors(const std::string& file, const std::string& out_root,
@@ -201,6 +209,12 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
     }
   }
   model.layers = static_cast<int64_t>(layer_ids.size());
+  if (model.vocab <= 0 || model.hidden <= 0 || model.max_seq <= 0) {
+    return InvalidArgument(file + ": tensors '" + prefix + (loom_names ? "wte' " : "wte.weight' ") +
+                           ShapeString(wte->shape) + " and '" + prefix +
+                           (loom_names ? "wpe' " : "wpe.weight' ") + ShapeString(wpe->shape) +
+                           ": expected [vocab, hidden] and [max_seq, hidden], all above zero");
+  }
   if (heads == 0) {
     auto h = ix.metadata().find("n_head");
     if (h == ix.metadata().end()) {
@@ -254,7 +268,11 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
     if (name == "lm_head.weight" && !loom_names) {  // tied: must be wte itself
       LOOM_RETURN_IF_ERROR(ix.Read(name, &a));
       LOOM_RETURN_IF_ERROR(ix.Read(prefix + "wte.weight", &b));
-      if (e.shape != wte->shape || a != b) {
+      const bool same = e.shape == wte->shape && a.size() == b.size() &&
+                        std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+      std::vector<float>().swap(a);  // the two copies are not kept while writing
+      std::vector<float>().swap(b);
+      if (!same) {
         return InvalidArgument(file + ": tensor 'lm_head.weight' differs from '" + prefix +
                                "wte.weight': Loom's GPT-2 ties the head to the embedding");
       }
@@ -328,12 +346,16 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
   base.mutable_optimizer()->set_name("adamw");
   base.mutable_optimizer()->set_step_count(0);
   base.mutable_rng()->set_generator("imported from " + file + ": no training state");
+  std::error_code ec;
+  const bool existed = fs::exists(out_root, ec);
   Status st = MakeDirs(out_root);
   if (st.ok()) st = WriteRankFiles(tmp, 0, plan, source).status();
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, 1, model, base);
-  if (!st.ok()) {
-    std::error_code ec;
+  if (!st.ok()) {  // never leave a partial output behind (the root held no checkpoint)
     fs::remove_all(tmp, ec);
+    fs::remove_all(JoinPath(out_root, StepDirName(0)), ec);
+    fs::remove(JoinPath(out_root, kLatestFile), ec);
+    if (!existed) fs::remove(out_root, ec);  // only if empty
     return st;
   }
   out.dir = JoinPath(out_root, StepDirName(0));

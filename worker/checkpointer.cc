@@ -207,15 +207,19 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
   // The candidates, newest first, as world rank 0 sees them: every rank tries the same steps in
   // the same order even if its view of the directory differs (a rank that cannot read one
   // refuses it, and all fall back together).
+  // Only rank 0 looks, and a failure there still goes through the broadcast: the other ranks are
+  // waiting in it.
   std::vector<int64_t> steps;
+  Status listed;
   std::error_code ec;
-  if (fs::exists(fs::path(source) / kMetadataFile, ec)) {
-    LOOM_ASSIGN_OR_RETURN(proto::CheckpointMetadata m, ReadMetadata(source));
-    steps.push_back(m.step());
-  } else {
+  if (rank_ == 0 && fs::exists(fs::path(source) / kMetadataFile, ec)) {
+    Result<proto::CheckpointMetadata> m = ReadMetadata(source);
+    if (m.ok()) steps.push_back(m->step());
+    if (!m.ok()) listed = m.status();
+  } else if (rank_ == 0) {
     for (const auto& [step, dir] : ListCheckpoints(source)) steps.push_back(step);
   }
-  LOOM_RETURN_IF_ERROR(AgreeOnSteps(&steps));
+  LOOM_RETURN_IF_ERROR(AgreeOnSteps(&steps, listed));
   if (steps.empty() && required) {
     return NotFound(where + ": no checkpoint in '" + source + "' (expected a step directory with " +
                     kMetadataFile + " or a directory holding step_<N> ones)");
@@ -313,19 +317,26 @@ Result<int64_t> Checkpointer::Restore() {
   return LoadNewest(c.init_from, steps, init_where, LoadKind::kWeightsOnly);
 }
 
-Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps) {
-  if (world_ == nullptr) return Status::Ok();
-  // Rank 0's list: its length, then the steps (exact in floats up to 2^24).
+Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps, const Status& listed) {
+  if (world_ == nullptr) return listed;
+  // Rank 0's list: its length (-1: rank 0 could not list them), then the steps (exact in floats
+  // up to 2^24).
   constexpr size_t kMax = 4096;
   agreed_.assign(kMax + 1, 0.0f);
   if (rank_ == 0) {
     const size_t n = std::min(kMax, steps->size());
-    agreed_[0] = static_cast<float>(n);
+    agreed_[0] = listed.ok() ? static_cast<float>(n) : -1.0f;
     for (size_t i = 0; i < n; ++i) agreed_[i + 1] = static_cast<float>((*steps)[i]);
   }
   LOOM_RETURN_IF_ERROR(
       world_->BroadcastAsync(agreed_.data(), static_cast<int64_t>(agreed_.size()), 0)
           ->Wait(Clock::now() + std::chrono::milliseconds(WriterTimeoutMs())));
+  if (agreed_[0] < 0) {
+    return rank_ == 0 ? listed
+                      : DataLoss(
+                            "world rank 0 could not read the checkpoint to load (its "
+                            "error names the file)");
+  }
   steps->clear();
   for (size_t i = 0; i < static_cast<size_t>(agreed_[0]); ++i) {
     steps->push_back(static_cast<int64_t>(agreed_[i + 1]));
@@ -507,8 +518,8 @@ Status Checkpointer::Complete(bool wait) {
   // rank takes the same decision from the same result, at the same step.
   if (poll_) {
     Status st = poll_->Wait(world_->DefaultDeadline());
+    LOOM_RETURN_IF_ERROR(st);  // the handle is kept: the destructor waits for it again
     poll_.reset();
-    LOOM_RETURN_IF_ERROR(st);
     LOOM_RETURN_IF_ERROR(Resolve(static_cast<int>(poll_value_)));
     if (pending_step_ < 0) return Status::Ok();
   }
@@ -542,8 +553,8 @@ Result<int> Checkpointer::StopVote(int signal) {
   int agreed = 0;
   if (stop_poll_) {  // started after the previous step: every rank has passed that point
     Status st = stop_poll_->Wait(world_->DefaultDeadline());
+    LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));  // kept, as poll_
     stop_poll_.reset();
-    LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));
     agreed = static_cast<int>(stop_value_);
   }
   if (agreed == 0) {
@@ -557,8 +568,8 @@ Status Checkpointer::Finish(int64_t step, bool save) {
   if (job_.checkpoint.dir.empty()) return Status::Ok();
   if (stop_poll_) {  // a stop vote in flight: complete it before the votes below
     Status st = stop_poll_->Wait(world_->DefaultDeadline());
+    LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));  // kept, as poll_
     stop_poll_.reset();
-    LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));
   }
   if ((job_.checkpoint.final || save) && step != last_started_) LOOM_RETURN_IF_ERROR(Save(step));
   const auto t0 = std::chrono::steady_clock::now();

@@ -112,8 +112,9 @@ class Checkpointer {
                              const std::string& where, LoadKind kind);
   // Maximum of `v` over the world (v itself for one process).
   Result<int> AllMax(int v);
-  // Replaces *steps by world rank 0's list (a broadcast).
-  Status AgreeOnSteps(std::vector<int64_t>* steps);
+  // Replaces *steps by world rank 0's list (a broadcast). `listed`: whether rank 0 could list
+  // them; its error becomes every rank's (so no rank is left waiting in the broadcast).
+  Status AgreeOnSteps(std::vector<int64_t>* steps, const Status& listed);
   // Rank 0, after resuming `loaded`: renames newer checkpoints under `root` to
   // step_<N>.refused (those in `refused`) or step_<N>.abandoned.
   void SetAsideNewer(const std::string& root, int64_t loaded,

@@ -1,6 +1,8 @@
 // The stop signal: a flag set by the handler, read at step boundaries.
 #include "worker/stop_signal.h"
 
+#include <atomic>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <utility>
@@ -20,8 +22,10 @@ constexpr std::pair<const char*, int> kSignals[] = {
 }  // namespace
 
 Result<int> ParseStopSignal(const std::string& name, const std::string& where) {
-  if (name == "none") return 0;
-  const std::string bare = name.rfind("SIG", 0) == 0 ? name.substr(3) : name;
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "NONE") return 0;
+  const std::string bare = upper.rfind("SIG", 0) == 0 ? upper.substr(3) : upper;
   for (const auto& [n, sig] : kSignals) {
     if (bare == n) return sig;
   }
@@ -42,7 +46,9 @@ void InstallStopSignal(int sig) {
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // blocking I/O and waits carry on; the flag is read between steps
+  // SA_RESTART: blocking I/O and waits carry on, the flag is read between steps. SA_RESETHAND:
+  // a second signal has its default effect, so a run stuck while saving can still be stopped.
+  sa.sa_flags = SA_RESTART | SA_RESETHAND;
   ::sigaction(sig, &sa, nullptr);
 }
 

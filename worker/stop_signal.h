@@ -11,12 +11,13 @@
 
 namespace loom {
 
-// "SIGUSR1", "USR1", "SIGUSR2", "SIGTERM", "SIGINT" (with or without the SIG prefix) -> the
-// signal number; "none" -> 0. Anything else is an error naming `where`.
+// "SIGUSR1", "USR1", "SIGUSR2", "SIGTERM", "SIGINT" (with or without the SIG prefix, any case)
+// -> the signal number; "none" -> 0. Anything else is an error naming `where`.
 Result<int> ParseStopSignal(const std::string& name, const std::string& where);
 std::string StopSignalName(int sig);  // "SIGUSR1"; "none" for 0
 
-// Records `sig` (when not 0) for PendingStopSignal instead of its default action. Idempotent.
+// Records the first `sig` (when not 0) for PendingStopSignal instead of its default action; a
+// second one has its default action again (a run stuck while saving can still be stopped).
 void InstallStopSignal(int sig);
 // The signal received since InstallStopSignal (0: none). Async-signal-safe to set, read anywhere.
 int PendingStopSignal();

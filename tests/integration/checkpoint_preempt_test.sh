@@ -26,8 +26,9 @@ start() {
   timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$yaml" \
     --checkpoint-dir "$dir/$name" --dump-losses "$dir/$name.txt" "$@" > "$dir/$name.log" 2>&1 &
   run_pid=$!
+  mpirun_pid=""
   for _ in $(seq 1 100); do  # this run's mpirun (never another test's)
-    mpirun_pid=$(pgrep -P "$run_pid" -x mpirun) && return 0
+    mpirun_pid=$(pgrep -P "$run_pid" -x mpirun) && [[ -n $mpirun_pid ]] && return 0
     sleep 0.1
   done
   echo "FAIL: run $name: no mpirun"
@@ -86,18 +87,21 @@ fi
 # One rank only: the vote carries it to all.
 start one "$dir/job.yaml"
 at_step one 30
-pid=$(pgrep -f "loom train --config $dir/job.yaml --checkpoint-dir $dir/one" | tail -1)
-kill -USR1 "$pid"
+ranks=($(pgrep -P "$mpirun_pid" -x loom))  # this run's four ranks, children of its mpirun
+[[ ${#ranks[@]} -eq 4 ]] || { echo "FAIL: run one: expected 4 ranks under mpirun $mpirun_pid, got ${#ranks[@]}"; exit 1; }
+kill -USR1 "${ranks[3]}"
 stopped one 138 SIGUSR1
 
 # Under loom launch: the workers stop the same way and the launcher names the saved checkpoint.
 sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched}#" "$dir/job.yaml" > "$dir/launched.yaml"
 timeout 300 "$loom" launch "$dir/launched.yaml" --np 4 > "$dir/launched.log" 2>&1 &
 launch_pid=$!
-for _ in $(seq 1 100); do
-  mpirun_pid=$(pgrep -P "$(pgrep -P "$launch_pid" -x loom)" -x mpirun) && break  # timeout/loom/
+mpirun_pid=""
+for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
+  mpirun_pid=$(pgrep -P "$(pgrep -P "$launch_pid" -x loom)" -x mpirun) && [[ -n $mpirun_pid ]] && break
   sleep 0.1
 done
+[[ -n $mpirun_pid ]] || { echo "FAIL: loom launch started no mpirun"; exit 1; }
 at_step launched 30
 kill -USR1 "$mpirun_pid"
 wait "$launch_pid" && { echo "FAIL: loom launch reported success after the stop"; fail=1; }

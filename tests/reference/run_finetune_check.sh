@@ -12,7 +12,8 @@
 #   6. `loom ckpt import`: A's Hugging Face export imported and trained from gives B's losses bit
 #      for bit; a file as the hub ships GPT-2 (prefix, mask buffers, tied lm_head, F16, no
 #      metadata) imports with --heads to A's weights rounded to F16; an untied head, a missing
-#      tensor, a truncated file, a missing head count and a non-empty output root are named errors.
+#      tensor, a truncated file, an overflowing
+#      shape, a missing head count and a non-empty output root are named errors.
 # Usage: run_finetune_check.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -94,6 +95,11 @@ bad["lm_head.weight"] = bad["lm_head.weight"] + np.float16(1)
 torch_gpt.write_safetensors(f"{d}/hub_untied.safetensors", bad)
 del out["transformer.h.1.mlp.c_fc.bias"]
 torch_gpt.write_safetensors(f"{d}/hub_missing.safetensors", out)
+# A header whose shape overflows 64 bits when multiplied out (a zero-length range must not pass).
+import json, struct
+header = json.dumps({"wte.weight": {"dtype": "F32", "shape": [2**62, 4], "data_offsets": [0, 0]}})
+with open(f"{d}/hub_overflow.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header.encode())
 PY
 "$loom" ckpt import "$dir/hub.safetensors" "$dir/hub" > "$dir/hub.log" 2>&1 \
   && { echo "FAIL: import without --heads or n_head succeeded"; fail=1; }
@@ -118,7 +124,7 @@ if list(got) != list(want) or bad:
 print(f"hub-style import: {len(got)} tensors, each A's weights rounded to F16, exactly")
 PY
 head -c 200000 "$dir/hub.safetensors" > "$dir/hub_truncated.safetensors"
-for f in untied missing truncated; do
+for f in untied missing truncated overflow; do
   "$loom" ckpt import "$dir/hub_$f.safetensors" "$dir/hub_$f" --heads 4 > "$dir/hub_$f.log" 2>&1 \
     && { echo "FAIL: import of hub_$f succeeded"; fail=1; }
   [[ -e $dir/hub_$f/step_00000000 ]] && { echo "FAIL: import of hub_$f left a checkpoint"; fail=1; }
@@ -128,8 +134,10 @@ grep -q "hub_untied.safetensors: tensor 'lm_head.weight' differs from 'transform
   "$dir/hub_untied.log" || { echo "FAIL: untied head not named"; fail=1; }
 grep -q "hub_missing.safetensors: tensor 'transformer.h.1.mlp.c_fc.bias' \[256\] is missing" \
   "$dir/hub_missing.log" || { echo "FAIL: missing tensor not named"; fail=1; }
-grep -q "hub_truncated.safetensors: tensor '.*': field 'data_offsets' covers" "$dir/hub_truncated.log" \
+grep -q "hub_truncated.safetensors: tensor '.*': field 'data_offsets' is not a range inside the file" "$dir/hub_truncated.log" \
   || { echo "FAIL: truncated file not named"; fail=1; }
+grep -q "hub_overflow.safetensors: tensor 'wte.weight': field 'shape' \[4611686018427387904, 4\]: expected dimensions >= 0 whose product fits" \
+  "$dir/hub_overflow.log" || { echo "FAIL: overflowing shape not named"; fail=1; }
 "$loom" ckpt import "$dir/a_hf.safetensors" "$dir/imported" > "$dir/again.log" 2>&1 \
   && { echo "FAIL: import into a root with checkpoints succeeded"; fail=1; }
 grep -q "already holds checkpoints" "$dir/again.log" || { echo "FAIL: again: $(cat "$dir/again.log")"; fail=1; }

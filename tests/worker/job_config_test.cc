@@ -62,8 +62,11 @@ TEST(JobConfig, CheckpointSignal) {
   auto job = LoadJobConfig(WriteJob(kGood));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->checkpoint.stop_signal, SIGUSR1);  // the default
-  for (const auto& [name, sig] : std::vector<std::pair<std::string, int>>{
-           {"SIGUSR2", SIGUSR2}, {"TERM", SIGTERM}, {"SIGINT", SIGINT}, {"none", 0}}) {
+  for (const auto& [name, sig] : std::vector<std::pair<std::string, int>>{{"SIGUSR2", SIGUSR2},
+                                                                          {"TERM", SIGTERM},
+                                                                          {"SIGINT", SIGINT},
+                                                                          {"sigusr2", SIGUSR2},
+                                                                          {"none", 0}}) {
     job = LoadJobConfig(WriteJob(std::string(kGood) + "checkpoint: {signal: " + name + "}\n"));
     ASSERT_TRUE(job.ok()) << job.status().ToString();
     EXPECT_EQ(job->checkpoint.stop_signal, sig) << name;
