@@ -36,22 +36,11 @@ Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
 
 }  // namespace
 
-Result<ExportDtype> ParseExportDtype(const std::string& name, const std::string& where) {
-  if (name == "f32" || name == "fp32" || name == "float32") return ExportDtype::kF32;
-  if (name == "bf16" || name == "bfloat16") return ExportDtype::kBF16;
-  if (name == "f16" || name == "fp16" || name == "float16") return ExportDtype::kF16;
+Result<DType> ParseExportDtype(const std::string& name, const std::string& where) {
+  if (name == "f32" || name == "fp32" || name == "float32") return DType::kF32;
+  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+  if (name == "f16" || name == "fp16" || name == "float16") return DType::kF16;
   return InvalidArgument(where + ": expected f32, bf16 or f16, got '" + name + "'");
-}
-
-const char* ExportDtypeName(ExportDtype dtype) {
-  switch (dtype) {
-    case ExportDtype::kBF16:
-      return "BF16";
-    case ExportDtype::kF16:
-      return "F16";
-    default:
-      return "F32";
-  }
 }
 
 void ToBf16(const float* in, uint16_t* out, size_t n) {
@@ -89,7 +78,7 @@ std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
 }
 
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
-                                       ExportNames names, ExportDtype dtype) {
+                                       ExportNames names, DType dtype) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
@@ -108,8 +97,8 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
                             {"n_layer", std::to_string(mo.layers())},
                             {"n_head", std::to_string(mo.heads())},
                             {"n_embd", std::to_string(mo.hidden())},
-                            {"dtype", ExportDtypeName(dtype)}};
-  const uint64_t elem = dtype == ExportDtype::kF32 ? 4 : 2;
+                            {"dtype", DTypeName(dtype)}};
+  const uint64_t elem = DTypeSize(dtype);
   uint64_t at = 0;
   for (const ParamInfo& p : canonical.params) {
     bool transposed = false;
@@ -118,7 +107,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
     if (transposed) std::swap(shape[0], shape[1]);
     const uint64_t n = static_cast<uint64_t>(p.numel()) * elem;
     header[out_name] = {
-        {"dtype", ExportDtypeName(dtype)}, {"shape", shape}, {"data_offsets", {at, at + n}}};
+        {"dtype", DTypeName(dtype)}, {"shape", shape}, {"data_offsets", {at, at + n}}};
     at += n;
   }
   std::string htext = header.dump();
@@ -140,7 +129,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
     st = reader->Read(p.name, StateKind::kParam, r, buf.data());
     if (!st.ok()) break;
     bool transposed = false;
-    if (hf) HuggingFaceGpt2Name(p.name, &transposed);
+    const std::string out_name = hf ? HuggingFaceGpt2Name(p.name, &transposed) : p.name;
     const float* data = buf.data();
     if (transposed) {
       transposed_buf.resize(buf.size());
@@ -150,13 +139,11 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
       data = transposed_buf.data();
     }
     const void* bytes = data;
-    if (dtype != ExportDtype::kF32) {
+    if (dtype != DType::kF32) {
       narrow.resize(buf.size());
-      if (dtype == ExportDtype::kBF16) ToBf16(data, narrow.data(), buf.size());
-      if (dtype == ExportDtype::kF16) {
+      if (dtype == DType::kBF16) ToBf16(data, narrow.data(), buf.size());
+      if (dtype == DType::kF16) {
         // The index is the exported tensor's (Hugging Face linear weights are transposed).
-        bool t = false;
-        const std::string out_name = hf ? HuggingFaceGpt2Name(p.name, &t) : p.name;
         st = ToF16(data, narrow.data(), buf.size(), dir + ": tensor '" + out_name + "'");
         if (!st.ok()) break;
       }

@@ -16,15 +16,14 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/tensor.h"  // DType
 
 namespace loom {
 
 enum class ExportNames { kHuggingFaceGpt2, kLoom };
-enum class ExportDtype { kF32, kBF16, kF16 };
-// "f32" / "bf16" / "f16" (also "fp32", "bfloat16", "fp16", "float16"); anything else: an error
-// naming `where`.
-Result<ExportDtype> ParseExportDtype(const std::string& name, const std::string& where);
-const char* ExportDtypeName(ExportDtype dtype);  // the safetensors spelling: "F32", "BF16", "F16"
+// "f32" / "bf16" / "f16" (also "fp32", "bfloat16", "fp16", "float16") -> kF32 / kBF16 / kF16;
+// anything else: an error naming `where`.
+Result<DType> ParseExportDtype(const std::string& name, const std::string& where);
 
 // Round-to-nearest-even conversions of n floats (NaN stays NaN). ToF16 fails on a finite value
 // that rounds beyond F16's largest (65504), naming `what` and the element's index.
@@ -38,7 +37,7 @@ struct ExportResult {
 
 // `src`: a step directory or a root (its newest checkpoint).
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
-                                       ExportNames names, ExportDtype dtype = ExportDtype::kF32);
+                                       ExportNames names, DType dtype = DType::kF32);
 
 // The Hugging Face GPT-2 name of canonical tensor `name`, and whether it is stored transposed.
 std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed);

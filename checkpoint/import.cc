@@ -2,14 +2,13 @@
 #include "checkpoint/import.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
+#include "core/safetensors.h"
 #include "parallel/layout.h"
 
 namespace loom {
@@ -25,171 +25,90 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kMaxHeaderBytes = 100 << 20;
-
-std::string ShapeString(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-struct Entry {
-  std::string dtype;  // F32, F16 or BF16
-  std::vector<int64_t> shape;
-  uint64_t begin = 0, end = 0;  // absolute file offsets
-};
-
-// The file's tensors, checked against its size; errors name the file and tensor.
-class SafetensorsIndex {
+// A safetensors file read a tensor at a time (core/safetensors.h checks its header), each
+// widened to fp32.
+class TensorReader {
  public:
-  static Result<SafetensorsIndex> Open(const std::string& path) {
-    SafetensorsIndex ix;
-    ix.path_ = path;
-    ix.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (ix.fd_ < 0) return ErrnoError("open '" + path + "'", errno);
-    struct stat st;
-    if (::fstat(ix.fd_, &st) != 0) return ErrnoError("stat '" + path + "'", errno);
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    uint64_t hlen = 0;
-    if (size < 8 || ::pread(ix.fd_, &hlen, 8, 0) != 8) {
-      return DataLoss(path + ": not a safetensors file (shorter than its 8-byte header length)");
-    }
-    if (hlen > size - 8 || hlen > kMaxHeaderBytes) {
-      return DataLoss(path + ": header length " + std::to_string(hlen) + " exceeds the file (" +
-                      std::to_string(size) + " bytes)");
-    }
-    std::string text(hlen, '\0');
-    if (::pread(ix.fd_, text.data(), hlen, 8) != static_cast<ssize_t>(hlen)) {
-      return ErrnoError("read '" + path + "'", errno);
-    }
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      return DataLoss(path + ": header: not JSON (" + e.what() + ")");
-    }
-    if (!header.is_object()) return DataLoss(path + ": header: expected a JSON object");
-    const uint64_t data0 = 8 + hlen;
-    for (const auto& [name, v] : header.items()) {
-      if (name == "__metadata__") {
-        if (!v.is_object()) return DataLoss(path + ": __metadata__: expected an object");
-        for (const auto& [k, s] : v.items()) {
-          if (s.is_string()) ix.metadata_[k] = s.get<std::string>();
-        }
-        continue;
+  static Result<std::unique_ptr<TensorReader>> Open(const std::string& path) {
+    LOOM_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(path));
+    for (const auto& [name, e] : header.tensors) {
+      if (e.dtype != DType::kF32 && e.dtype != DType::kF16 && e.dtype != DType::kBF16) {
+        return InvalidArgument(path + ": tensor '" + name + "': field 'dtype': expected F32, F16 " +
+                               "or BF16, got '" + DTypeName(e.dtype) + "'");
       }
-      const std::string where = path + ": tensor '" + name + "'";
-      Entry e;
-      try {
-        e.dtype = v.at("dtype").get<std::string>();
-        e.shape = v.at("shape").get<std::vector<int64_t>>();
-        const auto off = v.at("data_offsets").get<std::vector<int64_t>>();
-        if (off.size() != 2 || off[0] < 0 || off[1] < off[0] ||
-            static_cast<uint64_t>(off[1]) > size - data0) {
-          return DataLoss(where + ": field 'data_offsets' is not a range inside the file's " +
-                          std::to_string(size - data0) + " bytes of data");
-        }
-        e.begin = data0 + static_cast<uint64_t>(off[0]);
-        e.end = data0 + static_cast<uint64_t>(off[1]);
-      } catch (const std::exception&) {
-        return DataLoss(where + ": expected dtype, shape and data_offsets [begin, end]");
-      }
-      const uint64_t item = e.dtype == "F32" ? 4 : (e.dtype == "F16" || e.dtype == "BF16") ? 2 : 0;
-      if (item == 0) {
-        return InvalidArgument(where + ": field 'dtype': expected F32, F16 or BF16, got '" +
-                               e.dtype + "'");
-      }
-      uint64_t bytes = item;
-      for (int64_t d : e.shape) {
-        if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) {
-          return DataLoss(where + ": field 'shape' " + ShapeString(e.shape) +
-                          ": expected dimensions >= 0 whose product fits in the file");
-        }
-      }
-      if (e.end - e.begin != bytes) {
-        return DataLoss(where + ": field 'data_offsets' covers " + std::to_string(e.end - e.begin) +
-                        " bytes at " + std::to_string(e.begin - data0) + ", expected " +
-                        std::to_string(bytes) + " for " + e.dtype + ShapeString(e.shape));
-      }
-      ix.entries_[name] = std::move(e);
     }
-    return ix;
+    std::unique_ptr<TensorReader> r(new TensorReader(path, std::move(header)));
+    r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (r->fd_ < 0) return ErrnoError("open '" + path + "'", errno);
+    return r;
   }
-
-  SafetensorsIndex() = default;
-  SafetensorsIndex(SafetensorsIndex&& o) noexcept { *this = std::move(o); }
-  SafetensorsIndex& operator=(SafetensorsIndex&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    path_ = std::move(o.path_);
-    entries_ = std::move(o.entries_);
-    metadata_ = std::move(o.metadata_);
-    return *this;
-  }
-  ~SafetensorsIndex() {
+  ~TensorReader() {
     if (fd_ >= 0) ::close(fd_);
   }
 
-  const std::map<std::string, Entry>& entries() const { return entries_; }
-  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::map<std::string, SafetensorsEntry>& tensors() const { return header_.tensors; }
+  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
 
-  // Tensor `name` widened to fp32.
   Status Read(const std::string& name, std::vector<float>* out) const {
-    const Entry& e = entries_.at(name);
-    std::vector<char> raw(e.end - e.begin);
+    const SafetensorsEntry& e = header_.tensors.at(name);
+    std::vector<char> raw(e.bytes);
     for (size_t at = 0; at < raw.size();) {
       const ssize_t r =
-          ::pread(fd_, raw.data() + at, raw.size() - at, static_cast<off_t>(e.begin + at));
+          ::pread(fd_, raw.data() + at, raw.size() - at, static_cast<off_t>(e.offset + at));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
+      if (r <= 0) {
         return ErrnoError("read '" + path_ + "' tensor '" + name + "'", r < 0 ? errno : EIO);
+      }
       at += static_cast<size_t>(r);
     }
-    const size_t n = raw.size() / (e.dtype == "F32" ? 4 : 2);
+    const size_t n = raw.size() / DTypeSize(e.dtype);
     out->resize(n);
-    if (e.dtype == "F32") {
+    if (e.dtype == DType::kF32) {
       std::memcpy(out->data(), raw.data(), raw.size());
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, raw.data() + 2 * i, 2);
-        if (e.dtype == "BF16") {
-          const uint32_t u = static_cast<uint32_t>(h) << 16;
-          std::memcpy(&(*out)[i], &u, 4);
-        } else {
-          _Float16 f;
-          std::memcpy(&f, &h, 2);
-          (*out)[i] = static_cast<float>(f);
-        }
+      return Status::Ok();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      if (e.dtype == DType::kBF16) {
+        const uint32_t u = static_cast<uint32_t>(h) << 16;
+        std::memcpy(&(*out)[i], &u, 4);
+      } else {
+        _Float16 f;
+        std::memcpy(&f, &h, 2);
+        (*out)[i] = static_cast<float>(f);
       }
     }
     return Status::Ok();
   }
 
  private:
-  int fd_ = -1;
+  TensorReader(std::string path, SafetensorsHeader header)
+      : path_(std::move(path)), header_(std::move(header)) {}
   std::string path_;
-  std::map<std::string, Entry> entries_;
-  std::map<std::string, std::string> metadata_;
+  SafetensorsHeader header_;
+  int fd_ = -1;
 };
 
 }  // namespace
 
 Result<ImportResult> ImportSafetensors(const std::string& file, const std::string& out_root,
                                        int64_t heads) {
-  LOOM_ASSIGN_OR_RETURN(SafetensorsIndex ix, SafetensorsIndex::Open(file));
-  const auto& entries = ix.entries();
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<TensorReader> reader, TensorReader::Open(file));
+  const TensorReader& ix = *reader;
+  const auto& entries = ix.tensors();
   auto meta_it = ix.metadata().find("naming");
   const bool loom_names = (meta_it != ix.metadata().end() && meta_it->second == "loom") ||
                           (entries.count("wte") && !entries.count("wte.weight"));
   // The file's name of each tensor, under Hugging Face's optional `transformer.` prefix.
   const std::string prefix =
       !loom_names && entries.count("transformer.wte.weight") ? "transformer." : "";
-  auto find = [&](const std::string& name) -> const Entry* {
+  auto find = [&](const std::string& name) -> const SafetensorsEntry* {
     auto it = entries.find(prefix + name);
     return it == entries.end() ? nullptr : &it->second;
   };
-  const Entry* wte = find(loom_names ? "wte" : "wte.weight");
-  const Entry* wpe = find(loom_names ? "wpe" : "wpe.weight");
+  const SafetensorsEntry* wte = find(loom_names ? "wte" : "wte.weight");
+  const SafetensorsEntry* wpe = find(loom_names ? "wpe" : "wpe.weight");
   if (wte == nullptr || wpe == nullptr || wte->shape.size() != 2 || wpe->shape.size() != 2) {
     return InvalidArgument(file + ": expected GPT-2 weights: tensors '" + prefix +
                            (loom_names ? "wte' and 'wpe'" : "wte.weight' and 'wpe.weight'") +
@@ -211,8 +130,8 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
   model.layers = static_cast<int64_t>(layer_ids.size());
   if (model.vocab <= 0 || model.hidden <= 0 || model.max_seq <= 0) {
     return InvalidArgument(file + ": tensors '" + prefix + (loom_names ? "wte' " : "wte.weight' ") +
-                           ShapeString(wte->shape) + " and '" + prefix +
-                           (loom_names ? "wpe' " : "wpe.weight' ") + ShapeString(wpe->shape) +
+                           ShapeToString(wte->shape) + " and '" + prefix +
+                           (loom_names ? "wpe' " : "wpe.weight' ") + ShapeToString(wpe->shape) +
                            ": expected [vocab, hidden] and [max_seq, hidden], all above zero");
   }
   if (heads == 0) {
@@ -238,16 +157,16 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
   for (const ParamInfo& p : canonical.params) {
     bool transposed = false;
     const std::string name = loom_names ? p.name : HuggingFaceGpt2Name(p.name, &transposed);
-    const Entry* e = find(name);
+    const SafetensorsEntry* e = find(name);
     std::vector<int64_t> want(p.global_shape.begin(), p.global_shape.end());
     if (transposed) std::swap(want[0], want[1]);
     if (e == nullptr) {
-      return DataLoss(file + ": tensor '" + prefix + name + "' " + ShapeString(want) +
+      return DataLoss(file + ": tensor '" + prefix + name + "' " + ShapeToString(want) +
                       " is missing (a GPT-2 of " + std::to_string(model.layers) + " layers)");
     }
     if (e->shape != want) {
       return DataLoss(file + ": tensor '" + prefix + name + "': field 'shape' is " +
-                      ShapeString(e->shape) + ", expected " + ShapeString(want));
+                      ShapeToString(e->shape) + ", expected " + ShapeToString(want));
     }
     file_name[p.name] = {prefix + name, transposed};
     used.insert(prefix + name);

@@ -79,12 +79,12 @@ Status RunExport(const CkptOptions& o) {
   } else {
     return InvalidArgument("--names: expected 'hf' or 'loom', got '" + o.names + "'");
   }
-  LOOM_ASSIGN_OR_RETURN(ExportDtype dtype, ParseExportDtype(o.dtype, "--dtype"));
+  LOOM_ASSIGN_OR_RETURN(DType dtype, ParseExportDtype(o.dtype, "--dtype"));
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
   std::printf("wrote %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(), r.tensors,
               static_cast<double>(r.bytes) / (1 << 20),
               names == ExportNames::kHuggingFaceGpt2 ? "Hugging Face GPT-2" : "Loom",
-              ExportDtypeName(dtype));
+              DTypeName(dtype));
   return Status::Ok();
 }
 

@@ -1,8 +1,14 @@
 // Safetensors writer/reader on nlohmann::json.
 #include "core/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "core/file_util.h"
 
@@ -37,23 +43,23 @@ Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>&
   return WriteFileAtomicParts(path, parts.data(), parts.size());
 }
 
-Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
-  LOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  auto bad = [&](const std::string& what) {
-    return DataLoss("safetensors '" + path + "': " + what);
-  };
-  if (bytes.size() < 8) return bad("file is " + std::to_string(bytes.size()) + " bytes, no header");
-  uint64_t len = 0;
-  std::memcpy(&len, bytes.data(), 8);
-  if (len > bytes.size() - 8) {
-    return bad("header length " + std::to_string(len) + " exceeds file size " +
-               std::to_string(bytes.size()));
-  }
-  nlohmann::json header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + len, nullptr,
+namespace {
+
+// Headers larger than this are refused before being read (real ones are kilobytes).
+constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+
+Status Bad(const std::string& path, const std::string& what) {
+  return DataLoss("safetensors '" + path + "': " + what);
+}
+
+// Parses header `json` of a file whose data section is `data_size` bytes from `data_begin`.
+Result<SafetensorsHeader> ParseHeader(const std::string& path, std::string_view json,
+                                      uint64_t data_begin, uint64_t data_size) {
+  auto bad = [&](const std::string& what) { return Bad(path, what); };
+  nlohmann::json header = nlohmann::json::parse(json.begin(), json.end(), nullptr,
                                                 /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return bad("header is not a JSON object");
-  const size_t data_begin = 8 + len, data_size = bytes.size() - data_begin;
-  SafetensorsFile out;
+  SafetensorsHeader out;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const nlohmann::json& e = it.value();
@@ -72,28 +78,86 @@ Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
     }
     Result<DType> dtype = DTypeFromName(e["dtype"].get<std::string>());
     if (!dtype.ok()) return bad("tensor '" + name + "': " + dtype.status().message());
-    Shape shape;
+    SafetensorsEntry t;
+    t.dtype = *dtype;
+    uint64_t expect = DTypeSize(*dtype);
     for (const auto& d : e["shape"]) {
       if (!d.is_number_unsigned())
         return bad("tensor '" + name + "': shape must be non-negative integers");
-      shape.push_back(d.get<int64_t>());
+      t.shape.push_back(d.get<int64_t>());
+      if (t.shape.back() < 0 ||
+          __builtin_mul_overflow(expect, static_cast<uint64_t>(t.shape.back()), &expect)) {
+        return bad("tensor '" + name + "': shape " + ShapeToString(t.shape) +
+                   "...: its size in bytes overflows 64 bits");
+      }
     }
     if (!e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned()) {
       return bad("tensor '" + name + "': data_offsets must be non-negative integers");
     }
-    uint64_t b = e["data_offsets"][0].get<uint64_t>(), en = e["data_offsets"][1].get<uint64_t>();
-    size_t expect = static_cast<size_t>(NumElements(shape)) * DTypeSize(*dtype);
+    const uint64_t b = e["data_offsets"][0].get<uint64_t>();
+    const uint64_t en = e["data_offsets"][1].get<uint64_t>();
     if (en < b || en > data_size || en - b != expect) {
       return bad("tensor '" + name + "': data_offsets [" + std::to_string(b) + ", " +
                  std::to_string(en) + ") do not hold " + std::to_string(expect) + " bytes of " +
-                 DTypeName(*dtype) + ShapeToString(shape) + " within " + std::to_string(data_size) +
-                 " data bytes (truncated file?)");
+                 DTypeName(*dtype) + ShapeToString(t.shape) + " within " +
+                 std::to_string(data_size) + " data bytes (truncated file?)");
     }
-    LOOM_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(shape, *dtype, MemTag::kOther));
-    std::memcpy(t.raw(), bytes.data() + data_begin + b, expect);
+    t.offset = data_begin + b;
+    t.bytes = expect;
     out.tensors.emplace(name, std::move(t));
   }
   return out;
+}
+
+}  // namespace
+
+Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  if (bytes.size() < 8) {
+    return Bad(path, "file is " + std::to_string(bytes.size()) + " bytes, no header");
+  }
+  uint64_t len = 0;
+  std::memcpy(&len, bytes.data(), 8);
+  if (len > bytes.size() - 8) {
+    return Bad(path, "header length " + std::to_string(len) + " exceeds file size " +
+                         std::to_string(bytes.size()));
+  }
+  LOOM_ASSIGN_OR_RETURN(
+      SafetensorsHeader header,
+      ParseHeader(path, std::string_view(bytes).substr(8, len), 8 + len, bytes.size() - 8 - len));
+  SafetensorsFile out;
+  out.metadata = std::move(header.metadata);
+  for (const auto& [name, e] : header.tensors) {
+    LOOM_ASSIGN_OR_RETURN(Tensor t, Tensor::Zeros(e.shape, e.dtype, MemTag::kOther));
+    std::memcpy(t.raw(), bytes.data() + e.offset, e.bytes);
+    out.tensors.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open '" + path + "'", errno);
+  struct stat st;
+  uint64_t len = 0;
+  std::string json;
+  Status s;
+  if (::fstat(fd, &st) != 0) {
+    s = ErrnoError("stat '" + path + "'", errno);
+  } else if (st.st_size < 8 || ::pread(fd, &len, 8, 0) != 8) {
+    s = Bad(path, "file is " + std::to_string(st.st_size) + " bytes, no header");
+  } else if (len > static_cast<uint64_t>(st.st_size) - 8 || len > kMaxHeaderBytes) {
+    s = Bad(path, "header length " + std::to_string(len) + " exceeds file size " +
+                      std::to_string(st.st_size));
+  } else {
+    json.resize(len);
+    if (::pread(fd, json.data(), len, 8) != static_cast<ssize_t>(len)) {
+      s = ErrnoError("read '" + path + "'", errno);
+    }
+  }
+  ::close(fd);
+  LOOM_RETURN_IF_ERROR(s);
+  return ParseHeader(path, json, 8 + len, static_cast<uint64_t>(st.st_size) - 8 - len);
 }
 
 }  // namespace loom

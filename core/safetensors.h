@@ -31,4 +31,19 @@ struct SafetensorsFile {
 
 Result<SafetensorsFile> ReadSafetensors(const std::string& path);
 
+// One tensor's place in a file: `bytes` bytes from `offset` (counted from the file's start).
+struct SafetensorsEntry {
+  DType dtype = DType::kF32;
+  Shape shape;
+  uint64_t offset = 0, bytes = 0;
+};
+struct SafetensorsHeader {
+  std::map<std::string, SafetensorsEntry> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Reads and checks only the header (the same checks as ReadSafetensors: every range inside the
+// file and of its dtype x shape's size), for files read a tensor at a time.
+Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path);
+
 }  // namespace loom

@@ -26,6 +26,8 @@ size_t DTypeSize(DType dtype) {
       return 2;
     case DType::kU32:
       return 4;
+    case DType::kF16:
+      return 2;
   }
   return 0;
 }
@@ -46,17 +48,19 @@ const char* DTypeName(DType dtype) {
       return "U16";
     case DType::kU32:
       return "U32";
+    case DType::kF16:
+      return "F16";
   }
   return "?";
 }
 
 Result<DType> DTypeFromName(const std::string& name) {
   for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kI32, DType::kI64, DType::kU16,
-                  DType::kU32}) {
+                  DType::kU32, DType::kF16}) {
     if (name == DTypeName(d)) return d;
   }
   return InvalidArgument("unknown dtype '" + name +
-                         "' (expected F32, F64, BF16, I32, I64, U16, U32)");
+                         "' (expected F32, F64, BF16, F16, I32, I64, U16, U32)");
 }
 
 int64_t NumElements(const Shape& shape) {

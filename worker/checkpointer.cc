@@ -29,6 +29,13 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 // Flags exchanged while a save is in flight (the maximum over ranks wins).
 constexpr int kWritten = 0, kWriting = 1, kFailed = 2;
 
+// The checkpoint root of `source`: itself, or the parent of a step directory.
+std::string RootOf(const std::string& source) {
+  std::error_code ec;
+  const bool step_dir = fs::exists(fs::path(source) / kMetadataFile, ec);
+  return step_dir ? fs::path(source).parent_path().string() : source;
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world_rank,
@@ -231,8 +238,7 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
                                          const std::vector<int64_t>& steps,
                                          const std::string& where, LoadKind kind) {
   std::error_code ec;
-  const bool single = fs::exists(fs::path(source) / kMetadataFile, ec);
-  const std::string root = single ? fs::path(source).parent_path().string() : source;
+  const std::string root = RootOf(source);
   const bool weights_only = kind == LoadKind::kWeightsOnly;
   // Resuming the run that saves into checkpoint.dir: its later saves replace what follows.
   const bool same_root = !weights_only && !job_.checkpoint.dir.empty() &&
@@ -297,8 +303,7 @@ Result<int64_t> Checkpointer::Restore() {
   }
   // Saving into a directory that already holds other checkpoints would mix two runs.
   std::error_code ec;
-  const bool single = fs::exists(fs::path(source) / kMetadataFile, ec);
-  const std::string root = single ? fs::path(source).parent_path().string() : source;
+  const std::string root = RootOf(source);
   auto existing = c.dir.empty() ? decltype(ListCheckpoints(""))() : ListCheckpoints(c.dir);
   const bool same_root = !explicit_load || fs::equivalent(root, c.dir, ec);
   if (!existing.empty() && (steps.empty() || !same_root)) {

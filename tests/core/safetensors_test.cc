@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "core/file_util.h"
@@ -48,6 +49,45 @@ TEST(Safetensors, TruncatedFileIsRefusedNamingTensor) {
   EXPECT_FALSE(ReadSafetensors(path).ok());
   std::filesystem::remove(path);
   EXPECT_EQ(ReadSafetensors(path).status().code(), StatusCode::kIoError);
+}
+
+TEST(Safetensors, HeaderAloneGivesEachTensorsPlace) {
+  const std::string path = TempPath("header.safetensors");
+  auto a = *Tensor::Zeros({2, 3}, DType::kF32, MemTag::kOther);
+  auto b = *Tensor::Zeros({5}, DType::kF16, MemTag::kOther);
+  ASSERT_TRUE(WriteSafetensors(path, {{"a", a}, {"b", b}}, {{"n_head", "4"}}).ok());
+  auto h = ReadSafetensorsHeader(path);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->metadata.at("n_head"), "4");
+  const SafetensorsEntry& ea = h->tensors.at("a");
+  const SafetensorsEntry& eb = h->tensors.at("b");
+  EXPECT_EQ(ea.dtype, DType::kF32);
+  EXPECT_EQ(ea.shape, (Shape{2, 3}));
+  EXPECT_EQ(ea.bytes, 24u);
+  EXPECT_EQ(eb.dtype, DType::kF16);
+  EXPECT_EQ(eb.bytes, 10u);
+  // The data section follows the header: the tensors are its last 34 bytes, in order.
+  const uint64_t size = std::filesystem::file_size(path);
+  EXPECT_EQ(ea.offset, size - 34);
+  EXPECT_EQ(eb.offset, size - 10);
+  std::filesystem::remove(path);
+}
+
+TEST(Safetensors, ShapeWhoseSizeOverflowsIsRefused) {
+  // 2^62 x 4 floats: the byte count wraps to 0, which an empty range would otherwise match.
+  const std::string path = TempPath("overflow.safetensors");
+  const std::string json =
+      R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
+  std::string bytes(8, '\0');
+  const uint64_t len = json.size();
+  std::memcpy(bytes.data(), &len, 8);
+  ASSERT_TRUE(WriteFileAtomic(path, bytes + json).ok());
+  for (const Status& st : {ReadSafetensors(path).status(), ReadSafetensorsHeader(path).status()}) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("tensor 'w'"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("overflows"), std::string::npos) << st.message();
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace
