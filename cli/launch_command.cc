@@ -24,12 +24,14 @@
 #include <random>
 #include <thread>
 
+#include "checkpoint/format.h"
 #include "cli/commands.h"
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
 #include "core/logging.h"
 #include "worker/job_config.h"
+#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -167,6 +169,18 @@ std::string DescribeFailure(const JobState& job) {
   return out;
 }
 
+// The signal every rank stopped on after saving the same step (checkpoint.signal), with that
+// step; 0 when any rank finished, failed or is still running, or they disagree.
+int StoppedBySignal(const JobState& job, int64_t* step) {
+  const std::vector<RankStatus> ranks = job.Ranks();
+  if (ranks.empty() || ranks[0].stopped_by == 0) return 0;
+  for (const RankStatus& r : ranks) {
+    if (!r.done || r.stopped_by != ranks[0].stopped_by || r.step != ranks[0].step) return 0;
+  }
+  *step = ranks[0].step;
+  return ranks[0].stopped_by;
+}
+
 // The ranks furthest behind, for a job that stopped making progress.
 std::string DescribeLaggards(const JobState& job) {
   const std::vector<RankStatus> ranks = job.Ranks();
@@ -182,7 +196,7 @@ std::string DescribeLaggards(const JobState& job) {
   return "; furthest behind at step " + std::to_string(low) + ": rank " + who;
 }
 
-Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
+Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // Everything is checked before anything starts: the job as the workers will read it, the
   // manifest, the layout.
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(o.job));
@@ -298,6 +312,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
   double slowest_step = 0;
   std::optional<std::chrono::steady_clock::time_point> ending;  // all done, or one failed
   Status result;
+  int64_t stopped_at = 0;
   for (;;) {
     const int sig = WaitForSignal(250);
     if (sig != 0) {
@@ -312,13 +327,17 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
     if (workers && workers->Exited(&status)) {
       const Progress p = state.GetProgress();  // after the exit: every Done has arrived
       if (status == 0 && p.done == world && p.failed == 0) break;
+      *stopped_by = StoppedBySignal(state, &stopped_at);
+      if (*stopped_by != 0) break;  // saved and stopped on a signal: not a failure
       result = Internal("the workers " + DescribeExit(status) + DescribeFailure(state));
       stop_workers();
       break;
     }
     const Progress p = state.GetProgress();
     if (!workers && p.done == world) {
-      if (p.failed > 0) result = Internal("workers failed" + DescribeFailure(state));
+      *stopped_by = StoppedBySignal(state, &stopped_at);
+      if (p.failed > 0 && *stopped_by == 0)
+        result = Internal("workers failed" + DescribeFailure(state));
       break;
     }
     if ((p.done == world || p.failed > 0) && !ending) ending = std::chrono::steady_clock::now();
@@ -379,6 +398,15 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind) {
   const Progress p = state.GetProgress();
   const double total =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (*stopped_by != 0) {
+    std::printf(
+        "stopped after step %lld of %lld in %s on %s (all %d ranks): saved %s; the same command "
+        "resumes it\n",
+        static_cast<long long>(stopped_at), static_cast<long long>(job.steps),
+        Duration(total).c_str(), StopSignalName(*stopped_by).c_str(), world,
+        JoinPath(job.checkpoint.dir, StepDirName(stopped_at)).c_str());
+    return Status::Ok();
+  }
   if (p.final) {
     const proto::Done& d = *p.final;
     std::printf("done in %s: %lld steps | train loss %.4f | val loss %.4f | %.0f tok/s\n",
@@ -435,8 +463,10 @@ void AddLaunchCommand(CLI::App& app, int* exit_code) {
       name = job.ok() && !job->launcher.empty() ? job->launcher : "mpirun";
     }
     Result<LauncherKind> kind = ParseLauncher(name);
-    Status st = kind.ok() ? RunLaunch(*o, *kind) : kind.status().WithContext("--launcher");
-    *exit_code = st.ok()               ? 0
+    int stopped_by = 0;
+    Status st =
+        kind.ok() ? RunLaunch(*o, *kind, &stopped_by) : kind.status().WithContext("--launcher");
+    *exit_code = st.ok()               ? (stopped_by != 0 ? 128 + stopped_by : 0)  // as loom train
                  : InterruptedExit(st) ? InterruptedExit(st)
                                        : ReportError("launch", st);
   });
@@ -448,8 +478,9 @@ void AddCoordinatorCommand(CLI::App& app, int* exit_code) {
       "coordinator", "Run the coordinator service for workers started elsewhere (srun, by hand)");
   AddOptions(cmd, o.get());
   cmd->callback([o, exit_code] {
-    Status st = RunLaunch(*o, LauncherKind::kNone);
-    *exit_code = st.ok()               ? 0
+    int stopped_by = 0;
+    Status st = RunLaunch(*o, LauncherKind::kNone, &stopped_by);
+    *exit_code = st.ok()               ? (stopped_by != 0 ? 128 + stopped_by : 0)
                  : InterruptedExit(st) ? InterruptedExit(st)
                                        : ReportError("coordinator", st);
   });

@@ -119,6 +119,7 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
                    StopSignalName(summary.stopped_by_signal) + ", with checkpoint " +
                    JoinPath(job.checkpoint.dir, StepDirName(summary.stopped_at)) + " saved");
     done.set_step(summary.stopped_at);
+    done.set_stopped_by_signal(summary.stopped_by_signal);
     return (*client)->Finish(done);
   }
   done.set_ok(true);

@@ -138,9 +138,19 @@ Status JobState::Done(const proto::Done& done, double now) {
                            ": field 'step': success at step " + std::to_string(done.step()) +
                            ", the job has " + std::to_string(spec_.steps) + " steps");
   }
+  if (done.stopped_by_signal() < 0 || done.stopped_by_signal() > 64 ||
+      (done.stopped_by_signal() != 0 && done.ok())) {
+    return InvalidArgument("done from rank " + std::to_string(done.rank()) +
+                           ": field 'stopped_by_signal': expected 0, or a signal number 1-64 "
+                           "with ok false, got " +
+                           std::to_string(done.stopped_by_signal()) +
+                           (done.ok() ? " with ok true" : ""));
+  }
   r.last_contact = now;
   r.done = true;
   r.ok = done.ok();
+  r.stopped_by = done.stopped_by_signal();
+  if (r.stopped_by != 0) r.step = done.step();
   r.error = done.error().substr(0, 4096);
   if (done.rank() == 0) final_ = done;
   return Status::Ok();

@@ -41,6 +41,7 @@ struct RankStatus {
   int64_t step = 0;         // last step this rank said it completed (reports or heartbeats)
   int64_t reported = 0;     // last step it sent a report for
   bool done = false, ok = false;
+  int stopped_by = 0;  // the signal it stopped on after saving step `step` (checkpoint.signal)
   std::string error;
 };
 

@@ -6,7 +6,7 @@
 #      verified; resumed for 5 more steps, the losses are bit-identical to an uninterrupted run.
 #   2. SIGUSR1 to one rank only: the ranks agree, all stop at the same step after saving it.
 #   3. Under `loom launch`: SIGUSR1 to its mpirun; every worker reports the stop and the
-#      checkpoint it saved, which verifies; the launcher exits non-zero.
+#      checkpoint it saved, which verifies; the launcher names it and exits 138 as loom train does.
 #   4. checkpoint.signal: SIGUSR2 stops on SIGUSR2 instead (exit 140).
 #   5. checkpoint.signal: none: SIGUSR1 keeps its default action (the run dies, nothing stopped
 #      cleanly); a bad value is an error naming the field.
@@ -104,16 +104,21 @@ done
 [[ -n $mpirun_pid ]] || { echo "FAIL: loom launch started no mpirun"; exit 1; }
 at_step launched 30
 kill -USR1 "$mpirun_pid"
-wait "$launch_pid" && { echo "FAIL: loom launch reported success after the stop"; fail=1; }
-launched_step=$(sed -n 's/.*rank 0 .*: stopped after step \([0-9]*\) on SIGUSR1, with checkpoint .* saved$/\1/p' "$dir/launched.log")
+wait "$launch_pid"
+launch_rc=$?
+[[ $launch_rc == 138 ]] || { echo "FAIL: loom launch exited $launch_rc after the stop, expected 138"; fail=1; }
+# The launcher reports a stop only when every rank stopped after the same step on the signal.
+launched_step=$(sed -n 's/^stopped after step \([0-9]*\) of [0-9]* in .* on SIGUSR1 (all 4 ranks): saved .*; the same command resumes it$/\1/p' "$dir/launched.log")
 if [[ -z $launched_step ]]; then
   echo "FAIL: loom launch does not name the stop: $(tail -5 "$dir/launched.log")"; fail=1
 else
   ck="$dir/launched/$(printf 'step_%08d' "$launched_step")"
+  grep -q "saved $ck; the same command resumes it\$" "$dir/launched.log" \
+    || { echo "FAIL: launched: the launcher does not name $ck"; fail=1; }
   "$loom" ckpt verify "$ck" > /dev/null || { echo "FAIL: launched: $ck does not verify"; fail=1; }
-  [[ $(grep -c "stopped after step $launched_step on SIGUSR1" "$dir/launched.log") == 4 ]] \
-    || { echo "FAIL: launched: not every rank stopped after step $launched_step"; fail=1; }
-  echo "run launched: loom launch named all 4 ranks stopped after step $launched_step, $(basename "$ck") committed"
+  [[ $(cat "$dir/launched/latest" 2>/dev/null) == $(basename "$ck") ]] \
+    || { echo "FAIL: launched: latest is not $(basename "$ck")"; fail=1; }
+  echo "run launched: loom launch exited 138, all 4 ranks stopped after step $launched_step, $(basename "$ck") committed"
 fi
 
 sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGUSR2}/" "$dir/job.yaml" > "$dir/usr2.yaml"

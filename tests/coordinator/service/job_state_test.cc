@@ -120,6 +120,34 @@ TEST(JobState, SilentRanksAndFinishing) {
   EXPECT_FALSE(job.Done(done, 59).ok());  // twice
 }
 
+TEST(JobState, AStopOnASignalIsRecordedWithItsStep) {
+  JobState job(Spec());
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.Register(Req(r), 0).ok());
+  proto::Done done;
+  done.set_rank(1);
+  done.set_ok(false);
+  done.set_step(7);
+  done.set_stopped_by_signal(10);
+  done.set_error("stopped after step 7 on SIGUSR1");
+  ASSERT_TRUE(job.Done(done, 1).ok());
+  EXPECT_EQ(job.Ranks()[1].stopped_by, 10);
+  EXPECT_EQ(job.Ranks()[1].step, 7);
+  EXPECT_EQ(job.Ranks()[0].stopped_by, 0);
+  // A stop claimed with success, or a signal number out of range, is refused by name.
+  done.set_rank(2);
+  done.set_ok(true);
+  done.set_step(10);
+  auto st = job.Done(done, 2);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("field 'stopped_by_signal'"), std::string::npos) << st.message();
+  done.set_ok(false);
+  done.set_stopped_by_signal(65);
+  EXPECT_FALSE(job.Done(done, 2).ok());
+  done.set_stopped_by_signal(-1);
+  EXPECT_FALSE(job.Done(done, 2).ok());
+  EXPECT_FALSE(job.Ranks()[2].done);  // nothing recorded from the refused ones
+}
+
 TEST(JobState, RanksCannotStandInForEachOther) {
   JobState job(Spec());
   ASSERT_TRUE(job.Register(Req(0), 0).ok());
