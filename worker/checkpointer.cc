@@ -119,7 +119,8 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
   d->set_seed(job_.seed);
   d->set_seq(job_.data.seq);
   d->set_global_batch(job_.data.global_batch);
-  d->set_consumed_samples(step * job_.data.global_batch);
+  d->set_consumed_samples(stats_.resumed_samples +
+                          (step - stats_.resumed_step) * job_.data.global_batch);
   proto::RngState* r = m.mutable_rng();
   r->set_seed(job_.seed);
   r->set_generator("splitmix64-counter (seed, stream, index): the seed is the whole state");
@@ -194,16 +195,22 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
   if (!weights_only) store_->set_optimizer_steps(meta.optimizer().step_count());
   store_->StateLoaded();
   *step = meta.step();
-  if (rank_ == 0 && !weights_only) {
+  if (!weights_only) {
     const proto::DataState& d = meta.data();
-    if (d.seed() != job_.seed || d.seq() != job_.data.seq ||
-        d.global_batch() != job_.data.global_batch) {
+    if (d.consumed_samples() < 0) {
+      return DataLoss(path + ": field 'data.consumed_samples': expected 0 or more, got " +
+                      std::to_string(d.consumed_samples()));
+    }
+    loaded_samples_ = d.consumed_samples();
+    if (rank_ == 0 && (d.seed() != job_.seed || d.seq() != job_.data.seq)) {
       LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (seed " << d.seed() << " -> "
                            << job_.seed << ", seq " << d.seq() << " -> " << job_.data.seq
-                           << ", global_batch " << d.global_batch() << " -> "
-                           << job_.data.global_batch << "): training continues at step "
-                           << meta.step()
+                           << "): training continues at step " << meta.step()
                            << " with the job's settings, so the data order is not continued";
+    } else if (rank_ == 0 && d.global_batch() != job_.data.global_batch) {
+      LOOM_LOG(INFO, CKPT) << path << ": global_batch " << d.global_batch() << " -> "
+                           << job_.data.global_batch << ": the data continues after the "
+                           << d.consumed_samples() << " samples consumed";
     }
   }
   return Status::Ok();
@@ -259,6 +266,7 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
         return int64_t{0};
       }
       stats_.resumed_step = step;
+      stats_.resumed_samples = loaded_samples_;
       stats_.resumed_from = dir;
       last_started_ = same_root ? step : -1;
       if (rank_ == 0) {

@@ -15,8 +15,10 @@
 // Resuming. Every rank computes which saved chunks intersect the states it holds under the
 // current layout and reads only those bytes, checking block checksums. The ranks agree (one
 // all-reduce) whether the newest checkpoint loaded everywhere; if not, each failing rank says
-// why, and all fall back to the previous one. Data position, LR schedule and RNG are functions
-// of (seed, step); the AdamW step count is restored with the moments.
+// why, and all fall back to the previous one. LR schedule and RNG are functions of (seed, step);
+// the data position is the checkpoint's consumed samples plus global_batch per step since (so a
+// resumed run may change its global batch and still continue the sample stream); the AdamW step
+// count is restored with the moments.
 //
 // Thread-safety: one Checkpointer per rank, called from the training thread only. All public
 // calls are collective over the world (every rank calls them at the same steps).
@@ -49,6 +51,7 @@ struct CheckpointStats {
   double write_s = 0;      // background time spent writing this rank's files
   uint64_t bytes = 0;      // tensor bytes written by this rank
   int64_t resumed_step = 0;
+  int64_t resumed_samples = 0;   // training samples the resumed checkpoint had consumed
   std::string resumed_from;      // "" when starting fresh
   std::string initialized_from;  // checkpoint.init_from's step directory whose weights were loaded
 };
@@ -142,13 +145,14 @@ class Checkpointer {
   int64_t pending_step_ = -1;   // in flight (written, not yet agreed complete)
   proto::CheckpointMetadata pending_meta_;
   int64_t last_started_ = -1;
-  Status write_error_;         // this rank's failed write, until reported
-  HandlePtr poll_;             // the vote in flight (an all-reduce over the world)
-  float poll_value_ = 0;       // its buffer
-  HandlePtr stop_poll_;        // StopVote's vote in flight
-  float stop_value_ = 0;       // its buffer
-  float vote_ = 0;             // AllMax's buffer (outlives a timed-out wait)
-  std::vector<float> agreed_;  // AgreeOnSteps' buffer
+  int64_t loaded_samples_ = 0;  // consumed samples of the checkpoint LoadFrom read last
+  Status write_error_;          // this rank's failed write, until reported
+  HandlePtr poll_;              // the vote in flight (an all-reduce over the world)
+  float poll_value_ = 0;        // its buffer
+  HandlePtr stop_poll_;         // StopVote's vote in flight
+  float stop_value_ = 0;        // its buffer
+  float vote_ = 0;              // AllMax's buffer (outlives a timed-out wait)
+  std::vector<float> agreed_;   // AgreeOnSteps' buffer
   CheckpointStats stats_;
   BackgroundWriter committer_;  // rank 0: commits and retention
   BackgroundWriter writer_;     // last: joined first on destruction

@@ -58,6 +58,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Pla
                                               t->store_.get(), t->layout_);
     if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
     LOOM_ASSIGN_OR_RETURN(t->start_step_, t->ckpt_->Restore());
+    // The sample stream continues where the checkpoint left it, whatever its global batch.
+    t->train_sampler_->SetOrigin(t->ckpt_->stats().resumed_step, t->ckpt_->stats().resumed_samples);
     if (t->start_step_ > job.steps) {
       return InvalidArgument(job.path + ": field 'steps': the checkpoint is at step " +
                              std::to_string(t->start_step_) + ", past the job's " +

@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
 # Resuming from a checkpoint continues training exactly:
-#   * same layout (tp2 pp2 dp2 zero1, 8 ranks; and one process): an uninterrupted 16-step run
-#     and a run stopped at step 8 (asynchronous saves every 4 steps) then resumed to step 16 give
-#     bit-identical losses for steps 9-16 and bit-identical final parameters;
+#   * same layout (tp2 pp2 dp2 zero1, 8 ranks; and one process): an uninterrupted 20-step run
+#     and a run stopped at step 10 (asynchronous saves every 5 steps) then resumed to step 20 give
+#     bit-identical losses for steps 11-20 and bit-identical final parameters;
 #   * another layout (the 8-rank checkpoint resumed with cp2 tp2 dp2 zero3, and with one process):
-#     losses within 1e-5 relative of the uninterrupted run.
+#     losses within 1e-5 relative of the uninterrupted run;
+#   * another global batch (16 instead of 8): the sample stream continues after the checkpoint's
+#     consumed samples, and the next checkpoint records them.
+# Every resumed run must say it resumed from step 10 and report steps 11-20 only.
 # Usage: checkpoint_resume_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 jobdir=$(cd "$(dirname "$job")" && pwd)
-# Every run saves asynchronously every 4 steps (keeping 2): saving must not disturb training.
-sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/checkpoint: {every: 4, keep: 2}\nsteps: 16/" \
+# Every run saves asynchronously every 5 steps (keeping 2): saving must not disturb training.
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/checkpoint: {every: 5, keep: 2}\nsteps: 20/" \
   "$job" > "$dir/job.yaml"
 fail=0
-train() {  # train NAME NP "parallel spec" args...
+base=$dir/job.yaml
+train() {  # train NAME NP "parallel spec" args...  (the job: $base)
   local name=$1 np=$2 spec=$3
   shift 3
   if [[ -n $spec ]]; then
-    sed "s/^steps:/parallel: {$spec}\nsteps:/" "$dir/job.yaml" > "$dir/$name.yaml"
+    sed "s/^steps:/parallel: {$spec}\nsteps:/" "$base" > "$dir/$name.yaml"
   else
-    cp "$dir/job.yaml" "$dir/$name.yaml"
+    cp "$base" "$dir/$name.yaml"
   fi
   local cmd=("$loom" train --config "$dir/$name.yaml" --dump-losses "$dir/$name.txt" "$@")
   [[ $np -gt 1 ]] && cmd=(mpirun --oversubscribe -np "$np" "${cmd[@]}")
@@ -31,15 +35,21 @@ train() {  # train NAME NP "parallel spec" args...
     exit 1
   fi
 }
-# compare REF GOT LABEL TOL: losses of GOT's steps against the same steps of REF (TOL 0: bitwise)
+# resumed NAME CKPT_DIR: the run says it resumed from CKPT_DIR's step 10
+resumed() {
+  grep -q "resumed from $2/step_00000010 " "$dir/$1.log" \
+    || { echo "FAIL $1: did not resume from $2/step_00000010: $(grep -i resum "$dir/$1.log")"; fail=1; }
+}
+# compare REF GOT LABEL TOL: losses of GOT's steps (exactly 11-20) against the same steps of REF
+# (TOL 0: bitwise)
 compare() {
   /usr/bin/python3 - "$@" <<'PY' || fail=1
 import sys
 ref_path, got_path, label, tol = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 ref = dict(l.split() for l in open(ref_path) if l.strip())
 got = [l.split() for l in open(got_path) if l.strip()]
-if not got or [int(s) for s, _ in got] != list(range(int(got[0][0]), 16 + 1)):
-    print(f"FAIL {label}: steps {[s for s, _ in got]}"); sys.exit(1)
+if [int(s) for s, _ in got] != list(range(11, 20 + 1)):
+    print(f"FAIL {label}: steps {[s for s, _ in got]}, expected 11-20"); sys.exit(1)
 worst = 0.0
 for step, loss in got:
     r, g = float(ref[step]), float(loss)
@@ -54,27 +64,63 @@ PY
 
 A="tp: 2, pp: 2, dp: 2, zero: 1"
 train full8 8 "$A" --dump-params "$dir/full8.st" --checkpoint-dir "$dir/full8.ck"
-train part8 8 "$A" --steps 8 --checkpoint-dir "$dir/ck8"
-[[ $(ls "$dir/ck8") == $'latest\nstep_00000004\nstep_00000008' ]] || { echo "FAIL: ck8 holds $(ls "$dir/ck8")"; fail=1; }
-cp -r "$dir/ck8" "$dir/ck8.saved"  # the resumed run below replaces step 8 by 12 and 16 (keep 2)
+train part8 8 "$A" --steps 10 --checkpoint-dir "$dir/ck8"
+[[ $(ls "$dir/ck8") == $'latest\nstep_00000005\nstep_00000010' ]] || { echo "FAIL: ck8 holds $(ls "$dir/ck8")"; fail=1; }
+cp -r "$dir/ck8" "$dir/ck8.saved"  # the resumed run below replaces step 10 by 15 and 20 (keep 2)
 train resume8 8 "$A" --checkpoint-dir "$dir/ck8" --dump-params "$dir/resume8.st"
-grep -q "resumed from $dir/ck8/step_00000008" "$dir/resume8.log" || { echo "FAIL: no resume"; fail=1; }
-compare "$dir/full8.txt" "$dir/resume8.txt" "same layout ($A), resumed at step 9" 0
+resumed resume8 "$dir/ck8"
+compare "$dir/full8.txt" "$dir/resume8.txt" "same layout ($A), resumed at step 11" 0
 cmp -s "$dir/full8.st" "$dir/resume8.st" && echo "PASS same layout: final parameters bit-identical" \
   || { echo "FAIL same layout: final parameters differ"; fail=1; }
 
 train full1 1 "" --dump-params "$dir/full1.st" --checkpoint-dir "$dir/full1.ck"
-train part1 1 "" --steps 8 --checkpoint-dir "$dir/ck1"
+train part1 1 "" --steps 10 --checkpoint-dir "$dir/ck1"
 train resume1 1 "" --checkpoint-dir "$dir/ck1" --dump-params "$dir/resume1.st"
-compare "$dir/full1.txt" "$dir/resume1.txt" "same layout (one process), resumed at step 9" 0
+resumed resume1 "$dir/ck1"
+compare "$dir/full1.txt" "$dir/resume1.txt" "same layout (one process), resumed at step 11" 0
 cmp -s "$dir/full1.st" "$dir/resume1.st" && echo "PASS one process: final parameters bit-identical" \
   || { echo "FAIL one process: final parameters differ"; fail=1; }
 
 train other8 8 "cp: 2, tp: 2, dp: 2, zero: 3" --load "$dir/ck8.saved" --checkpoint-dir "$dir/other8"
+resumed other8 "$dir/ck8.saved"
 compare "$dir/full8.txt" "$dir/other8.txt" "resumed from tp2 pp2 dp2 zero1 with cp2 tp2 dp2 zero3" 1e-5
-train other1 1 "" --load "$dir/ck8.saved/step_00000008" \
+train other1 1 "" --load "$dir/ck8.saved/step_00000010" \
   --checkpoint-dir "$dir/other1"
+resumed other1 "$dir/ck8.saved"
 compare "$dir/full8.txt" "$dir/other1.txt" "resumed from tp2 pp2 dp2 zero1 with one process" 1e-5
+
+# Another global batch continues the sample stream (Megatron's consumed_samples). With lr 0 the
+# weights stay those of step 10, so the loss of a 16-sample step is the mean of the two 8-sample
+# steps that draw the same samples: step 11 of 16 = steps 11 and 12 of 8, and so on. (Drawing
+# from index 16 x step instead would give other samples.)
+sed 's/^optimizer: {lr: [^,}]*/optimizer: {lr: 0.0, min_lr: 0.0/' "$dir/job.yaml" > "$dir/lr0.yaml"
+base=$dir/lr0.yaml
+train still8 1 "" --load "$dir/ck8.saved" --checkpoint-dir "$dir/still8"
+sed 's/global_batch: 8/global_batch: 16/' "$dir/lr0.yaml" > "$dir/lr0gb16.yaml"
+base=$dir/lr0gb16.yaml
+train still16 1 "" --load "$dir/ck8.saved" --checkpoint-dir "$dir/still16"
+resumed still16 "$dir/ck8.saved"
+grep -q "global_batch 8 -> 16: the data continues after the 80 samples consumed" "$dir/still16.log" \
+  || { echo "FAIL still16: the change of global batch is not reported"; fail=1; }
+/usr/bin/python3 - "$dir/still8.txt" "$dir/still16.txt" "$dir/still16/step_00000020/metadata.json" <<'PY' || fail=1
+import json, sys
+l8 = {int(s): float(v) for s, v in (l.split() for l in open(sys.argv[1]) if l.strip())}
+l16 = {int(s): float(v) for s, v in (l.split() for l in open(sys.argv[2]) if l.strip())}
+if sorted(l16) != list(range(11, 21)) or sorted(l8) != list(range(11, 21)):
+    print(f"FAIL global batch 16: steps {sorted(l16)} and {sorted(l8)}"); sys.exit(1)
+worst = 0.0
+for k in range(5):
+    want = (l8[11 + 2 * k] + l8[12 + 2 * k]) / 2
+    worst = max(worst, abs(l16[11 + k] - want) / abs(want))
+if worst > 1e-5:
+    print(f"FAIL global batch 16: the losses are not those of the continued sample stream "
+          f"(worst relative difference {worst:.3g})"); sys.exit(1)
+consumed = int(json.load(open(sys.argv[3]))["data"]["consumed_samples"])
+if consumed != 80 + 10 * 16:
+    print(f"FAIL global batch 16: step 20 records {consumed} consumed samples, expected 240"); sys.exit(1)
+print(f"PASS global batch 8 -> 16 at step 10: steps 11-15 draw the samples of steps 11-20 at 8 "
+      f"(worst relative difference {worst:.3g}); step 20 records 240 consumed samples")
+PY
 /usr/bin/python3 "$here/compare_runs.py" "$dir/full1.txt" "$dir/full1.st" "$dir/full8.txt" \
   "$dir/resume8.st" --label "8-rank resumed run vs one uninterrupted process" || fail=1
 exit $fail

@@ -11,10 +11,15 @@ WindowSampler::WindowSampler(const std::vector<int32_t>* tokens, int64_t seq, in
                              uint64_t seed, uint64_t stream)
     : tokens_(tokens), seq_(seq), global_batch_(global_batch), seed_(seed), stream_(stream) {}
 
+void WindowSampler::SetOrigin(int64_t step, int64_t samples) {
+  origin_step_ = step;
+  origin_samples_ = samples;
+}
+
 int64_t WindowSampler::Offset(int64_t step, int64_t sample) const {
   const uint64_t span = tokens_->size() - static_cast<uint64_t>(seq_);  // valid starts: [0, span)
-  uint64_t r = Mix64(HashCombine(HashCombine(seed_, stream_),
-                                 static_cast<uint64_t>(step * global_batch_ + sample)));
+  uint64_t r = Mix64(
+      HashCombine(HashCombine(seed_, stream_), static_cast<uint64_t>(Consumed(step) + sample)));
   return static_cast<int64_t>(r % span);
 }
 

@@ -1,5 +1,6 @@
 // The samples of a global step depend on (seed, step) only: any slicing into ranks or
-// micro-batches reproduces the same global batch.
+// micro-batches reproduces the same global batch; another global batch after a resume continues
+// the stream.
 #include "worker/data/sampler.h"
 
 #include <gtest/gtest.h>
