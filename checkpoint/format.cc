@@ -5,6 +5,7 @@
 #include <isa-l/crc.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
@@ -141,7 +142,60 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
   return Status::Ok();
 }
 
+constexpr char kSealKey[] = "\"metadata_crc32c\"";
+constexpr char kSealZeros[] = "00000000";
+
+// The offset of the 8 characters of the metadata_crc32c value in `json`, or npos.
+size_t SealOffset(const std::string& json) {
+  const size_t key = json.find(kSealKey);
+  if (key == std::string::npos) return std::string::npos;
+  size_t at = key + sizeof(kSealKey) - 1;
+  auto skip_space = [&] {
+    while (at < json.size() && std::isspace(static_cast<unsigned char>(json[at]))) ++at;
+  };
+  skip_space();
+  if (at >= json.size() || json[at] != ':') return std::string::npos;
+  ++at;
+  skip_space();
+  if (at + 10 > json.size() || json[at] != '"' || json[at + 9] != '"') return std::string::npos;
+  return at + 1;
+}
+
+std::string Hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", v);
+  return buf;
+}
+
+// The file's checksum against its metadata_crc32c field.
+Status CheckSeal(const std::string& path, std::string text) {
+  const size_t at = SealOffset(text);
+  if (at == std::string::npos) {
+    return DataLoss(path + ": field 'metadata_crc32c': missing; expected the file's CRC-32C as " +
+                    "8 hex digits (every checkpoint Loom writes has it)");
+  }
+  const std::string recorded = text.substr(at, 8);
+  text.replace(at, 8, kSealZeros);
+  const std::string actual = Hex32(Crc32c(text.data(), text.size()));
+  if (recorded != actual) {
+    return DataLoss(path + ": field 'metadata_crc32c': the file's CRC-32C is " + actual +
+                    ", the file records " + recorded +
+                    " (the metadata was changed or damaged after it was written)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<std::string> SealMetadataJson(std::string json) {
+  const size_t at = SealOffset(json);
+  if (at == std::string::npos) {
+    return InvalidArgument("checkpoint metadata without a field 'metadata_crc32c' to seal");
+  }
+  json.replace(at, 8, kSealZeros);
+  json.replace(at, 8, Hex32(Crc32c(json.data(), json.size())));
+  return json;
+}
 
 Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   const std::string path = JoinPath(dir, kMetadataFile);
@@ -154,7 +208,19 @@ Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   if (!st.ok()) {
     return DataLoss(path + ": not a checkpoint metadata file: " + std::string(st.message()));
   }
+  LOOM_RETURN_IF_ERROR(CheckSeal(path, std::move(*text)));
   LOOM_RETURN_IF_ERROR(Validate(path, m));
+  // A step directory renamed by hand (or a step field edited) must not pass for another step.
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "step_00000020/"
+  const std::string name = p.filename().string();
+  long long n = -1;
+  char tail = 0;
+  if (std::sscanf(name.c_str(), "step_%lld%c", &n, &tail) == 1 && name == StepDirName(n) &&
+      n != m.step()) {
+    return DataLoss(path + ": field 'step': " + std::to_string(m.step()) +
+                    ", but the directory is " + name);
+  }
   return m;
 }
 
@@ -170,7 +236,10 @@ Result<std::string> MetadataToJson(const proto::CheckpointMetadata& meta) {
 }
 
 Status WriteMetadata(const std::string& dir, const proto::CheckpointMetadata& meta) {
-  LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(meta));
+  proto::CheckpointMetadata sealed = meta;
+  sealed.set_metadata_crc32c(kSealZeros);
+  LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(sealed));
+  LOOM_ASSIGN_OR_RETURN(json, SealMetadataJson(std::move(json)));
   return WriteFileAtomic(JoinPath(dir, kMetadataFile), json);
 }
 

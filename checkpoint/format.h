@@ -43,9 +43,16 @@ std::vector<uint32_t> BlockCrcs(const std::vector<std::pair<const char*, size_t>
 // region inside its tensor's shape, byte length = elements x 4, one CRC per block, files listed.
 // Errors name the file and, for a chunk, the tensor, state and chunk number.
 Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir);
-// Writes the metadata as JSON atomically (temporary file, fsync, rename, directory fsync).
+// Also: the file's own checksum (field metadata_crc32c) and, in a canonical step_<N> directory,
+// step N.
+// Writes the metadata as JSON atomically (temporary file, fsync, rename, directory fsync),
+// sealed with its checksum.
 Status WriteMetadata(const std::string& dir, const proto::CheckpointMetadata& meta);
 Result<std::string> MetadataToJson(const proto::CheckpointMetadata& meta);
+// Fills in the metadata_crc32c field of a metadata JSON text (which must hold the field with an
+// 8-character string value) for the text's other bytes. For WriteMetadata, and for tools and
+// tests that edit a metadata file on purpose. InvalidArgument without the field.
+Result<std::string> SealMetadataJson(std::string json);
 
 // Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
 // A missing root is an empty list.

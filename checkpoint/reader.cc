@@ -26,16 +26,37 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
   std::unique_ptr<CheckpointReader> r(new CheckpointReader());
   r->dir_ = dir;
   LOOM_ASSIGN_OR_RETURN(r->meta_, ReadMetadata(dir));
+  // The chunks of file `name` with bytes at or past `end` ("" when none): the first one named,
+  // so that a damaged file's message says which tensors it takes with it.
+  auto chunks_past = [&](const std::string& name, uint64_t end) {
+    std::string first;
+    int count = 0;
+    for (const proto::TensorEntry& t : r->meta_.tensors()) {
+      for (int k = 0; k < t.chunks_size(); ++k) {
+        const proto::Chunk& c = t.chunks(k);
+        if (c.file() != name || c.offset() + c.length() <= end) continue;
+        if (count++ == 0) {
+          first = "tensor '" + t.name() + "' state '" + t.state() + "' chunk " +
+                  std::to_string(k) + " (bytes " + std::to_string(c.offset()) + ".." +
+                  std::to_string(c.offset() + c.length()) + ")";
+        }
+      }
+    }
+    if (count == 0) return std::string();
+    return "; lost: " + first +
+           (count > 1 ? " and " + std::to_string(count - 1) + " more chunk(s)" : std::string());
+  };
   for (const proto::FileEntry& f : r->meta_.files()) {
     const std::string path = JoinPath(dir, f.name());
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       return DataLoss(path + ": missing data file of the checkpoint (" + std::strerror(errno) +
-                      ")");
+                      ")" + chunks_past(f.name(), 0));
     }
     if (static_cast<uint64_t>(st.st_size) != f.bytes()) {
       return DataLoss(path + ": truncated or overwritten: " + std::to_string(st.st_size) +
-                      " bytes, the metadata says " + std::to_string(f.bytes()));
+                      " bytes, the metadata says " + std::to_string(f.bytes()) +
+                      chunks_past(f.name(), static_cast<uint64_t>(st.st_size)));
     }
   }
   const std::string meta_path = JoinPath(dir, kMetadataFile);

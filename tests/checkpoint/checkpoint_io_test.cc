@@ -302,7 +302,7 @@ TEST_F(CheckpointIo, DeletedChunkIsNamed) {
       t["chunks"].erase(1);
     }
   }
-  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   auto rep = VerifyCheckpoint(Path("a"));
   ASSERT_FALSE(rep.ok());
   EXPECT_NE(rep.status().message().find("tensor 'h.1.mlp.c_fc.weight' state 'exp_avg'"),
@@ -327,7 +327,7 @@ TEST_F(CheckpointIo, DuplicatedChunksAndEntriesAreRefused) {
   for (auto& t : j["tensors"]) {
     if (t["name"] == "wte" && t["state"] == "param") t["chunks"][1] = t["chunks"][0];
   }
-  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   auto reader = CheckpointReader::Open(Path("a/step_00000005"));
   ASSERT_FALSE(reader.ok());
   EXPECT_NE(reader.status().message().find("overlaps another chunk"), std::string::npos)
@@ -335,14 +335,14 @@ TEST_F(CheckpointIo, DuplicatedChunksAndEntriesAreRefused) {
   // A tensor entry listed twice.
   j = nlohmann::json::parse(good);
   j["tensors"].push_back(j["tensors"][0]);
-  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   reader = CheckpointReader::Open(Path("a/step_00000005"));
   ASSERT_FALSE(reader.ok());
   EXPECT_NE(reader.status().message().find("is listed twice"), std::string::npos);
   // A chunk pointing outside the directory.
   j = nlohmann::json::parse(good);
   j["tensors"][0]["chunks"][0]["file"] = "../elsewhere";
-  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   reader = CheckpointReader::Open(Path("a/step_00000005"));
   ASSERT_FALSE(reader.ok());
   EXPECT_NE(reader.status().message().find("is not a file name of this directory"),
@@ -361,7 +361,7 @@ TEST_F(CheckpointIo, BadMetadataIsNamed) {
       << r.status().message();
   nlohmann::json j = nlohmann::json::parse(good);
   j["format_version"] = 99;
-  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   r = ReadMetadata(Path("a/step_00000005"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("field 'format_version': expected 1, got 99"),
@@ -369,11 +369,61 @@ TEST_F(CheckpointIo, BadMetadataIsNamed) {
       << r.status().message();
   j = nlohmann::json::parse(good);
   j["tensors"][3]["chunks"][0]["length"] = "12";
-  ASSERT_TRUE(WriteFileAtomic(meta_path, j.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   r = ReadMetadata(Path("a/step_00000005"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("chunk 0: field 'length' is 12"), std::string::npos)
       << r.status().message();
+}
+
+// The metadata file carries its own CRC-32C: a changed digit that keeps the JSON valid (the step,
+// a chunk's offset) is caught; an edit that is sealed again still has to name its own directory.
+TEST_F(CheckpointIo, EditedMetadataIsCaughtByItsChecksum) {
+  WriteSynthetic(Path("a"), 5, L(1, 1, 1, 1, 1, 0));
+  const std::string dir = Path("a/step_00000005"), meta_path = dir + "/metadata.json";
+  const std::string good = *ReadFile(meta_path);
+  ASSERT_TRUE(ReadMetadata(dir).ok());
+  ASSERT_TRUE(VerifyCheckpoint(dir).ok());
+  const size_t at = good.find("\"step\": \"5\"");
+  ASSERT_NE(at, std::string::npos) << good.substr(0, 200);
+  std::string bad = good;
+  bad[at + 9] = '6';  // "step": "6"
+  ASSERT_TRUE(WriteFileAtomic(meta_path, bad).ok());
+  for (const Status& st : {ReadMetadata(dir).status(), VerifyCheckpoint(dir).status(),
+                           CheckpointReader::Open(dir).status()}) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(meta_path + ": field 'metadata_crc32c': the file's CRC-32C is "),
+              std::string::npos)
+        << st.message();
+  }
+  // One flipped bit in a chunk's offset.
+  bad = good;
+  const size_t off = good.find("\"offset\": \"");
+  ASSERT_NE(off, std::string::npos);
+  bad[off + 11] ^= 1;
+  ASSERT_TRUE(WriteFileAtomic(meta_path, bad).ok());
+  EXPECT_FALSE(ReadMetadata(dir).ok());
+  // Sealed again, the step must still be the directory's.
+  bad = good;
+  bad[at + 9] = '6';
+  ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(bad)).ok());
+  auto r = ReadMetadata(dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'step': 6, but the directory is step_00000005"),
+            std::string::npos)
+      << r.status().message();
+  // Under another name (a copy for safekeeping) it loads.
+  fs::rename(dir, Path("a/kept"));
+  EXPECT_TRUE(ReadMetadata(Path("a/kept")).ok());
+  // Without the field: refused, naming it.
+  nlohmann::json j = nlohmann::json::parse(good);
+  j.erase("metadata_crc32c");
+  ASSERT_TRUE(WriteFileAtomic(Path("a/kept/metadata.json"), j.dump()).ok());
+  r = ReadMetadata(Path("a/kept"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("field 'metadata_crc32c': missing"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(SealMetadataJson(j.dump()).ok());
 }
 
 TEST_F(CheckpointIo, OnlyCommittedDirectoriesCountAndRetentionKeepsTheNewest) {

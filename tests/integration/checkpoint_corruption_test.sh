@@ -54,26 +54,60 @@ import os, sys
 f = open(sys.argv[1], 'r+b'); f.seek(-5, os.SEEK_END); b = f.read(1); f.seek(-5, os.SEEK_END)
 f.write(bytes([b[0] ^ 0x40]))" "$1"
 }
-drop_chunk() {  # drop_chunk TENSOR STATE: delete chunk 0 of the entry from metadata.json
-  /usr/bin/python3 -c "
+# reseal: python code that fills in metadata.json's own CRC-32C (field metadata_crc32c: the CRC of
+# the file with those 8 hex digits read as zeros), as after an edit made on purpose
+reseal='
+def crc32c(data):
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+def reseal(text):
+    key = text.index(b"\"metadata_crc32c\": \"") + len(b"\"metadata_crc32c\": \"")
+    text = text[:key] + b"00000000" + text[key + 8:]
+    return text[:key] + b"%08x" % crc32c(text) + text[key + 8:]
+'
+drop_chunk() {  # drop_chunk TENSOR STATE: delete chunk 0 of the entry from metadata.json (resealed)
+  /usr/bin/python3 -c "$reseal
 import json, sys
 m = json.load(open('metadata.json'))
 for t in m['tensors']:
     if t['name'] == sys.argv[1] and t['state'] == sys.argv[2]:
         del t['chunks'][0]
-json.dump(m, open('metadata.json', 'w'), indent=1)" "$1" "$2"
+open('metadata.json', 'wb').write(reseal(json.dumps(m, indent=1).encode()))" "$1" "$2"
 }
 export -f flip drop_chunk
+export reseal
 corrupt_and_resume flipped "flip rank_00001.safetensors" \
   "rank_00001.safetensors: tensor '"
-grep -q "checksum mismatch in block" "$dir/flipped.verify.log" || { echo "FAIL flipped: no checksum message"; fail=1; }
+grep -qE "rank_00001.safetensors: tensor '[^']+' state '[a-z_]+' chunk [0-9]+: checksum mismatch in block" "$dir/flipped.verify.log" \
+  || { echo "FAIL flipped: verify does not name the chunk and block"; fail=1; }
+grep -qE "rank_00001.safetensors: tensor '[^']+' state '[a-z_]+' chunk [0-9]+: checksum mismatch in block" "$dir/flipped.log" \
+  || { echo "FAIL flipped: loading does not name the chunk and block"; fail=1; }
 corrupt_and_resume truncated "truncate -s -1000 rank_00002.safetensors" \
   "rank_00002.safetensors: truncated or overwritten"
+grep -qE "rank_00002.safetensors: truncated or overwritten: .*; lost: tensor '[^']+' state '[a-z_]+' chunk [0-9]+ \(bytes" "$dir/truncated.verify.log" \
+  || { echo "FAIL truncated: verify does not name a lost chunk"; fail=1; }
 corrupt_and_resume missing_file "rm rank_00003.safetensors" \
   "rank_00003.safetensors: missing data file of the checkpoint"
+grep -qE "rank_00003.safetensors: missing data file .*; lost: tensor '[^']+' state '[a-z_]+' chunk [0-9]+ .* and [0-9]+ more chunk" "$dir/missing_file.log" \
+  || { echo "FAIL missing_file: loading does not name the lost chunks"; fail=1; }
 corrupt_and_resume missing_chunk "drop_chunk h.1.mlp.c_fc.weight exp_avg" \
   "tensor 'h.1.mlp.c_fc.weight' state 'exp_avg'"
 grep -q "a chunk is missing" "$dir/missing_chunk.log" || { echo "FAIL missing_chunk: load message"; fail=1; }
+# One digit of the metadata changed, the JSON still valid: the file's own checksum catches it.
+corrupt_and_resume metadata_digit "sed -i 's/\"step\": \"6\"/\"step\": \"7\"/' metadata.json" \
+  "step_00000006/metadata.json: field 'metadata_crc32c': the file's CRC-32C is"
+# The same edit sealed again: the step no longer matches its directory.
+corrupt_and_resume metadata_step "sed -i 's/\"step\": \"6\"/\"step\": \"7\"/' metadata.json && python3 -c \"\$reseal
+t = open('metadata.json', 'rb').read(); open('metadata.json', 'wb').write(reseal(t))\"" \
+  "step_00000006/metadata.json: field 'step': 7, but the directory is step_00000006"
 
 # Resuming an older step of the same directory sets the newer ones aside (they belong to a run
 # that is not continued) instead of mixing them with the new run's.
