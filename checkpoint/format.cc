@@ -8,8 +8,11 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
+#include "checkpoint/shard_plan.h"
 #include "core/file_util.h"
+#include "parallel/param_layout.h"
 
 namespace loom {
 
@@ -96,8 +99,57 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
                     ": field 'model': expected positive vocab, max_seq, layers, heads, "
                     "hidden");
   }
+  if (mo.arch() != "gpt2") {
+    return DataLoss(path + ": field 'model.arch': expected gpt2, got '" + mo.arch() + "'");
+  }
+  // Far beyond any model, and small enough that no size computed from them overflows.
+  constexpr int64_t kMaxDim = int64_t{1} << 31;
+  if (mo.vocab() > kMaxDim || mo.max_seq() > kMaxDim || mo.hidden() > kMaxDim ||
+      mo.hidden() % mo.heads() != 0) {
+    return DataLoss(path + ": field 'model': vocab " + std::to_string(mo.vocab()) + ", max_seq " +
+                    std::to_string(mo.max_seq()) + ", hidden " + std::to_string(mo.hidden()) +
+                    ", heads " + std::to_string(mo.heads()) +
+                    ": expected sizes below 2^31 and heads dividing hidden");
+  }
+  // Every tensor of the model with its three states, and nothing else: counted before anything
+  // is built from the model's sizes (a damaged `layers` must not cost time or memory).
+  std::map<std::pair<std::string, std::string>, const proto::TensorEntry*> index;
+  for (const proto::TensorEntry& t : m.tensors()) {
+    if (!index.emplace(std::make_pair(t.name(), t.state()), &t).second) {
+      return DataLoss(path + ": tensor '" + t.name() + "' state '" + t.state() +
+                      "' is listed twice");
+    }
+  }
+  const int64_t entries = m.tensors_size();
+  if (mo.layers() > entries || 3 * (4 + 12 * mo.layers()) != entries) {
+    return DataLoss(
+        path + ": holds " + std::to_string(entries) + " tensor entries, the model (" +
+        std::to_string(mo.layers()) + " layers) has " +
+        (mo.layers() > entries ? std::string("more") : std::to_string(3 * (4 + 12 * mo.layers()))));
+  }
+  if (m.step() < 0) {
+    return DataLoss(path + ": field 'step': expected 0 or more, got " + std::to_string(m.step()));
+  }
+  if (m.optimizer().step_count() < 0 || m.optimizer().step_count() > m.step()) {
+    return DataLoss(path + ": field 'optimizer.step_count': expected 0 to the step (" +
+                    std::to_string(m.step()) + "), got " +
+                    std::to_string(m.optimizer().step_count()));
+  }
+  if (m.data().consumed_samples() < 0) {
+    return DataLoss(path + ": field 'data.consumed_samples': expected 0 or more, got " +
+                    std::to_string(m.data().consumed_samples()));
+  }
   std::vector<std::string> files;
-  for (const proto::FileEntry& f : m.files()) files.push_back(f.name());
+  for (const proto::FileEntry& f : m.files()) {
+    if (std::find(files.begin(), files.end(), f.name()) != files.end()) {
+      return DataLoss(path + ": field 'files': '" + f.name() + "' is listed twice");
+    }
+    if (f.rank() < 0) {
+      return DataLoss(path + ": file '" + f.name() + "' field 'rank': expected 0 or more, got " +
+                      std::to_string(f.rank()));
+    }
+    files.push_back(f.name());
+  }
   for (const proto::TensorEntry& t : m.tensors()) {
     if (t.dtype() != "F32") {
       return DataLoss(path + ": tensor '" + t.name() + "' field 'dtype': expected F32, got '" +
@@ -136,6 +188,21 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
       if (std::find(files.begin(), files.end(), c.file()) == files.end()) {
         return DataLoss(ChunkWhere(path, t, k) + ": file '" + c.file() +
                         "' is not listed in 'files'");
+      }
+    }
+  }
+  // Each of them, with the model's shape.
+  const ParamLayout model =
+      ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  for (const ParamInfo& p : model.params) {
+    for (int s = 0; s < kNumStates; ++s) {
+      const std::string state = StateName(static_cast<StateKind>(s));
+      const auto it = index.find({p.name, state});
+      const std::string what = path + ": tensor '" + p.name + "' state '" + state + "'";
+      if (it == index.end()) return DataLoss(what + ": missing from the checkpoint");
+      const std::vector<int64_t> shape(it->second->shape().begin(), it->second->shape().end());
+      if (shape != std::vector<int64_t>(p.global_shape.begin(), p.global_shape.end())) {
+        return DataLoss(what + ": field 'shape' does not match the model");
       }
     }
   }

@@ -36,8 +36,8 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
         const proto::Chunk& c = t.chunks(k);
         if (c.file() != name || c.offset() + c.length() <= end) continue;
         if (count++ == 0) {
-          first = "tensor '" + t.name() + "' state '" + t.state() + "' chunk " +
-                  std::to_string(k) + " (bytes " + std::to_string(c.offset()) + ".." +
+          first = "tensor '" + t.name() + "' state '" + t.state() + "' chunk " + std::to_string(k) +
+                  " (bytes " + std::to_string(c.offset()) + ".." +
                   std::to_string(c.offset() + c.length()) + ")";
         }
       }

@@ -246,12 +246,16 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
                                          const std::string& where, LoadKind kind) {
   std::error_code ec;
   const std::string root = RootOf(source);
+  // A step directory is loaded as named, whatever its name (a copy such as `final/` holds the
+  // step its metadata says; a root's step_<N> directories are found by their steps).
+  const bool step_dir = fs::exists(fs::path(source) / kMetadataFile, ec);
+  auto dir_of = [&](int64_t step) { return step_dir ? source : JoinPath(root, StepDirName(step)); };
   const bool weights_only = kind == LoadKind::kWeightsOnly;
   // Resuming the run that saves into checkpoint.dir: its later saves replace what follows.
   const bool same_root = !weights_only && !job_.checkpoint.dir.empty() &&
                          fs::equivalent(root, job_.checkpoint.dir, ec);
   for (size_t i = 0; i < steps.size(); ++i) {
-    const std::string dir = JoinPath(root, StepDirName(steps[i]));
+    const std::string dir = dir_of(steps[i]);
     int64_t step = 0;
     Status st = LoadFrom(dir, weights_only, &step);
     LOOM_ASSIGN_OR_RETURN(int failed, AllMax(st.ok() ? 0 : 1));
@@ -284,13 +288,13 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
     }
     if (rank_ == 0) {
       LOOM_LOG(WARN, CKPT) << "checkpoint " << dir << " cannot be loaded"
-                           << (i + 1 < steps.size() ? "; falling back to the previous one, " +
-                                                          JoinPath(root, StepDirName(steps[i + 1]))
-                                                    : std::string("; no older checkpoint left"));
+                           << (i + 1 < steps.size()
+                                   ? "; falling back to the previous one, " + dir_of(steps[i + 1])
+                                   : std::string("; no older checkpoint left"));
     }
   }
   std::string tried;
-  for (int64_t s : steps) tried += (tried.empty() ? "" : ", ") + JoinPath(root, StepDirName(s));
+  for (int64_t s : steps) tried += (tried.empty() ? "" : ", ") + dir_of(s);
   return DataLoss(where + ": no valid checkpoint in '" + source + "' (tried " + tried +
                   "; the reasons are logged above)");
 }

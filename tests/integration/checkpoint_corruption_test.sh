@@ -121,6 +121,20 @@ if mpi --checkpoint-dir "$dir/older" --load "$dir/older/step_00000002" > "$dir/o
 else
   tail "$dir/older.log"; echo "FAIL: resuming an older step"; fail=1
 fi
+# --load of a step directory under another name loads that directory, not a sibling named after
+# its step (here a damaged one).
+mkdir -p "$dir/renamed"
+cp -r "$dir/base/step_00000004" "$dir/renamed/mycopy"
+cp -r "$dir/base/step_00000004" "$dir/renamed/step_00000004"
+flip "$dir/renamed/step_00000004/rank_00000.safetensors"
+if mpi --checkpoint-dir "$dir/renamed_out" --load "$dir/renamed/mycopy" --dump-losses "$dir/renamed.losses" > "$dir/renamed.log" 2>&1; then
+  grep -q "resumed from $dir/renamed/mycopy" "$dir/renamed.log" \
+    && [[ $(head -1 "$dir/renamed.losses") == $(grep '^5 ' "$dir/reference.txt") ]] \
+    && echo "PASS --load of a renamed step directory loads it" \
+    || { echo "FAIL renamed: $(grep -i resum "$dir/renamed.log")"; fail=1; }
+else
+  tail "$dir/renamed.log"; echo "FAIL: --load of a renamed step directory"; fail=1
+fi
 # --load with --no-resume is contradictory.
 if mpi --checkpoint-dir "$dir/x" --load "$dir/base" --no-resume > "$dir/contra.log" 2>&1; then
   echo "FAIL: --load with --no-resume accepted"; fail=1
