@@ -77,9 +77,16 @@ std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
   return name;  // h.{l}.* and ln_f.* already carry GPT-2's names
 }
 
-Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
+Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& out_file,
                                        ExportNames names, DType dtype) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_RETURN_IF_ERROR(CheckOutputFile(out_file, dir, "output file"));
+  // A link is written through (the rename below would replace the link itself).
+  std::error_code ec;
+  const std::string file =
+      std::filesystem::is_symlink(std::filesystem::symlink_status(out_file, ec))
+          ? std::filesystem::weakly_canonical(out_file, ec).string()
+          : out_file;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();

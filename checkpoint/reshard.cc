@@ -6,22 +6,35 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "checkpoint/direct_stream.h"
 #include "checkpoint/direct_writes.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
+#include "core/file_util.h"
 
 namespace loom {
 
 Result<Layout> ParseLayoutSpec(const std::string& spec) {
   Layout l;
-  std::stringstream in(spec);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
+  if (spec.empty()) {
+    return InvalidArgument("layout '': expected key=value items, e.g. tp=2,pp=2,dp=2,zero=1");
+  }
+  std::vector<std::string> items;
+  for (size_t start = 0;;) {
+    const size_t comma = spec.find(',', start);
+    items.push_back(spec.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::vector<std::string> seen;
+  for (size_t n = 0; n < items.size(); ++n) {
+    const std::string& item = items[n];
+    if (item.empty()) {
+      return InvalidArgument("layout '" + spec + "': item " + std::to_string(n + 1) +
+                             " is empty; expected key=value items separated by single commas");
+    }
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     int* field = key == "tp"     ? &l.tp
@@ -35,6 +48,10 @@ Result<Layout> ParseLayoutSpec(const std::string& spec) {
       return InvalidArgument("layout '" + spec + "': item '" + item +
                              "': expected key=value with key tp, cp, pp, vpp, dp, zero or sp");
     }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return InvalidArgument("layout '" + spec + "': '" + key + "' is given twice");
+    }
+    seen.push_back(key);
     const std::string value = item.substr(eq + 1);
     size_t used = 0;
     int v = -1;
@@ -48,7 +65,11 @@ Result<Layout> ParseLayoutSpec(const std::string& spec) {
                              "': expected a non-negative integer, got '" + value + "'");
     }
     if (key == "sp") {
-      l.sp = v != 0;
+      if (v > 1) {
+        return InvalidArgument("layout '" + spec + "': item '" + item +
+                               "': expected 0 (off) or 1 (on), got '" + value + "'");
+      }
+      l.sp = v == 1;
     } else {
       *field = v;
     }
@@ -74,6 +95,12 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   if (!ListCheckpoints(out_root).empty()) {
     return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
   }
+  if (PathWithin(out_root, dir)) {
+    return InvalidArgument(out_root + ": inside the checkpoint being read ('" + dir +
+                           "'); choose a directory outside it");
+  }
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(out_root, ec);
   proto::CheckpointMetadata base = meta;
   base.clear_tensors();
   base.clear_files();
@@ -86,7 +113,6 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   l->set_zero(to.zero);
   l->set_sp(to.sp);
   const std::string tmp = TempStepDir(out_root, meta.step());
-  std::error_code ec;
   std::filesystem::remove_all(tmp, ec);  // a previous interrupted reshard
   ReshardResult out;
   Status st;
@@ -211,6 +237,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     std::filesystem::remove_all(tmp, ec);
     std::filesystem::remove_all(JoinPath(out_root, StepDirName(meta.step())), ec);
     std::filesystem::remove(JoinPath(out_root, kLatestFile), ec);
+    if (!existed) std::filesystem::remove(out_root, ec);  // made here: removed if empty
     return st;
   }
   out.bytes_read = reader->bytes_read();

@@ -87,6 +87,37 @@ Status FsyncDir(const std::string& dir) {
   return st;
 }
 
+bool PathWithin(const std::string& path, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  if (ec) return false;
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // a trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
+Status CheckOutputFile(const std::string& path, const std::string& protect,
+                       const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // follows links
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    return InvalidArgument(what + " '" + path +
+                           "': exists and is not a regular file (a directory, device or pipe); "
+                           "expected a new file or one to replace");
+  }
+  if (!protect.empty() && PathWithin(path, protect)) {
+    return InvalidArgument(what + " '" + path + "': inside '" + protect +
+                           "', which is being read; choose a path outside it");
+  }
+  return Status::Ok();
+}
+
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -16,5 +16,12 @@ Status WriteFileAtomic(const std::string& path, std::string_view data);
 Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count);
 Status FsyncDir(const std::string& dir);
 Status MakeDirs(const std::string& dir);
+// Whether `path` is `dir` or lies under it, comparing absolute paths with symbolic links resolved
+// where they exist.
+bool PathWithin(const std::string& path, const std::string& dir);
+// An output file a tool may replace: absent, or a regular file (or a link to one), and not inside
+// `protect` (the directory it reads). Errors name `what` (e.g. "--safetensors") and the path.
+Status CheckOutputFile(const std::string& path, const std::string& protect,
+                       const std::string& what);
 
 }  // namespace loom

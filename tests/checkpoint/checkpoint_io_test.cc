@@ -474,6 +474,21 @@ TEST(LayoutSpec, ParsesAndNamesBadItems) {
   bad = ParseLayoutSpec("tp=two");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("got 'two'"), std::string::npos);
+  // Mistakes that once fell back to defaults silently.
+  const std::pair<const char*, const char*> mistakes[] = {
+      {"tp=2,tp=1", "'tp' is given twice"},
+      {"", "expected key=value items"},
+      {",", "item 1 is empty"},
+      {"tp=1,,dp=1", "item 2 is empty"},
+      {"tp=1,", "item 2 is empty"},
+      {"sp=7", "expected 0 (off) or 1 (on), got '7'"},
+  };
+  for (const auto& [spec, why] : mistakes) {
+    bad = ParseLayoutSpec(spec);
+    ASSERT_FALSE(bad.ok()) << spec;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+  }
+  EXPECT_FALSE(ParseLayoutSpec("sp=0")->sp);
 }
 
 }  // namespace

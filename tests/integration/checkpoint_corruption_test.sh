@@ -176,7 +176,23 @@ cp -r "$dir/base/step_00000006" "$dir/bad_src" && flip "$dir/bad_src/rank_00003.
 "$loom" ckpt reshard "$dir/bad_src" --to tp=1 "$dir/from_bad" > "$dir/from_bad.log" 2>&1 \
   && { echo "FAIL: resharded a corrupt checkpoint"; fail=1; }
 expect "reshard of a corrupt checkpoint" "$dir/from_bad.log" "checksum mismatch"
-[[ -z $(ls "$dir/from_bad" 2>/dev/null) ]] || { echo "FAIL: reshard left $(ls "$dir/from_bad")"; fail=1; }
+[[ ! -e $dir/from_bad ]] || { echo "FAIL: reshard left $dir/from_bad: $(ls -a "$dir/from_bad")"; fail=1; }
+# Outputs that would damage something: OUT inside the source, a FIFO or the source's own file as
+# the export target. Each is refused and the source still verifies.
+cp -r "$dir/base/step_00000006" "$dir/src6"
+"$loom" ckpt reshard "$dir/src6" --to tp=1 "$dir/src6/out" > "$dir/into_src.log" 2>&1 && { echo "FAIL: reshard into its source"; fail=1; }
+expect "reshard into its source" "$dir/into_src.log" "$dir/src6/out: inside the checkpoint being read"
+[[ ! -e $dir/src6/out ]] || { echo "FAIL: reshard into its source left $dir/src6/out"; fail=1; }
+"$loom" ckpt export "$dir/src6" --safetensors "$dir/src6/rank_00000.safetensors" > "$dir/over_src.log" 2>&1 && { echo "FAIL: export over its source"; fail=1; }
+expect "export over its source" "$dir/over_src.log" "inside '$dir/src6', which is being read"
+mkfifo "$dir/fifo"
+"$loom" ckpt export "$dir/src6" --safetensors "$dir/fifo" > "$dir/fifo.log" 2>&1 && { echo "FAIL: export over a FIFO"; fail=1; }
+expect "export over a FIFO" "$dir/fifo.log" "'$dir/fifo': exists and is not a regular file"
+[[ -p $dir/fifo ]] || { echo "FAIL: export replaced the FIFO"; fail=1; }
+"$loom" ckpt verify "$dir/src6" > /dev/null || { echo "FAIL: the source was damaged"; fail=1; }
+ls "$dir" | grep -q '\.tmp\.' && { echo "FAIL: temporary files left: $(ls "$dir" | grep '\.tmp\.')"; fail=1; }
+"$loom" ckpt reshard "$dir/base" --to tp=2,tp=1 "$dir/twice" > "$dir/twice.log" 2>&1 && { echo "FAIL: tp given twice accepted"; fail=1; }
+expect "reshard --to tp=2,tp=1" "$dir/twice.log" "'tp' is given twice"
 "$loom" ckpt verify "$dir/nowhere" > "$dir/nowhere.log" 2>&1 && { echo "FAIL: verify of nothing"; fail=1; }
 expect "verify of a missing directory" "$dir/nowhere.log" "$dir/nowhere: no such checkpoint directory"
 "$loom" ckpt export "$dir/base" --safetensors "$dir/x.st" --names gpt > "$dir/names.log" 2>&1 && { echo "FAIL: --names gpt"; fail=1; }
