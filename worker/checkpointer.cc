@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "checkpoint/reader.h"
 #include "core/file_util.h"
@@ -202,6 +203,34 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
                       std::to_string(d.consumed_samples()));
     }
     loaded_samples_ = d.consumed_samples();
+    // The LR schedule and AdamW settings are the job's, as a function of the step; say so when
+    // they differ from the checkpoint's (e.g. `steps` raised to train longer moves the decay).
+    const proto::OptimizerState& o = meta.optimizer();
+    const OptimConfig& oc = job_.optim;
+    const std::pair<const char*, std::pair<double, double>> settings[] = {
+        {"lr", {o.lr(), oc.lr}},
+        {"min_lr", {o.min_lr(), oc.min_lr}},
+        {"warmup_steps",
+         {static_cast<double>(o.warmup_steps()), static_cast<double>(job_.schedule.warmup_steps)}},
+        {"decay_steps",
+         {static_cast<double>(o.decay_steps()), static_cast<double>(job_.schedule.decay_steps)}},
+        {"beta1", {o.beta1(), oc.beta1}},
+        {"beta2", {o.beta2(), oc.beta2}},
+        {"eps", {o.eps(), oc.eps}},
+        {"weight_decay", {o.weight_decay(), oc.weight_decay}},
+        {"grad_clip", {o.grad_clip(), oc.grad_clip}},
+    };
+    std::string changed;
+    for (const auto& [name, v] : settings) {
+      if (static_cast<float>(v.first) == static_cast<float>(v.second)) continue;
+      std::ostringstream one;
+      one << (changed.empty() ? "" : ", ") << name << " " << v.first << " -> " << v.second;
+      changed += one.str();
+    }
+    if (rank_ == 0 && !changed.empty()) {
+      LOOM_LOG(WARN, CKPT) << path << ": the optimizer settings changed (" << changed << "): step "
+                           << meta.step() + 1 << " on follows the job's schedule and settings";
+    }
     if (rank_ == 0 && (d.seed() != job_.seed || d.seq() != job_.data.seq)) {
       LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (seed " << d.seed() << " -> "
                            << job_.seed << ", seq " << d.seq() << " -> " << job_.data.seq

@@ -100,6 +100,9 @@ sed 's/global_batch: 8/global_batch: 16/' "$dir/lr0.yaml" > "$dir/lr0gb16.yaml"
 base=$dir/lr0gb16.yaml
 train still16 1 "" --load "$dir/ck8.saved" --checkpoint-dir "$dir/still16"
 resumed still16 "$dir/ck8.saved"
+grep -q "the optimizer settings changed (lr 0.001 -> 0, min_lr 0.0001 -> 0): step 11 on follows the job's" "$dir/still8.log" \
+  || { echo "FAIL still8: the changed learning rate is not reported: $(grep -i optimizer "$dir/still8.log")"; fail=1; }
+grep -q "optimizer settings changed" "$dir/resume8.log" && { echo "FAIL resume8: unchanged settings reported as changed"; fail=1; }
 grep -q "global_batch 8 -> 16: the data continues after the 80 samples consumed" "$dir/still16.log" \
   || { echo "FAIL still16: the change of global batch is not reported"; fail=1; }
 /usr/bin/python3 - "$dir/still8.txt" "$dir/still16.txt" "$dir/still16/step_00000020/metadata.json" <<'PY' || fail=1
