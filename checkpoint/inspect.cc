@@ -5,10 +5,45 @@
 #include <map>
 
 #include "checkpoint/reader.h"
+#include "core/safetensors.h"
 #include "parallel/param_layout.h"
 
 namespace loom {
 namespace {
+
+// Each data file's own safetensors header lists exactly its chunks, where the metadata puts them:
+// tools that open the file by itself (it is a valid safetensors file) must find the same bytes.
+Status CheckDataFileHeaders(const std::string& dir, const proto::CheckpointMetadata& m) {
+  for (const proto::FileEntry& f : m.files()) {
+    const std::string path = JoinPath(dir, f.name());
+    Result<SafetensorsHeader> h = ReadSafetensorsHeader(path);
+    if (!h.ok()) return DataLoss(h.status().message() + " (a data file's safetensors header)");
+    std::map<uint64_t, std::pair<std::string, uint64_t>> by_offset;  // offset -> (name, bytes)
+    for (const auto& [name, e] : h->tensors) by_offset[e.offset] = {name, e.bytes};
+    size_t chunks = 0;
+    for (const proto::TensorEntry& t : m.tensors()) {
+      for (int k = 0; k < t.chunks_size(); ++k) {
+        const proto::Chunk& c = t.chunks(k);
+        if (c.file() != f.name()) continue;
+        ++chunks;
+        const auto it = by_offset.find(c.offset());
+        const std::string prefix = t.name() + "/" + t.state() + "/";
+        if (it == by_offset.end() || it->second.second != c.length() ||
+            it->second.first.compare(0, prefix.size(), prefix) != 0) {
+          return DataLoss(path + ": tensor '" + t.name() + "' state '" + t.state() + "' chunk " +
+                          std::to_string(k) + ": the file's safetensors header has no entry '" +
+                          prefix + "*' of " + std::to_string(c.length()) + " bytes at byte " +
+                          std::to_string(c.offset()) + " (its header was changed or damaged)");
+        }
+      }
+    }
+    if (chunks != h->tensors.size()) {
+      return DataLoss(path + ": its safetensors header lists " + std::to_string(h->tensors.size()) +
+                      " tensors, the metadata " + std::to_string(chunks) + " chunks in this file");
+    }
+  }
+  return Status::Ok();
+}
 
 std::string Format(const char* fmt, auto... args) {
   char buf[512];
@@ -107,6 +142,7 @@ Result<VerifyReport> VerifyCheckpoint(const std::string& path) {
     rep.chunks += t.chunks_size();
   }
   LOOM_RETURN_IF_ERROR(reader->VerifyAll());
+  LOOM_RETURN_IF_ERROR(CheckDataFileHeaders(dir, m));
   rep.bytes = reader->bytes_read();
   return rep;
 }

@@ -21,8 +21,9 @@ struct VerifyReport {
 };
 
 // Checks everything: metadata, that every tensor of the model is there with its three states
-// and shape, every data file's size, every block checksum, and that the chunks of each tensor
-// hold every element exactly once. The first problem found is returned, naming the file and chunk.
+// and shape, every data file's size, every block checksum, that the chunks of each tensor
+// hold every element exactly once, and that each data file's safetensors header lists exactly
+// its chunks at their places. The first problem found is returned, naming the file and chunk.
 Result<VerifyReport> VerifyCheckpoint(const std::string& path);
 
 }  // namespace loom

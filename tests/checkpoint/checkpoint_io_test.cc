@@ -291,6 +291,50 @@ TEST_F(CheckpointIo, TruncatedFileIsRefusedOnOpen) {
   EXPECT_NE(r.status().message().find("missing data file"), std::string::npos);
 }
 
+// The data files are safetensors files other tools open by themselves: verify checks that their
+// own headers agree with the metadata (loading uses only the metadata, so only verify can tell).
+TEST_F(CheckpointIo, DamagedSafetensorsHeaderIsNamedByVerify) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 1, 0));
+  const std::string file = Path("a/step_00000005/rank_00001.safetensors");
+  const std::string good = *ReadFile(file);
+  ASSERT_TRUE(VerifyCheckpoint(Path("a")).ok());
+  // One digit of a data offset in the header (the JSON stays valid).
+  std::string bad = good;
+  const size_t at = bad.find("\"data_offsets\":[");
+  ASSERT_NE(at, std::string::npos);
+  const size_t digit = bad.find_first_of("123456789", at + 16);
+  ASSERT_NE(digit, std::string::npos);
+  bad[digit] = bad[digit] == '9' ? '8' : static_cast<char>(bad[digit] + 1);
+  ASSERT_TRUE(WriteFileAtomic(file, bad).ok());
+  auto rep = VerifyCheckpoint(Path("a"));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find(file), std::string::npos) << rep.status().message();
+  EXPECT_NE(rep.status().message().find("safetensors header"), std::string::npos)
+      << rep.status().message();
+  // An entry renamed (same length: the file still parses) no longer names its chunk.
+  bad = good;
+  const size_t name = bad.find("/exp_avg/");
+  ASSERT_NE(name, std::string::npos);
+  bad[name + 7] = 'h';  // "/exp_avh/"
+  ASSERT_TRUE(WriteFileAtomic(file, bad).ok());
+  rep = VerifyCheckpoint(Path("a"));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find(file + ": tensor '"), std::string::npos)
+      << rep.status().message();
+  EXPECT_NE(rep.status().message().find("the file's safetensors header has no entry"),
+            std::string::npos)
+      << rep.status().message();
+  // Its length field.
+  bad = good;
+  for (int i = 0; i < 8; ++i) bad[static_cast<size_t>(i)] = static_cast<char>(0xff);
+  ASSERT_TRUE(WriteFileAtomic(file, bad).ok());
+  rep = VerifyCheckpoint(Path("a"));
+  ASSERT_FALSE(rep.ok());
+  EXPECT_NE(rep.status().message().find(file), std::string::npos) << rep.status().message();
+  // Loading still works from the metadata alone.
+  EXPECT_TRUE(CheckpointReader::Open(Path("a/step_00000005")).ok());
+}
+
 TEST_F(CheckpointIo, DeletedChunkIsNamed) {
   WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 2, 0));
   const std::string meta_path = Path("a/step_00000005/metadata.json");
