@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -134,14 +135,24 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
                            (loom_names ? "wpe' " : "wpe.weight' ") + ShapeToString(wpe->shape) +
                            ": expected [vocab, hidden] and [max_seq, hidden], all above zero");
   }
-  if (heads == 0) {
-    auto h = ix.metadata().find("n_head");
-    if (h == ix.metadata().end()) {
-      return InvalidArgument(file +
-                             ": the number of attention heads is not in the file's "
-                             "metadata (n_head): give it with --heads");
+  const auto n_head = ix.metadata().find("n_head");
+  if (n_head != ix.metadata().end()) {
+    const std::string& v = n_head->second;
+    char* end = nullptr;
+    const long long in_file = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || in_file <= 0) {
+      return InvalidArgument(
+          file + ": metadata field 'n_head': expected a positive integer, got '" + v + "'");
     }
-    heads = std::atoll(h->second.c_str());
+    if (heads != 0 && heads != in_file) {
+      return InvalidArgument(file + ": --heads " + std::to_string(heads) +
+                             " contradicts the file's metadata n_head " + v);
+    }
+    heads = in_file;
+  } else if (heads == 0) {
+    return InvalidArgument(file +
+                           ": the number of attention heads is not in the file's "
+                           "metadata (n_head): give it with --heads");
   }
   model.heads = heads;
   if (model.layers == 0 || heads <= 0 || model.hidden % heads != 0) {
@@ -224,6 +235,14 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
     if (loaded != info.name) {
       const auto& [name, transposed] = file_name.at(info.name);
       LOOM_RETURN_IF_ERROR(ix.Read(name, transposed ? &raw : &current));
+      const std::vector<float>& got = transposed ? raw : current;
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) {
+          return DataLoss(file + ": tensor '" + name + "' element " + std::to_string(i) + " is " +
+                          (std::isnan(got[i]) ? "NaN" : "infinite") +
+                          ": expected finite weights to train from");
+        }
+      }
       if (transposed) {  // [in, out] -> [out, in]
         current.resize(raw.size());
         for (int64_t i = 0; i < whole.rows; ++i) {

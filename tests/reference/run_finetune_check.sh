@@ -93,6 +93,10 @@ torch_gpt.write_safetensors(f"{d}/hub.safetensors", out)
 bad = dict(out)
 bad["lm_head.weight"] = bad["lm_head.weight"] + np.float16(1)
 torch_gpt.write_safetensors(f"{d}/hub_untied.safetensors", bad)
+nan = dict(out)
+nan["transformer.h.0.mlp.c_proj.weight"] = nan["transformer.h.0.mlp.c_proj.weight"].copy()
+nan["transformer.h.0.mlp.c_proj.weight"].flat[5] = np.nan
+torch_gpt.write_safetensors(f"{d}/hub_nan.safetensors", nan)
 del out["transformer.h.1.mlp.c_fc.bias"]
 torch_gpt.write_safetensors(f"{d}/hub_missing.safetensors", out)
 # A header whose shape overflows 64 bits when multiplied out (a zero-length range must not pass).
@@ -124,7 +128,7 @@ if list(got) != list(want) or bad:
 print(f"hub-style import: {len(got)} tensors, each A's weights rounded to F16, exactly")
 PY
 head -c 200000 "$dir/hub.safetensors" > "$dir/hub_truncated.safetensors"
-for f in untied missing truncated overflow; do
+for f in untied missing truncated overflow nan; do
   "$loom" ckpt import "$dir/hub_$f.safetensors" "$dir/hub_$f" --heads 4 > "$dir/hub_$f.log" 2>&1 \
     && { echo "FAIL: import of hub_$f succeeded"; fail=1; }
   [[ -e $dir/hub_$f/step_00000000 ]] && { echo "FAIL: import of hub_$f left a checkpoint"; fail=1; }
@@ -136,8 +140,16 @@ grep -q "hub_missing.safetensors: tensor 'transformer.h.1.mlp.c_fc.bias' \[256\]
   "$dir/hub_missing.log" || { echo "FAIL: missing tensor not named"; fail=1; }
 grep -q "hub_truncated.safetensors': tensor '.*': data_offsets \[.*) do not hold .* (truncated file?)" "$dir/hub_truncated.log" \
   || { echo "FAIL: truncated file not named"; fail=1; }
+grep -q "hub_nan.safetensors: tensor 'transformer.h.0.mlp.c_proj.weight' element 5 is NaN: expected finite weights" \
+  "$dir/hub_nan.log" || { echo "FAIL: a NaN weight not named"; fail=1; }
 grep -q "hub_overflow.safetensors': tensor 'wte.weight': shape \[4611686018427387904\]...: its size in bytes overflows 64 bits" \
   "$dir/hub_overflow.log" || { echo "FAIL: overflowing shape not named"; fail=1; }
+# --heads must agree with the file's own n_head (export writes it).
+"$loom" ckpt import "$dir/a_hf.safetensors" "$dir/heads2" --heads 2 > "$dir/heads2.log" 2>&1 \
+  && { echo "FAIL: --heads 2 against n_head 4 accepted"; fail=1; }
+grep -q "a_hf.safetensors: --heads 2 contradicts the file's metadata n_head 4" "$dir/heads2.log" \
+  || { echo "FAIL: heads2: $(cat "$dir/heads2.log")"; fail=1; }
+[[ -e $dir/heads2 ]] && { echo "FAIL: heads2 left $dir/heads2"; fail=1; }
 "$loom" ckpt import "$dir/a_hf.safetensors" "$dir/imported" > "$dir/again.log" 2>&1 \
   && { echo "FAIL: import into a root with checkpoints succeeded"; fail=1; }
 grep -q "already holds checkpoints" "$dir/again.log" || { echo "FAIL: again: $(cat "$dir/again.log")"; fail=1; }
