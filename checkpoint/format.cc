@@ -84,8 +84,8 @@ std::string ChunkWhere(const std::string& path, const proto::TensorEntry& t, int
 }
 
 Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
-  if (m.format_version() != kCheckpointFormatVersion) {
-    return DataLoss(path + ": field 'format_version': expected " +
+  if (m.format_version() < 1 || m.format_version() > kCheckpointFormatVersion) {
+    return DataLoss(path + ": field 'format_version': expected 1 to " +
                     std::to_string(kCheckpointFormatVersion) + ", got " +
                     std::to_string(m.format_version()));
   }
@@ -275,7 +275,13 @@ Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   if (!st.ok()) {
     return DataLoss(path + ": not a checkpoint metadata file: " + std::string(st.message()));
   }
-  LOOM_RETURN_IF_ERROR(CheckSeal(path, std::move(*text)));
+  if (m.format_version() >= 2) {
+    LOOM_RETURN_IF_ERROR(CheckSeal(path, std::move(*text)));
+  } else if (!m.metadata_crc32c().empty()) {  // e.g. a flipped bit in "format_version": 2
+    return DataLoss(path +
+                    ": field 'format_version': 1 (before metadata checksums), but the file has "
+                    "a 'metadata_crc32c'; expected 2");
+  }
   LOOM_RETURN_IF_ERROR(Validate(path, m));
   // A step directory renamed by hand (or a step field edited) must not pass for another step.
   fs::path p = fs::path(dir).lexically_normal();
@@ -303,7 +309,8 @@ Result<std::string> MetadataToJson(const proto::CheckpointMetadata& meta) {
 }
 
 Status WriteMetadata(const std::string& dir, const proto::CheckpointMetadata& meta) {
-  proto::CheckpointMetadata sealed = meta;
+  proto::CheckpointMetadata sealed = meta;  // e.g. a version 1 checkpoint's, resharded
+  sealed.set_format_version(kCheckpointFormatVersion);
   sealed.set_metadata_crc32c(kSealZeros);
   LOOM_ASSIGN_OR_RETURN(std::string json, MetadataToJson(sealed));
   LOOM_ASSIGN_OR_RETURN(json, SealMetadataJson(std::move(json)));

@@ -21,7 +21,9 @@
 
 namespace loom {
 
-constexpr int kCheckpointFormatVersion = 1;
+// 2: metadata.json carries its own checksum (metadata_crc32c). Version 1 files (without it) are
+// still read.
+constexpr int kCheckpointFormatVersion = 2;
 constexpr uint64_t kChecksumBlockBytes = 1 << 20;
 // Data sections of rank files start at a multiple of this (the header is padded with spaces).
 constexpr uint64_t kDataAlignment = 4096;

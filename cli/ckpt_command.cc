@@ -17,6 +17,7 @@
 #include "checkpoint/inspect.h"
 #include "checkpoint/reshard.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "core/memory.h"
 #include "core/threads.h"
 
@@ -140,7 +141,7 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
       ->required();
   imp->add_option("out", o->out, "Output root (must not hold checkpoints)")->required();
   imp->add_option("--heads", o->heads, "Attention heads (default: the file's n_head metadata)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger());
   imp->callback([o, exit_code] {
     ConfigureThreads(1);
     Status st = RunImport(*o);

@@ -26,6 +26,7 @@
 
 #include "checkpoint/format.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
@@ -440,7 +441,7 @@ void AddOptions(CLI::App* cmd, LaunchOptions* o) {
                   "0.0.0.0)");
   cmd->add_option("--token", o->token, "Job token (default: random)");
   cmd->add_option("--threads", o->threads, "Threads per worker (default: cores / ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger());
   cmd->add_option("--heartbeat-ms", o->heartbeat_ms, "Worker heartbeat period")
       ->check(CLI::Range(100, 600000));
   cmd->add_option("--silence-s", o->silence_s, "A worker not heard from this long is declared lost")

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/train_run.h"
+#include "cli/validators.h"
 
 namespace loom {
 namespace {
@@ -29,21 +30,26 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", opt->threads,
                   "Threads per rank (default: runtime.threads or "
                   "cores / ranks on this host)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger());
   cmd->add_option("--steps", opt->steps, "Override the job's number of steps")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger());
   cmd->add_option("--checkpoint-dir", opt->checkpoint_dir,
-                  "Save checkpoints here (overrides checkpoint.dir)");
+                  "Save checkpoints here (overrides checkpoint.dir)")
+      ->check(NonEmptyPath());
   cmd->add_option("--load", opt->load,
-                  "Resume from this checkpoint root or step directory (overrides checkpoint.load)");
+                  "Resume from this checkpoint root or step directory (overrides checkpoint.load)")
+      ->check(NonEmptyPath());
   cmd->add_option("--init-from", opt->init_from,
                   "Start from this checkpoint's model weights only, when nothing is resumed "
-                  "(fine-tuning; overrides checkpoint.init_from)");
+                  "(fine-tuning; overrides checkpoint.init_from)")
+      ->check(NonEmptyPath());
   cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
   cmd->add_option("--dump-losses", opt->dump_losses,
-                  "Write per-step losses (\"step loss\" lines) to this file");
+                  "Write per-step losses (\"step loss\" lines) to this file")
+      ->check(NonEmptyPath());
   cmd->add_option("--dump-params", opt->dump_params,
-                  "Write the final parameters (single-process layout) to this safetensors file");
+                  "Write the final parameters (single-process layout) to this safetensors file")
+      ->check(NonEmptyPath());
   cmd->callback([opt, exit_code] {
     std::unique_ptr<MpiRuntime> mpi;
     int stopped_by = 0;

@@ -1,12 +1,17 @@
 // Shared training run of `loom train` and `loom worker`.
 #include "cli/train_run.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <vector>
 
+#include "core/file_util.h"
 #include "core/logging.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
@@ -68,6 +73,27 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (!opt.load.empty()) job->checkpoint.load = opt.load;
   if (!opt.init_from.empty()) job->checkpoint.init_from = opt.init_from;
   if (opt.no_resume) job->checkpoint.resume = false;
+  // The output files are written after training: a path that cannot take them is an error now,
+  // not after the run.
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string*>{"--dump-losses", &opt.dump_losses},
+        {"--dump-params", &opt.dump_params}}) {
+    if (path->empty()) continue;
+    LOOM_RETURN_IF_ERROR(CheckOutputFile(*path, "", flag));
+    // Opened for writing once (and removed again if it did not exist): permissions alone do
+    // not tell (root passes every check, /proc takes no new files).
+    const int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(path->c_str());
+    } else if (errno == EEXIST) {
+      const int again = ::open(path->c_str(), O_WRONLY | O_CLOEXEC);
+      if (again < 0) return ErrnoError(std::string(flag) + " '" + *path + "'", errno);
+      ::close(again);
+    } else {
+      return ErrnoError(std::string(flag) + " '" + *path + "'", errno);
+    }
+  }
   return CheckCheckpointConfig(*job);
 }
 

@@ -14,6 +14,7 @@
 #include "checkpoint/format.h"
 #include "cli/commands.h"
 #include "cli/train_run.h"
+#include "cli/validators.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/memory.h"
@@ -142,7 +143,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
                   "Coordinator address host:port (default: LOOM_COORDINATOR)");
   cmd->add_option("--token", o->token, "Job token (default: LOOM_JOB_TOKEN)");
   cmd->add_option("--threads", o->threads, "Threads per rank (default: cores / local ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger());
   cmd->add_option("--timeout-ms", o->timeout_ms, "Deadline of every exchange with the coordinator")
       ->check(CLI::Range(100, 3600000));
   cmd->callback([o, exit_code] {

@@ -157,6 +157,13 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
   LOOM_RETURN_IF_ERROR(ck.String("init_from", &c.init_from, false));
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"dir", &c.dir},
+                                   {"load", &c.load},
+                                   {"init_from", &c.init_from}}) {
+    if (ck.Has(key) && value->empty()) {  // else it would read as "not set"
+      return InvalidArgument(ck.Where(key) + ": expected a directory path, got an empty string");
+    }
+  }
   std::string stop_signal;
   LOOM_RETURN_IF_ERROR(ck.String("signal", &stop_signal, false));
   if (!stop_signal.empty()) {

@@ -36,4 +36,16 @@ expect 1 "nope.txt" -- "$loom" data prepare --input "$dir/nope.txt" --output-dir
 printf 'LOOMTOK\0\1\0\0\0\2\0\0\0\xff\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' > "$dir/short.bin"
 sed 's/lr: fast/lr: 0.001/; s/text: corpus.txt/train: short.bin/' "$dir/bad_field.yaml" > "$dir/short.yaml"
 expect 1 "short.bin': count" -- "$loom" train --config "$dir/short.yaml"
+# Flags: what was expected, not a range of doubles; an empty path is not "not given"; an output
+# that cannot be written is refused before training, not after it.
+sed 's/lr: fast/lr: 0.001/' "$dir/bad_field.yaml" > "$dir/good.yaml"
+expect 2 "--steps: expected a positive whole number, got '0'" -- "$loom" train --config "$dir/good.yaml" --steps 0
+expect 2 "--checkpoint-dir: expected a path, got an empty string" -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir ""
+printf 'checkpoint: {dir: ""}\n' >> "$dir/good.yaml"
+expect 1 "good.yaml:5: field 'checkpoint.dir': expected a directory path, got an empty string" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
+out=$("$loom" train --config "$dir/good.yaml" --dump-losses "$dir/no/such/dir/losses.txt" 2>&1)
+[[ $? -eq 1 && $out == *"--dump-losses '$dir/no/such/dir/losses.txt': No such file or directory"* && $out != *"step "* ]] \
+  && echo "ok: --dump-losses into a missing directory refused before training" \
+  || { echo "FAIL: --dump-losses into a missing directory: $out"; fail=1; }
 exit $fail

@@ -1,0 +1,36 @@
+// Command-line validators whose messages say what was expected. (CLI11's PositiveNumber reports
+// "Value 0 not in range 0.000000 to 1797693...", a range of doubles printed in full.)
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+namespace loom {
+
+// A whole number above zero (that fits in 64 bits).
+inline CLI::Validator PositiveInteger() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || errno == ERANGE || v <= 0) {
+          return "expected a positive whole number, got '" + s + "'";
+        }
+        return std::string();
+      },
+      "POSITIVE");
+}
+
+// A path (for options where an empty value would otherwise read as "not given").
+inline CLI::Validator NonEmptyPath() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s.empty() ? "expected a path, got an empty string" : std::string();
+      },
+      "PATH");
+}
+
+}  // namespace loom
