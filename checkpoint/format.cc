@@ -185,9 +185,16 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
         return DataLoss(ChunkWhere(path, t, k) + ": field 'file': '" + c.file() +
                         "' is not a file name of this directory");
       }
-      if (std::find(files.begin(), files.end(), c.file()) == files.end()) {
+      const auto f = std::find(files.begin(), files.end(), c.file());
+      if (f == files.end()) {
         return DataLoss(ChunkWhere(path, t, k) + ": file '" + c.file() +
                         "' is not listed in 'files'");
+      }
+      const uint64_t file_bytes = m.files(static_cast<int>(f - files.begin())).bytes();
+      if (c.offset() > file_bytes || c.length() > file_bytes - c.offset()) {
+        return DataLoss(ChunkWhere(path, t, k) + ": bytes " + std::to_string(c.offset()) + " + " +
+                        std::to_string(c.length()) + " lie beyond the end of '" + c.file() + "' (" +
+                        std::to_string(file_bytes) + " bytes, field 'files')");
       }
     }
   }

@@ -418,6 +418,19 @@ TEST_F(CheckpointIo, BadMetadataIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("chunk 0: field 'length' is 12"), std::string::npos)
       << r.status().message();
+  for (const char* offset : {"99999999999", "18446744073709551000"}) {  // the latter wraps
+    j = nlohmann::json::parse(good);
+    j["tensors"][3]["chunks"][0]["offset"] = offset;
+    ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
+    r = ReadMetadata(Path("a/step_00000005"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("chunk 0: bytes " + std::string(offset) + " + "),
+              std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("lie beyond the end of 'rank_00000.safetensors'"),
+              std::string::npos)
+        << r.status().message();
+  }
 }
 
 // The metadata file carries its own CRC-32C: a changed digit that keeps the JSON valid (the step,
