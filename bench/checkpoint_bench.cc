@@ -5,6 +5,7 @@
 //           alternating rounds; ratio of throughputs.
 //   stall   training with an asynchronous save every 2 steps: the time the step loop is blocked
 //           per save (snapshot copy, polls) as a fraction of one step's time.
+//   load    resuming into one process (every byte read, checked, placed) vs a raw read.
 //   reshard `loom ckpt reshard` (a child process: wall time, peak RSS) vs a raw sequential read of
 //           the same data files; ratio of throughputs, and peak RSS against the largest tensor.
 // Run: mpirun -np 2 build/bench/checkpoint_bench [--dir D] [--rounds N] [--reshard-from CKPT]
@@ -174,12 +175,10 @@ struct Figures {
   double cold_other_s = 0;  // reshard from the disk with its output on tmpfs (0: not run)
   int64_t reshard_rss = 0, largest_tensor = 0;
   std::string reshard_src;
+  double load_s = 0, load_cold_s = 0, load_read_cold_s = 0;  // resuming into one process
 };
 
-loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figures* f) {
-  const int rank = rt.world_rank();
-  LOOM_ASSIGN_OR_RETURN(auto world, rt.World());
-  LOOM_ASSIGN_OR_RETURN(auto dp, rt.CreateGroup("dp", {0, 1}));
+loom::JobConfig BenchJob(const std::string& dir) {
   loom::JobConfig job;
   job.path = "checkpoint_bench";
   job.model = kModel;
@@ -193,6 +192,14 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
   job.checkpoint.dir = dir + "/ckpt";
   job.checkpoint.keep = 0;  // old checkpoints are deleted outside the timed regions
   job.checkpoint.every = 2;
+  return job;
+}
+
+loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figures* f) {
+  const int rank = rt.world_rank();
+  LOOM_ASSIGN_OR_RETURN(auto world, rt.World());
+  LOOM_ASSIGN_OR_RETURN(auto dp, rt.CreateGroup("dp", {0, 1}));
+  const loom::JobConfig job = BenchJob(dir);
   loom::Placement place;
   place.layout.dp = 2;
   place.layout.zero = 1;
@@ -260,6 +267,46 @@ loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figur
   f->step_saving_s = Median(saving_steps);
 
   return world->Barrier();
+}
+
+// Resuming into one process (tp1, dp1: every saved byte is read, checked and placed, with the
+// intersection work of another layout than the saved dp2 zero1) vs a raw read of the same
+// files; after MPI is shut down, like the reshard.
+loom::Status RunLoad(const std::string& dir, int rounds, Figures* f) {
+  const loom::JobConfig job = BenchJob(dir);
+  const std::string src = job.checkpoint.dir + "/" + loom::ReadLatest(job.checkpoint.dir);
+  loom::Placement one;                                                   // one process
+  LOOM_ASSIGN_OR_RETURN(auto trainer, loom::Trainer::Create(job, one));  // loads once, untimed
+  loom::Checkpointer& ck = *trainer->checkpointer();
+  std::vector<double> warm, cold, cold_read;
+  auto load = [&]() -> loom::Result<double> {
+    const auto t0 = Clock::now();
+    LOOM_ASSIGN_OR_RETURN(const int64_t step, ck.Restore());
+    if (step == 0) return loom::Internal("the benchmark's checkpoint was not resumed");
+    return Since(t0);
+  };
+  for (int r = 0; r < rounds; ++r) {
+    for (int turn = 0; turn < 2; ++turn) {  // taking turns going first
+      if ((turn == 0) == (r % 2 == 0)) {
+        if (DropCaches()) {
+          LOOM_ASSIGN_OR_RETURN(const double t, load());
+          cold.push_back(t);
+        }
+      } else if (DropCaches()) {
+        const auto t0 = Clock::now();
+        RawRead(src);
+        cold_read.push_back(Since(t0));
+      }
+    }
+    LOOM_ASSIGN_OR_RETURN(const double t, load());
+    warm.push_back(t);
+  }
+  f->load_s = Median(warm);
+  if (!cold.empty() && !cold_read.empty()) {
+    f->load_cold_s = Median(cold);
+    f->load_read_cold_s = Median(cold_read);
+  }
+  return loom::Status::Ok();
 }
 
 // Reshard (the offline tool, after MPI is shut down so nothing else runs) vs a raw read of the
@@ -420,6 +467,7 @@ int main(int argc, char** argv) {
   loom::Status st = Run(**rt, dir, rounds, &f);
   const int rank = (*rt)->world_rank();
   rt->reset();  // MPI finalized: the reshard runs alone
+  if (st.ok() && rank == 0) st = RunLoad(dir, rounds, &f);
   if (st.ok() && rank == 0) st = RunReshard(dir, reshard_from, rounds, &f);
   if (!st.ok()) {
     std::fprintf(stderr, "checkpoint_bench: %s\n", st.ToString().c_str());
@@ -445,6 +493,13 @@ int main(int argc, char** argv) {
         "         blocked per save: starting it %.2f ms, update waiting for the copy %.2f ms, "
         "completion polls %.2f ms\n",
         f.save_part_s * 1e3, f.copy_wait_s * 1e3, f.poll_s * 1e3);
+    if (f.load_cold_s > 0) {
+      std::printf(
+          "load:    resuming into one process (tp1 dp1 from dp2 zero1), every byte read and "
+          "checked: from the disk %.3f s vs raw read %.3f s (%.2fx its speed); from the page "
+          "cache %.3f s\n",
+          f.load_cold_s, f.load_read_cold_s, f.load_read_cold_s / f.load_cold_s, f.load_s);
+    }
     std::printf(
         "reshard: %s to tp=2,pp=2 (4 ranks), %.0f MB | from the page cache %.3f s (%.0f MB/s) "
         "vs raw read %.3f s (%.0f MB/s)\n",
