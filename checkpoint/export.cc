@@ -80,13 +80,17 @@ std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& out_file,
                                        ExportNames names, DType dtype) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
-  LOOM_RETURN_IF_ERROR(CheckOutputFile(out_file, dir, "output file"));
-  // A link is written through (the rename below would replace the link itself).
+  // A link is written through (the rename below would replace the link itself), also one whose
+  // target does not exist yet.
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const std::string file =
-      std::filesystem::is_symlink(std::filesystem::symlink_status(out_file, ec))
-          ? std::filesystem::weakly_canonical(out_file, ec).string()
-          : out_file;
+  fs::path target = out_file;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    const fs::path next = fs::read_symlink(target, ec);
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const std::string file = target.lexically_normal().string();
+  LOOM_RETURN_IF_ERROR(CheckOutputFile(file, dir, "output file"));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();

@@ -102,14 +102,15 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
   if (mo.arch() != "gpt2") {
     return DataLoss(path + ": field 'model.arch': expected gpt2, got '" + mo.arch() + "'");
   }
-  // Far beyond any model, and small enough that no size computed from them overflows.
-  constexpr int64_t kMaxDim = int64_t{1} << 31;
+  // Far beyond any model, and small enough that no size computed from them overflows 64 bits
+  // (4 x hidden^2 elements x 4 bytes at most 2^64 / 4).
+  constexpr int64_t kMaxDim = int64_t{1} << 30;
   if (mo.vocab() > kMaxDim || mo.max_seq() > kMaxDim || mo.hidden() > kMaxDim ||
       mo.hidden() % mo.heads() != 0) {
     return DataLoss(path + ": field 'model': vocab " + std::to_string(mo.vocab()) + ", max_seq " +
                     std::to_string(mo.max_seq()) + ", hidden " + std::to_string(mo.hidden()) +
                     ", heads " + std::to_string(mo.heads()) +
-                    ": expected sizes below 2^31 and heads dividing hidden");
+                    ": expected sizes of at most 2^30 and heads dividing hidden");
   }
   // Every tensor of the model with its three states, and nothing else: counted before anything
   // is built from the model's sizes (a damaged `layers` must not cost time or memory).
@@ -282,12 +283,10 @@ Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   if (!st.ok()) {
     return DataLoss(path + ": not a checkpoint metadata file: " + std::string(st.message()));
   }
-  if (m.format_version() >= 2) {
+  // Version 1 files were written without a seal; any file that has one must match it (so a
+  // flipped bit in "format_version": 2 is caught too).
+  if (m.format_version() >= 2 || !m.metadata_crc32c().empty()) {
     LOOM_RETURN_IF_ERROR(CheckSeal(path, std::move(*text)));
-  } else if (!m.metadata_crc32c().empty()) {  // e.g. a flipped bit in "format_version": 2
-    return DataLoss(path +
-                    ": field 'format_version': 1 (before metadata checksums), but the file has "
-                    "a 'metadata_crc32c'; expected 2");
   }
   LOOM_RETURN_IF_ERROR(Validate(path, m));
   // A step directory renamed by hand (or a step field edited) must not pass for another step.

@@ -79,20 +79,21 @@ void OnSignal(int sig) {
   (void)!::write(g_signal_pipe[1], &c, 1);
 }
 
-Status InstallSignalHandlers() {
+// `stop_signal`: the job's checkpoint.signal (0: none), caught as well.
+Status InstallSignalHandlers(int stop_signal) {
   if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     return ErrnoError("pipe", errno);
   }
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-    if (::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, stop_signal}) {
+    if (sig != 0 && ::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
   }
   return Status::Ok();
 }
 
-// The signal received (0: none) within `ms` milliseconds.
+// The signal received (0: none) within `ms` milliseconds; each is returned once.
 int WaitForSignal(int ms) {
   pollfd p{g_signal_pipe[0], POLLIN, 0};
   if (::poll(&p, 1, ms) > 0) {
@@ -100,7 +101,7 @@ int WaitForSignal(int ms) {
     while (::read(g_signal_pipe[0], buf, sizeof(buf)) > 0) {
     }
   }
-  return g_signal.load();
+  return g_signal.exchange(0);
 }
 
 // A file made with mkstemp, removed when this goes out of scope.
@@ -223,7 +224,12 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // A signal must never take the default action (kill this process and orphan the workers),
   // whichever thread it lands on — threads created before main (OpenBLAS) have nothing blocked:
   // the handler only records it and wakes the loop below through a pipe.
-  LOOM_RETURN_IF_ERROR(InstallSignalHandlers());
+  // The job's checkpoint.signal (preemption: a scheduler may send it to this process, e.g.
+  // `sbatch --signal=B:USR1@120`) is passed on to the workers, which save and stop; a second
+  // one, or any other signal, stops them at once.
+  const int stop_signal = job.checkpoint.dir.empty() ? 0 : job.checkpoint.stop_signal;
+  LOOM_RETURN_IF_ERROR(InstallSignalHandlers(stop_signal));
+  bool stop_passed_on = false;
 
   JobState state(plan.spec);
   ServiceOptions so;
@@ -316,6 +322,15 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   int64_t stopped_at = 0;
   for (;;) {
     const int sig = WaitForSignal(250);
+    if (sig != 0 && sig == stop_signal && !stop_passed_on) {
+      stop_passed_on = true;
+      if (workers) workers->Signal(sig);
+      std::printf("\nloom launch: %s: the workers save the step they are at and stop%s\n",
+                  StopSignalName(sig).c_str(),
+                  workers ? "" : " (their launcher passes the signal on)");
+      std::fflush(stdout);
+      continue;
+    }
     if (sig != 0) {
       std::printf("\nloom launch: interrupted (%s): stopping %d workers\n", strsignal(sig), world);
       std::fflush(stdout);

@@ -80,19 +80,20 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
         {"--dump-params", &opt.dump_params}}) {
     if (path->empty()) continue;
     LOOM_RETURN_IF_ERROR(CheckOutputFile(*path, "", flag));
-    // Opened for writing once (and removed again if it did not exist): permissions alone do
-    // not tell (root passes every check, /proc takes no new files).
-    const int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // Tried for real: permissions alone do not tell (root passes every check; /proc takes no
+    // new files). Every rank runs this before it knows whether it is the one that writes, so a
+    // new file is probed under a name of this process's own.
+    const int fd = ::open(path->c_str(), O_WRONLY | O_CLOEXEC);  // an existing file: no O_TRUNC
     if (fd >= 0) {
       ::close(fd);
-      ::unlink(path->c_str());
-    } else if (errno == EEXIST) {
-      const int again = ::open(path->c_str(), O_WRONLY | O_CLOEXEC);
-      if (again < 0) return ErrnoError(std::string(flag) + " '" + *path + "'", errno);
-      ::close(again);
-    } else {
-      return ErrnoError(std::string(flag) + " '" + *path + "'", errno);
+      continue;
     }
+    if (errno != ENOENT) return ErrnoError(std::string(flag) + " '" + *path + "'", errno);
+    const std::string probe = *path + ".probe." + std::to_string(::getpid());
+    const int pfd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (pfd < 0) return ErrnoError(std::string(flag) + " '" + *path + "'", errno);
+    ::close(pfd);
+    ::unlink(probe.c_str());
   }
   return CheckCheckpointConfig(*job);
 }

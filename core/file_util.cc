@@ -89,10 +89,10 @@ Status FsyncDir(const std::string& dir) {
 
 bool PathWithin(const std::string& path, const std::string& dir) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  const fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
-  if (ec) return false;
+  std::error_code pe, de;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, pe), pe);
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir, de), de);
+  if (pe || de) return true;  // cannot tell: the caller refuses rather than risk it
   auto pi = p.begin();
   for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
     if (di->empty()) continue;  // a trailing separator

@@ -17,7 +17,7 @@ Status WriteFileAtomicParts(const std::string& path, const std::string_view* par
 Status FsyncDir(const std::string& dir);
 Status MakeDirs(const std::string& dir);
 // Whether `path` is `dir` or lies under it, comparing absolute paths with symbolic links resolved
-// where they exist.
+// where they exist. True also when either path cannot be resolved (callers refuse then).
 bool PathWithin(const std::string& path, const std::string& dir);
 // An output file a tool may replace: absent, or a regular file (or a link to one), and not inside
 // `protect` (the directory it reads). Errors name `what` (e.g. "--safetensors") and the path.

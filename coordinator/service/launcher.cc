@@ -115,6 +115,11 @@ bool WorkerProcesses::Exited(int* status) {
   return reaped_;
 }
 
+void WorkerProcesses::Signal(int sig) {
+  int st = 0;
+  if (pid_ > 0 && !Exited(&st)) ::kill(pid_, sig);
+}
+
 void WorkerProcesses::Stop(int grace_ms) {
   int st = 0;
   if (pid_ <= 0 || Exited(&st)) return;

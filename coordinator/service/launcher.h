@@ -46,6 +46,8 @@ class WorkerProcesses {
   bool Exited(int* status);
   // SIGTERM to the group, then SIGKILL after `grace_ms`; waits for the launcher.
   void Stop(int grace_ms);
+  // `sig` to the launcher process alone (mpirun and srun pass SIGUSR1/SIGUSR2 on to the ranks).
+  void Signal(int sig);
   pid_t pid() const { return pid_; }
 
  private:

@@ -185,6 +185,14 @@ expect "reshard into its source" "$dir/into_src.log" "$dir/src6/out: inside the 
 [[ ! -e $dir/src6/out ]] || { echo "FAIL: reshard into its source left $dir/src6/out"; fail=1; }
 "$loom" ckpt export "$dir/src6" --safetensors "$dir/src6/rank_00000.safetensors" > "$dir/over_src.log" 2>&1 && { echo "FAIL: export over its source"; fail=1; }
 expect "export over its source" "$dir/over_src.log" "inside '$dir/src6', which is being read"
+ln -s "$dir/src6/new.st" "$dir/dangling"  # a link into the source, its target not there yet
+"$loom" ckpt export "$dir/src6" --safetensors "$dir/dangling" > "$dir/dangling.log" 2>&1 && { echo "FAIL: export through a link into its source"; fail=1; }
+expect "export through a link into its source" "$dir/dangling.log" "inside '$dir/src6', which is being read"
+[[ -L $dir/dangling && ! -e $dir/src6/new.st ]] || { echo "FAIL: the link or the source was changed"; fail=1; }
+ln -s "$dir/exported.st" "$dir/link"  # a link elsewhere is written through
+"$loom" ckpt export "$dir/src6" --safetensors "$dir/link" > "$dir/link.log" 2>&1 \
+  && [[ -L $dir/link && -s $dir/exported.st ]] && echo "PASS export through a link writes its target" \
+  || { echo "FAIL: export through a link: $(cat "$dir/link.log")"; fail=1; }
 mkfifo "$dir/fifo"
 "$loom" ckpt export "$dir/src6" --safetensors "$dir/fifo" > "$dir/fifo.log" 2>&1 && { echo "FAIL: export over a FIFO"; fail=1; }
 expect "export over a FIFO" "$dir/fifo.log" "'$dir/fifo': exists and is not a regular file"

@@ -5,7 +5,8 @@
 #      asynchronous saves every 25 steps: exit 138, "stopped after step S", step_S committed and
 #      verified; resumed for 5 more steps, the losses are bit-identical to an uninterrupted run.
 #   2. SIGUSR1 to one rank only: the ranks agree, all stop at the same step after saving it.
-#   3. Under `loom launch`: SIGUSR1 to its mpirun; every worker reports the stop and the
+#   3. Under `loom launch`: SIGUSR1 to its mpirun, or to loom launch itself (which passes it on);
+#      every worker reports the stop and the
 #      checkpoint it saved, which verifies; the launcher names it and exits 138 as loom train does.
 #   4. checkpoint.signal: SIGUSR2 stops on SIGUSR2 instead (exit 140).
 #   5. checkpoint.signal: none: SIGUSR1 keeps its default action (the run dies, nothing stopped
@@ -93,33 +94,44 @@ kill -USR1 "${ranks[3]}"
 stopped one 138 SIGUSR1
 
 # Under loom launch: the workers stop the same way and the launcher names the saved checkpoint.
-sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched}#" "$dir/job.yaml" > "$dir/launched.yaml"
-timeout 300 "$loom" launch "$dir/launched.yaml" --np 4 > "$dir/launched.log" 2>&1 &
-launch_pid=$!
-mpirun_pid=""
-for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
-  mpirun_pid=$(pgrep -P "$(pgrep -P "$launch_pid" -x loom)" -x mpirun) && [[ -n $mpirun_pid ]] && break
-  sleep 0.1
-done
-[[ -n $mpirun_pid ]] || { echo "FAIL: loom launch started no mpirun"; exit 1; }
-at_step launched 30
-kill -USR1 "$mpirun_pid"
-wait "$launch_pid"
-launch_rc=$?
-[[ $launch_rc == 138 ]] || { echo "FAIL: loom launch exited $launch_rc after the stop, expected 138"; fail=1; }
-# The launcher reports a stop only when every rank stopped after the same step on the signal.
-launched_step=$(sed -n 's/^stopped after step \([0-9]*\) of [0-9]* in .* on SIGUSR1 (all 4 ranks): saved .*; the same command resumes it$/\1/p' "$dir/launched.log")
-if [[ -z $launched_step ]]; then
-  echo "FAIL: loom launch does not name the stop: $(tail -5 "$dir/launched.log")"; fail=1
-else
-  ck="$dir/launched/$(printf 'step_%08d' "$launched_step")"
-  grep -q "saved $ck; the same command resumes it\$" "$dir/launched.log" \
-    || { echo "FAIL: launched: the launcher does not name $ck"; fail=1; }
-  "$loom" ckpt verify "$ck" > /dev/null || { echo "FAIL: launched: $ck does not verify"; fail=1; }
-  [[ $(cat "$dir/launched/latest" 2>/dev/null) == $(basename "$ck") ]] \
-    || { echo "FAIL: launched: latest is not $(basename "$ck")"; fail=1; }
-  echo "run launched: loom launch exited 138, all 4 ranks stopped after step $launched_step, $(basename "$ck") committed"
-fi
+# launched NAME TARGET: SIGUSR1 to its mpirun (TARGET mpirun) or to loom launch itself (TARGET
+# launch, as `sbatch --signal=B:USR1` and a trap in the batch script deliver it), which passes
+# it on.
+launched() {
+  local name=$1 target=$2
+  sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/$name}#" "$dir/job.yaml" > "$dir/$name.yaml"
+  timeout 300 "$loom" launch "$dir/$name.yaml" --np 4 > "$dir/$name.log" 2>&1 &
+  local launch_pid=$! loom_pid="" mpirun_pid=""
+  for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
+    loom_pid=$(pgrep -P "$launch_pid" -x loom)
+    [[ -n $loom_pid ]] && mpirun_pid=$(pgrep -P "$loom_pid" -x mpirun) && [[ -n $mpirun_pid ]] && break
+    sleep 0.1
+  done
+  [[ -n $mpirun_pid ]] || { echo "FAIL: loom launch started no mpirun"; exit 1; }
+  at_step "$name" 30
+  if [[ $target == mpirun ]]; then kill -USR1 "$mpirun_pid"; else kill -USR1 "$loom_pid"; fi
+  wait "$launch_pid"
+  local rc=$?
+  [[ $rc == 138 ]] || { echo "FAIL: $name: loom launch exited $rc after the stop, expected 138"; fail=1; }
+  # The launcher reports a stop only when every rank stopped after the same step on the signal.
+  local step
+  step=$(sed -n 's/^stopped after step \([0-9]*\) of [0-9]* in .* on SIGUSR1 (all 4 ranks): saved .*; the same command resumes it$/\1/p' "$dir/$name.log")
+  if [[ -z $step ]]; then
+    echo "FAIL: $name: loom launch does not name the stop: $(tail -5 "$dir/$name.log")"; fail=1; return
+  fi
+  local ck
+  ck="$dir/$name/$(printf 'step_%08d' "$step")"
+  grep -q "saved $ck; the same command resumes it\$" "$dir/$name.log" \
+    || { echo "FAIL: $name: the launcher does not name $ck"; fail=1; }
+  "$loom" ckpt verify "$ck" > /dev/null || { echo "FAIL: $name: $ck does not verify"; fail=1; }
+  [[ $(cat "$dir/$name/latest" 2>/dev/null) == $(basename "$ck") ]] \
+    || { echo "FAIL: $name: latest is not $(basename "$ck")"; fail=1; }
+  echo "run $name (SIGUSR1 to $target): loom launch exited 138, all 4 ranks stopped after step $step, $(basename "$ck") committed"
+}
+launched launched mpirun
+launched launched_self launch
+grep -q "loom launch: SIGUSR1: the workers save the step they are at and stop" "$dir/launched_self.log" \
+  || { echo "FAIL: launched_self: the launcher does not say it passed the signal on"; fail=1; }
 
 sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGUSR2}/" "$dir/job.yaml" > "$dir/usr2.yaml"
 start usr2 "$dir/usr2.yaml"

@@ -48,5 +48,33 @@ TEST(WindowSampler, DependsOnSeedAndStepOnly) {
   EXPECT_GT(other_stream_diff, 70);
 }
 
+// A run resumed with another global batch continues the stream where the checkpoint left it:
+// 10 steps of 8 samples, then steps of 16 (or of 4) draw what the 8-sample run would have drawn
+// from step 10 on, in order — no sample index twice, none skipped.
+TEST(WindowSampler, AnotherGlobalBatchContinuesTheStream) {
+  std::vector<int32_t> tokens(100000, 0);
+  WindowSampler eight(&tokens, 32, 8, 7, kTrainStream);
+  std::vector<int64_t> stream;  // what the 8-sample run draws at steps 10..29
+  for (int64_t s = 10; s < 30; ++s)
+    for (int64_t j = 0; j < 8; ++j) stream.push_back(eight.Offset(s, j));
+  for (int64_t gb : {16, 4}) {
+    WindowSampler other(&tokens, 32, gb, 7, kTrainStream);
+    EXPECT_NE(other.Offset(10, 0), stream[0]);  // without an origin: index 10 * gb
+    other.SetOrigin(10, eight.Consumed(10));
+    EXPECT_EQ(other.Consumed(10), 80);
+    std::vector<int64_t> got;
+    for (int64_t s = 10; got.size() < stream.size(); ++s) {
+      for (int64_t j = 0; j < gb; ++j) got.push_back(other.Offset(s, j));
+    }
+    EXPECT_EQ(got, stream) << "global batch " << gb;
+    EXPECT_EQ(other.Consumed(10 + 160 / gb), 80 + 160);
+  }
+  // The default origin is the plain stream.
+  WindowSampler again(&tokens, 32, 8, 7, kTrainStream);
+  again.SetOrigin(0, 0);
+  EXPECT_EQ(again.Offset(12, 3), eight.Offset(12, 3));
+  EXPECT_EQ(again.Consumed(12), 96);
+}
+
 }  // namespace
 }  // namespace loom
