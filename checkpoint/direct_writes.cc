@@ -87,6 +87,7 @@ Status DirectWritePool::WriteOne(const Job& job) {
       continue;
     }
     if (w <= 0) return ErrnoError("write '" + job.file->path + "'", w < 0 ? errno : EIO);
+    if (direct) direct_bytes_ += static_cast<uint64_t>(w);
     at += static_cast<size_t>(w);
   }
   return Status::Ok();

@@ -8,6 +8,7 @@
 // is buffer_bytes x buffers.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +62,8 @@ class DirectWritePool {
   void Write(File* file, char* buffer, size_t n, uint64_t offset);
   // Waits until none of `file`'s writes is queued or running; returns their first error.
   Status Wait(File* file);
+  // Bytes written with O_DIRECT so far (the rest fell back to buffered writes).
+  uint64_t direct_bytes() const { return direct_bytes_.load(); }
 
  private:
   struct Job {
@@ -70,7 +73,7 @@ class DirectWritePool {
     uint64_t offset;
   };
   void Loop();
-  static Status WriteOne(const Job& job);
+  Status WriteOne(const Job& job);
 
   const size_t buffer_bytes_;
   std::vector<char*> all_;
@@ -80,6 +83,7 @@ class DirectWritePool {
   std::deque<Job> queue_;    // GUARDED_BY(mu_)
   bool stop_ = false;        // GUARDED_BY(mu_)
   std::vector<std::thread> threads_;
+  std::atomic<uint64_t> direct_bytes_{0};
 };
 
 }  // namespace loom
