@@ -3,8 +3,9 @@
 # and munge on 127.0.0.1, state under WORK_DIR, its own ports) is started, `salloc -n 4 loom
 # launch JOB --launcher srun` must train the job through `srun --mpi=pmix` and the coordinator,
 # and ending exactly as `mpirun loom train` of the same job does; outside an allocation the srun
-# launcher is refused with the reason; `scancel --signal=USR1` of a running job stops every rank
-# after the same step, saved (checkpoint.signal). The cluster is shut down at the end.
+# launcher is refused with the reason; `scancel --signal=USR1` of a running job, or SIGUSR1 to
+# loom launch itself (passed on through srun), stops every rank after the same step, saved
+# (checkpoint.signal). The cluster is shut down at the end.
 # Usage: slurm_launch_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -96,33 +97,42 @@ grep -qF "run loom launch inside a Slurm allocation" "$dir/outside.log" \
 
 # Preemption as Slurm does it: `scancel --signal=USR1` (what `--signal=USR1@T` sends before the
 # time limit) reaches the srun-launched workers; every rank stops after the same step with that
-# step saved, and loom launch names it.
-sed "s#^steps: .*#steps: 3000\ncheckpoint: {dir: $dir/preempt, every: 25}\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//" \
-  "$dir/job.yaml" > "$dir/preempt.yaml"
-timeout 300 salloc -n 4 "$loom" launch "$dir/preempt.yaml" --launcher srun --np 4 > "$dir/preempt.log" 2>&1 &
-salloc_pid=$!
-job_id="" last=0
-for _ in $(seq 1200); do
-  job_id=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$dir/preempt.log" | head -1)
-  last=$(grep -oE "step +[0-9]+/" "$dir/preempt.log" | tail -1 | tr -dc 0-9)
-  [[ -n $job_id && -n $last && $last -ge 30 ]] && break
-  sleep 0.1
-done
-if [[ -z $job_id || -z $last || $last -lt 30 ]]; then
-  echo "FAIL: the preemption run never reached step 30: $(tail -5 "$dir/preempt.log")"; fail=1
-else
-  scancel --signal=USR1 "$job_id"
-  wait "$salloc_pid"
-  rc=$?  # salloc exits with loom launch's code
-  stop=$(sed -n 's/^stopped after step \([0-9]*\) of 3000 in .* on SIGUSR1 (all 4 ranks): saved .*; the same command resumes it$/\1/p' "$dir/preempt.log")
-  if [[ $rc != 138 ]]; then
-    echo "FAIL: loom launch exited $rc after the stop, expected 138: $(tail -8 "$dir/preempt.log")"; fail=1
-  elif [[ -z $stop ]]; then
-    echo "FAIL: no stop named: $(tail -8 "$dir/preempt.log")"; fail=1
-  elif ! "$loom" ckpt verify "$dir/preempt/$(printf 'step_%08d' "$stop")" > /dev/null; then
-    echo "FAIL: the checkpoint of step $stop does not verify"; fail=1
-  else
-    echo "PASS scancel --signal=USR1: all 4 srun ranks stopped after step $stop, its checkpoint committed, loom launch exited 138"
+# step saved, and loom launch names it. The same with SIGUSR1 sent to loom launch itself (what a
+# batch script's trap under `--signal=B:USR1@T` does): it passes the signal on through srun.
+preempt() {  # preempt NAME scancel|launcher
+  local name=$1 how=$2
+  sed "s#^steps: .*#steps: 3000\ncheckpoint: {dir: $dir/$name, every: 25}\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//" \
+    "$dir/job.yaml" > "$dir/$name.yaml"
+  timeout 300 salloc -n 4 "$loom" launch "$dir/$name.yaml" --launcher srun --np 4 > "$dir/$name.log" 2>&1 &
+  local salloc_pid=$! job_id="" last=0
+  for _ in $(seq 1200); do
+    job_id=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$dir/$name.log" | head -1)
+    last=$(grep -oE "step +[0-9]+/" "$dir/$name.log" | tail -1 | tr -dc 0-9)
+    [[ -n $job_id && -n $last && $last -ge 30 ]] && break
+    sleep 0.1
+  done
+  if [[ -z $job_id || -z $last || $last -lt 30 ]]; then
+    echo "FAIL $name: the run never reached step 30: $(tail -5 "$dir/$name.log")"; fail=1; return
   fi
-fi
+  if [[ $how == scancel ]]; then
+    scancel --signal=USR1 "$job_id"
+  else  # timeout / salloc / loom launch
+    kill -USR1 "$(pgrep -P "$(pgrep -P "$salloc_pid" -x salloc)" -x loom)"
+  fi
+  wait "$salloc_pid"
+  local rc=$?  # salloc exits with loom launch's code
+  local stop
+  stop=$(sed -n 's/^stopped after step \([0-9]*\) of 3000 in .* on SIGUSR1 (all 4 ranks): saved .*; the same command resumes it$/\1/p' "$dir/$name.log")
+  if [[ $rc != 138 ]]; then
+    echo "FAIL $name: loom launch exited $rc after the stop, expected 138: $(tail -8 "$dir/$name.log")"; fail=1
+  elif [[ -z $stop ]]; then
+    echo "FAIL $name: no stop named: $(tail -8 "$dir/$name.log")"; fail=1
+  elif ! "$loom" ckpt verify "$dir/$name/$(printf 'step_%08d' "$stop")" > /dev/null; then
+    echo "FAIL $name: the checkpoint of step $stop does not verify"; fail=1
+  else
+    echo "PASS $name (SIGUSR1 by $how): all 4 srun ranks stopped after step $stop, its checkpoint committed, loom launch exited 138"
+  fi
+}
+preempt preempt scancel
+preempt preempt_launcher launcher
 exit $fail
