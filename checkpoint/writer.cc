@@ -521,13 +521,14 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
   return Status::Ok();
 }
 
-Status ApplyRetention(const std::string& root, int keep, int64_t newest) {
+Status ApplyRetention(const std::string& root, int keep, int64_t keep_every, int64_t newest) {
   // A checkpoint is renamed out of the way before it is deleted, so a crash while deleting never
   // leaves a step_<N> directory with files missing.
   std::error_code ec;
   auto list = ListCheckpoints(root);
   for (size_t i = static_cast<size_t>(keep); keep > 0 && i < list.size(); ++i) {
     if (list[i].first >= newest) continue;
+    if (keep_every > 0 && list[i].first % keep_every == 0) continue;  // a milestone
     const std::string doomed = list[i].second + ".deleting.tmp";
     if (::rename(list[i].second.c_str(), doomed.c_str()) != 0) {
       return ErrnoError("rename '" + list[i].second + "' to '" + doomed + "'", errno);

@@ -115,9 +115,10 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
                         std::vector<proto::CheckpointMetadata> fragments);
 
 // Keeps the newest `keep` checkpoints under `root` (0: all; never one newer than or equal to
-// `newest`): older ones are renamed to step_<N>.deleting.tmp (no longer checkpoints), then
-// removed, together with leftovers of interrupted saves of steps up to `newest`.
-Status ApplyRetention(const std::string& root, int keep, int64_t newest);
+// `newest`), and besides them every one whose step is a multiple of `keep_every` (0: none):
+// others are renamed to step_<N>.deleting.tmp (no longer checkpoints), then removed, together
+// with leftovers of interrupted saves of steps up to `newest`.
+Status ApplyRetention(const std::string& root, int keep, int64_t keep_every, int64_t newest);
 
 // Kills this process if the fault-injection variable selects this crash point.
 void CheckpointCrashPoint(int world_rank, const char* where);

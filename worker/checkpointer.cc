@@ -531,6 +531,7 @@ Status Checkpointer::Resolve(int all) {
     const std::string root = job_.checkpoint.dir, tmp = TempStepDir(root, step);
     const int world = layout_.world();
     const int keep = static_cast<int>(job_.checkpoint.keep);
+    const int64_t keep_every = job_.checkpoint.keep_every;
     proto::CheckpointMetadata meta = pending_meta_;
     const ModelConfig model = job_.model;
     // On its own thread, so the next save's copy never waits behind a commit or a deletion.
@@ -547,7 +548,7 @@ Status Checkpointer::Resolve(int all) {
       return Status::Ok();
     });
     committer_.Submit([=] {
-      Status st = ApplyRetention(root, keep, meta.step());
+      Status st = ApplyRetention(root, keep, keep_every, meta.step());
       if (!st.ok()) {
         LOOM_LOG(WARN, CKPT) << "retention: " << st.message();
       }

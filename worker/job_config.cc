@@ -152,6 +152,7 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.String("dir", &c.dir, false));
   LOOM_RETURN_IF_ERROR(ck.Int("every", &c.every, false, 0, kMaxInt));
   LOOM_RETURN_IF_ERROR(ck.Int("keep", &c.keep, false, 0, kMaxInt));
+  LOOM_RETURN_IF_ERROR(ck.Int("keep_every", &c.keep_every, false, 0, kMaxInt));
   LOOM_RETURN_IF_ERROR(ck.Bool("async", &c.async, false));
   LOOM_RETURN_IF_ERROR(ck.Bool("final", &c.final, false));
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));

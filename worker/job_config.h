@@ -70,13 +70,14 @@ struct ParallelConfig {
 
 // Universal checkpoints (docs/CHECKPOINT.md). Saving is on when `dir` is set.
 struct CheckpointConfig {
-  std::string dir;     // save root: <dir>/step_<N>/, <dir>/latest ("" : no saving)
-  int64_t every = 0;   // save every N steps (0: only the final save)
-  int64_t keep = 0;    // newest checkpoints kept under `dir` (0: all)
-  bool async = true;   // write in the background while training continues
-  bool final = true;   // save after the last step
-  bool resume = true;  // start from the newest valid checkpoint under `load`
-  std::string load;    // a root or one step directory to resume from ("": `dir`)
+  std::string dir;         // save root: <dir>/step_<N>/, <dir>/latest ("" : no saving)
+  int64_t every = 0;       // save every N steps (0: only the final save)
+  int64_t keep = 0;        // newest checkpoints kept under `dir` (0: all)
+  int64_t keep_every = 0;  // also kept, whatever `keep` says: steps that are multiples of this
+  bool async = true;       // write in the background while training continues
+  bool final = true;       // save after the last step
+  bool resume = true;      // start from the newest valid checkpoint under `load`
+  std::string load;        // a root or one step directory to resume from ("": `dir`)
   // A root or one step directory whose model weights (fp32 masters) start the run when nothing
   // is resumed: fine-tuning. The step, data position, LR schedule and AdamW state start fresh.
   std::string init_from;

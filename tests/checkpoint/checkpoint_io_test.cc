@@ -77,7 +77,7 @@ void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, in
   }
   Status st = CommitCheckpoint(root, tmp, lay.world(), model, Base(step, lay, model));
   ASSERT_TRUE(st.ok()) << st.ToString();
-  st = ApplyRetention(root, keep, step);
+  st = ApplyRetention(root, keep, /*keep_every=*/0, step);
   ASSERT_TRUE(st.ok()) << st.ToString();
 }
 
@@ -517,6 +517,23 @@ TEST_F(CheckpointIo, OnlyCommittedDirectoriesCountAndRetentionKeepsTheNewest) {
   auto resolved = ResolveCheckpointDir(Path("a"));
   ASSERT_TRUE(resolved.ok());
   EXPECT_EQ(fs::path(*resolved).filename(), "step_00000030");
+}
+
+// keep_every: milestones stay besides the newest `keep` (as Orbax's keep_period).
+TEST_F(CheckpointIo, RetentionKeepsMilestones) {
+  for (int64_t step = 10; step <= 70; step += 10)
+    WriteSynthetic(Path("a"), step, L(1, 1, 1, 1, 1, 0));
+  ASSERT_TRUE(ApplyRetention(Path("a"), 2, 30, 70).ok());
+  std::vector<int64_t> steps;
+  for (const auto& [step, dir] : ListCheckpoints(Path("a"))) steps.push_back(step);
+  EXPECT_EQ(steps, std::vector<int64_t>({70, 60, 30}));
+  // Nothing half-deleted is left.
+  for (const auto& e : fs::directory_iterator(Path("a"))) {
+    EXPECT_EQ(e.path().filename().string().find(".deleting"), std::string::npos) << e.path();
+  }
+  // Without milestones only the newest two stay.
+  ASSERT_TRUE(ApplyRetention(Path("a"), 2, 0, 70).ok());
+  EXPECT_EQ(ListCheckpoints(Path("a")).size(), 2u);
 }
 
 TEST_F(CheckpointIo, ReSavingAStepReplacesItWhole) {

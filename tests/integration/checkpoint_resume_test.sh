@@ -14,8 +14,9 @@ loom=$1 dir=$2 job=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 jobdir=$(cd "$(dirname "$job")" && pwd)
-# Every run saves asynchronously every 5 steps (keeping 2): saving must not disturb training.
-sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/checkpoint: {every: 5, keep: 2}\nsteps: 20/" \
+# Every run saves asynchronously every 5 steps (keeping 2, and step 10 as a milestone): saving
+# must not disturb training.
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/checkpoint: {every: 5, keep: 2, keep_every: 10}\nsteps: 20/" \
   "$job" > "$dir/job.yaml"
 fail=0
 base=$dir/job.yaml
@@ -66,7 +67,7 @@ A="tp: 2, pp: 2, dp: 2, zero: 1"
 train full8 8 "$A" --dump-params "$dir/full8.st" --checkpoint-dir "$dir/full8.ck"
 train part8 8 "$A" --steps 10 --checkpoint-dir "$dir/ck8"
 [[ $(ls "$dir/ck8") == $'latest\nstep_00000005\nstep_00000010' ]] || { echo "FAIL: ck8 holds $(ls "$dir/ck8")"; fail=1; }
-cp -r "$dir/ck8" "$dir/ck8.saved"  # the resumed run below replaces step 10 by 15 and 20 (keep 2)
+cp -r "$dir/ck8" "$dir/ck8.saved"  # the resumed run below adds 15 and 20 and drops 5 (keep 2)
 train resume8 8 "$A" --checkpoint-dir "$dir/ck8" --dump-params "$dir/resume8.st"
 resumed resume8 "$dir/ck8"
 compare "$dir/full8.txt" "$dir/resume8.txt" "same layout ($A), resumed at step 11" 0
@@ -74,6 +75,9 @@ cmp -s "$dir/full8.st" "$dir/resume8.st" && echo "PASS same layout: final parame
   || { echo "FAIL same layout: final parameters differ"; fail=1; }
 
 train full1 1 "" --dump-params "$dir/full1.st" --checkpoint-dir "$dir/full1.ck"
+[[ $(ls "$dir/full1.ck") == $'latest\nstep_00000010\nstep_00000015\nstep_00000020' ]] \
+  && echo "PASS retention: the newest 2 and the milestone step 10 kept" \
+  || { echo "FAIL: retention kept $(ls "$dir/full1.ck" | tr '\n' ' ')"; fail=1; }
 train part1 1 "" --steps 10 --checkpoint-dir "$dir/ck1"
 train resume1 1 "" --checkpoint-dir "$dir/ck1" --dump-params "$dir/resume1.st"
 resumed resume1 "$dir/ck1"
