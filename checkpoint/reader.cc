@@ -53,6 +53,10 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
       return DataLoss(path + ": missing data file of the checkpoint (" + std::strerror(errno) +
                       ")" + chunks_past(f.name(), 0));
     }
+    if (!S_ISREG(st.st_mode)) {
+      return DataLoss(path + ": not a regular file; expected the checkpoint's data file" +
+                      chunks_past(f.name(), 0));
+    }
     if (static_cast<uint64_t>(st.st_size) != f.bytes()) {
       return DataLoss(path + ": truncated or overwritten: " + std::to_string(st.st_size) +
                       " bytes, the metadata says " + std::to_string(f.bytes()) +

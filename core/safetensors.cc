@@ -144,6 +144,8 @@ Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
   Status s;
   if (::fstat(fd, &st) != 0) {
     s = ErrnoError("stat '" + path + "'", errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    s = Bad(path, "not a regular file (a directory?)");
   } else if (st.st_size < 8 || ::pread(fd, &len, 8, 0) != 8) {
     s = Bad(path, "file is " + std::to_string(st.st_size) + " bytes, no header");
   } else if (len > static_cast<uint64_t>(st.st_size) - 8 || len > kMaxHeaderBytes) {

@@ -289,6 +289,12 @@ TEST_F(CheckpointIo, TruncatedFileIsRefusedOnOpen) {
   r = CheckpointReader::Open(Path("a/step_00000005"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("missing data file"), std::string::npos);
+  fs::create_directory(file);  // a directory in its place
+  r = CheckpointReader::Open(Path("a/step_00000005"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank_00000.safetensors: not a regular file"),
+            std::string::npos)
+      << r.status().message();
 }
 
 // The data files are safetensors files other tools open by themselves: verify checks that their
