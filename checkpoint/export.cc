@@ -90,7 +90,8 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
     target = next.is_absolute() ? next : target.parent_path() / next;
   }
   const std::string file = target.lexically_normal().string();
-  LOOM_RETURN_IF_ERROR(CheckOutputFile(file, dir, "output file"));
+  LOOM_RETURN_IF_ERROR(CheckOutputFile(file, "", "output file"));
+  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(file, dir, "output file"));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();

@@ -347,6 +347,22 @@ std::string ReadLatest(const std::string& root) {
   return s;
 }
 
+Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
+                               const std::string& what) {
+  fs::path root = fs::path(step_dir).lexically_normal();
+  if (!root.has_filename()) root = root.parent_path();
+  std::vector<std::string> protect = {step_dir};
+  const fs::path parent = root.has_parent_path() ? root.parent_path() : fs::path(".");
+  for (const auto& [step, dir] : ListCheckpoints(parent.string())) protect.push_back(dir);
+  for (const std::string& dir : protect) {
+    if (PathWithin(out, dir)) {
+      return InvalidArgument(what + " '" + out + "': inside the checkpoint '" + dir +
+                             "'; choose a path outside every checkpoint");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::string> ResolveCheckpointDir(const std::string& path) {
   std::error_code ec;
   if (fs::exists(fs::path(path) / kMetadataFile, ec)) return path;

@@ -61,6 +61,11 @@ Result<std::string> SealMetadataJson(std::string json);
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);
 // The step directory `latest` names, or "" (absent or unreadable).
 std::string ReadLatest(const std::string& root);
+// An output of a tool that reads the checkpoint `step_dir` must lie outside it and outside every
+// other committed checkpoint beside it (its root's step_<N> directories): InvalidArgument naming
+// `what` and the checkpoint otherwise.
+Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
+                               const std::string& what);
 // A path given by the user: a step directory (has metadata.json) or a root (its newest
 // committed checkpoint). NotFound when neither.
 Result<std::string> ResolveCheckpointDir(const std::string& path);

@@ -95,10 +95,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   if (!ListCheckpoints(out_root).empty()) {
     return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
   }
-  if (PathWithin(out_root, dir)) {
-    return InvalidArgument(out_root + ": inside the checkpoint being read ('" + dir +
-                           "'); choose a directory outside it");
-  }
+  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, dir, "output directory"));
   std::error_code ec;
   const bool existed = std::filesystem::exists(out_root, ec);
   proto::CheckpointMetadata base = meta;

@@ -79,16 +79,17 @@ void OnSignal(int sig) {
   (void)!::write(g_signal_pipe[1], &c, 1);
 }
 
-// `stop_signal`: the job's checkpoint.signal (0: none), caught as well.
-Status InstallSignalHandlers(int stop_signal) {
+// Every signal a user or scheduler sends to stop or preempt a job (the job's checkpoint.signal is
+// one of them): none may take its default action and orphan the workers.
+Status InstallSignalHandlers() {
   if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     return ErrnoError("pipe", errno);
   }
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, stop_signal}) {
-    if (sig != 0 && ::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    if (::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
   }
   return Status::Ok();
 }
@@ -228,8 +229,10 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // `sbatch --signal=B:USR1@120`) is passed on to the workers, which save and stop; a second
   // one, or any other signal, stops them at once.
   const int stop_signal = job.checkpoint.dir.empty() ? 0 : job.checkpoint.stop_signal;
-  LOOM_RETURN_IF_ERROR(InstallSignalHandlers(stop_signal));
-  bool stop_passed_on = false;
+  LOOM_RETURN_IF_ERROR(InstallSignalHandlers());
+  // The stop signal is passed on once every rank has finished a step: by then each has its
+  // handler (before, the signal would kill it).
+  bool stop_received = false, stop_passed_on = false;
 
   JobState state(plan.spec);
   ServiceOptions so;
@@ -322,21 +325,29 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   int64_t stopped_at = 0;
   for (;;) {
     const int sig = WaitForSignal(250);
-    if (sig != 0 && sig == stop_signal && !stop_passed_on) {
-      stop_passed_on = true;
-      if (workers) workers->Signal(sig);
+    if (sig != 0 && sig == stop_signal && !stop_received) {
+      stop_received = true;
       std::printf("\nloom launch: %s: the workers save the step they are at and stop%s\n",
                   StopSignalName(sig).c_str(),
                   workers ? "" : " (their launcher passes the signal on)");
       std::fflush(stdout);
-      continue;
-    }
-    if (sig != 0) {
-      std::printf("\nloom launch: interrupted (%s): stopping %d workers\n", strsignal(sig), world);
+    } else if (sig != 0) {
+      const std::string latest = job.checkpoint.dir.empty() ? "" : ReadLatest(job.checkpoint.dir);
+      std::printf(
+          "\nloom launch: interrupted (%s): stopping %d workers now; %s\n", strsignal(sig), world,
+          job.checkpoint.dir.empty() ? "the job saves no checkpoints"
+          : latest.empty()
+              ? "no checkpoint has been committed"
+              : ("the newest committed checkpoint is " + JoinPath(job.checkpoint.dir, latest))
+                    .c_str());
       std::fflush(stdout);
       stop_workers();
       return Status(StatusCode::kFailedPrecondition,
                     "interrupted by signal " + std::to_string(sig));
+    }
+    if (stop_received && !stop_passed_on && workers && state.GetProgress().step >= 1) {
+      workers->Signal(stop_signal);
+      stop_passed_on = true;
     }
     monitor.Update(false);
     int status = 0;

@@ -255,7 +255,15 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
   std::vector<int64_t> steps;
   Status listed;
   std::error_code ec;
-  if (rank_ == 0 && fs::exists(fs::path(source) / kMetadataFile, ec)) {
+  fs::path named = fs::path(source).lexically_normal();
+  if (!named.has_filename()) named = named.parent_path();
+  const std::string name = named.filename().string();
+  if (rank_ == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+    // A save (or a deletion) that never finished, whatever its files look like.
+    listed = FailedPrecondition(where + ": '" + source +
+                                "' is an uncommitted save or a deletion in progress (*.tmp), "
+                                "never loaded; rename it to load it anyway");
+  } else if (rank_ == 0 && fs::exists(fs::path(source) / kMetadataFile, ec)) {
     Result<proto::CheckpointMetadata> m = ReadMetadata(source);
     if (m.ok()) steps.push_back(m->step());
     if (!m.ok()) listed = m.status();
@@ -396,8 +404,11 @@ void Checkpointer::SetAsideNewer(const std::string& root, int64_t loaded,
   for (const auto& [step, dir] : ListCheckpoints(root)) {
     if (step <= loaded) continue;
     const bool was_refused = std::find(refused.begin(), refused.end(), step) != refused.end();
-    const std::string aside = dir + (was_refused ? ".refused" : ".abandoned");
-    fs::remove_all(aside, ec);
+    // Never over an earlier one (the same step may be refused again in a later run).
+    std::string aside = dir + (was_refused ? ".refused" : ".abandoned");
+    for (int n = 2; fs::exists(aside, ec) && n < 1000; ++n) {
+      aside = dir + (was_refused ? ".refused." : ".abandoned.") + std::to_string(n);
+    }
     if (::rename(dir.c_str(), aside.c_str()) == 0) {
       LOOM_LOG(WARN, CKPT) << "moved " << dir << " to " << aside
                            << (was_refused ? " (it could not be loaded)"

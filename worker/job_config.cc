@@ -167,7 +167,7 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   }
   std::string stop_signal;
   LOOM_RETURN_IF_ERROR(ck.String("signal", &stop_signal, false));
-  if (!stop_signal.empty()) {
+  if (ck.Has("signal")) {  // '' too: a name is expected
     LOOM_ASSIGN_OR_RETURN(c.stop_signal, ParseStopSignal(stop_signal, ck.Where("signal")));
   }
   LOOM_RETURN_IF_ERROR(ck.Finish());
@@ -213,10 +213,10 @@ Status CheckCheckpointConfig(const JobConfig& job) {
                            "--load): load resumes a run, init_from starts a new one from a "
                            "checkpoint's weights only; say which you mean");
   }
-  if (c.dir.empty() && (c.every > 0 || c.keep > 0)) {
+  if (c.dir.empty() && (c.every > 0 || c.keep > 0 || c.keep_every > 0)) {
     return InvalidArgument(job.path +
                            ": field 'checkpoint.dir': expected a directory (or --checkpoint-dir) "
-                           "when checkpoint.every or checkpoint.keep is set");
+                           "when checkpoint.every, keep or keep_every is set");
   }
   return Status::Ok();
 }

@@ -135,6 +135,13 @@ if mpi --checkpoint-dir "$dir/renamed_out" --load "$dir/renamed/mycopy" --dump-l
 else
   tail "$dir/renamed.log"; echo "FAIL: --load of a renamed step directory"; fail=1
 fi
+# An uncommitted save is never loaded, even when named.
+cp -r "$dir/base/step_00000004" "$dir/renamed/step_00000004.tmp"
+if mpi --checkpoint-dir "$dir/tmp_out" --load "$dir/renamed/step_00000004.tmp" > "$dir/tmp_load.log" 2>&1; then
+  echo "FAIL: an uncommitted save was loaded"; fail=1
+else
+  expect "--load of an uncommitted save" "$dir/tmp_load.log" "'$dir/renamed/step_00000004.tmp' is an uncommitted save"
+fi
 # --load with --no-resume is contradictory.
 if mpi --checkpoint-dir "$dir/x" --load "$dir/base" --no-resume > "$dir/contra.log" 2>&1; then
   echo "FAIL: --load with --no-resume accepted"; fail=1
@@ -181,13 +188,13 @@ expect "reshard of a corrupt checkpoint" "$dir/from_bad.log" "checksum mismatch"
 # the export target. Each is refused and the source still verifies.
 cp -r "$dir/base/step_00000006" "$dir/src6"
 "$loom" ckpt reshard "$dir/src6" --to tp=1 "$dir/src6/out" > "$dir/into_src.log" 2>&1 && { echo "FAIL: reshard into its source"; fail=1; }
-expect "reshard into its source" "$dir/into_src.log" "$dir/src6/out: inside the checkpoint being read"
+expect "reshard into its source" "$dir/into_src.log" "output directory '$dir/src6/out': inside the checkpoint '$dir/src6'"
 [[ ! -e $dir/src6/out ]] || { echo "FAIL: reshard into its source left $dir/src6/out"; fail=1; }
 "$loom" ckpt export "$dir/src6" --safetensors "$dir/src6/rank_00000.safetensors" > "$dir/over_src.log" 2>&1 && { echo "FAIL: export over its source"; fail=1; }
-expect "export over its source" "$dir/over_src.log" "inside '$dir/src6', which is being read"
+expect "export over its source" "$dir/over_src.log" "inside the checkpoint '$dir/src6'"
 ln -s "$dir/src6/new.st" "$dir/dangling"  # a link into the source, its target not there yet
 "$loom" ckpt export "$dir/src6" --safetensors "$dir/dangling" > "$dir/dangling.log" 2>&1 && { echo "FAIL: export through a link into its source"; fail=1; }
-expect "export through a link into its source" "$dir/dangling.log" "inside '$dir/src6', which is being read"
+expect "export through a link into its source" "$dir/dangling.log" "inside the checkpoint '$dir/src6'"
 [[ -L $dir/dangling && ! -e $dir/src6/new.st ]] || { echo "FAIL: the link or the source was changed"; fail=1; }
 ln -s "$dir/exported.st" "$dir/link"  # a link elsewhere is written through
 "$loom" ckpt export "$dir/src6" --safetensors "$dir/link" > "$dir/link.log" 2>&1 \
@@ -197,6 +204,9 @@ mkfifo "$dir/fifo"
 "$loom" ckpt export "$dir/src6" --safetensors "$dir/fifo" > "$dir/fifo.log" 2>&1 && { echo "FAIL: export over a FIFO"; fail=1; }
 expect "export over a FIFO" "$dir/fifo.log" "'$dir/fifo': exists and is not a regular file"
 [[ -p $dir/fifo ]] || { echo "FAIL: export replaced the FIFO"; fail=1; }
+# Nor into another committed checkpoint beside the one read.
+"$loom" ckpt export "$dir/base/step_00000006" --safetensors "$dir/base/step_00000004/w.st" > "$dir/beside.log" 2>&1 && { echo "FAIL: export into a sibling checkpoint"; fail=1; }
+expect "export into a sibling checkpoint" "$dir/beside.log" "inside the checkpoint '$dir/base/step_00000004'"
 "$loom" ckpt verify "$dir/src6" > /dev/null || { echo "FAIL: the source was damaged"; fail=1; }
 ls "$dir" | grep -q '\.tmp\.' && { echo "FAIL: temporary files left: $(ls "$dir" | grep '\.tmp\.')"; fail=1; }
 "$loom" ckpt reshard "$dir/base" --to tp=2,tp=1 "$dir/twice" > "$dir/twice.log" 2>&1 && { echo "FAIL: tp given twice accepted"; fail=1; }

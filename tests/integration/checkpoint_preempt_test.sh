@@ -132,6 +132,38 @@ launched launched mpirun
 launched launched_self launch
 grep -q "loom launch: SIGUSR1: the workers save the step they are at and stop" "$dir/launched_self.log" \
   || { echo "FAIL: launched_self: the launcher does not say it passed the signal on"; fail=1; }
+# With `signal: none` SIGUSR1 to loom launch interrupts it: it stops its workers (none left
+# running), names the newest checkpoint and exits 138.
+sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched_none, signal: none}#" "$dir/job.yaml" > "$dir/launched_none.yaml"
+timeout 300 "$loom" launch "$dir/launched_none.yaml" --np 4 > "$dir/launched_none.log" 2>&1 &
+ln_pid=$! ln_loom="" ln_mpirun=""
+for _ in $(seq 1 100); do
+  ln_loom=$(pgrep -P "$ln_pid" -x loom)
+  [[ -n $ln_loom ]] && ln_mpirun=$(pgrep -P "$ln_loom" -x mpirun) && [[ -n $ln_mpirun ]] && break
+  sleep 0.1
+done
+at_step launched_none 30
+ln_ranks=($(pgrep -P "$ln_mpirun"))
+kill -USR1 "$ln_loom"
+wait "$ln_pid"
+rc=$?
+alive() {  # the processes among $@ still running (a zombie left to init has ended)
+  for p in "$@"; do
+    st=$(ps -o stat= -p "$p" 2>/dev/null)
+    [[ -n $st && $st != Z* ]] && echo "$p"
+  done
+}
+for _ in $(seq 1 50); do
+  left=$(alive "$ln_mpirun" "${ln_ranks[@]}")
+  [[ -z $left ]] && break
+  sleep 0.1
+done
+if [[ $rc == 138 && -z $left ]] && grep -q "interrupted (User defined signal 1): stopping 4 workers now; the newest committed checkpoint is $dir/launched_none/step_" "$dir/launched_none.log"; then
+  echo "run launched_none: SIGUSR1 to loom launch with signal none: workers stopped, exit 138, newest checkpoint named"
+else
+  echo "FAIL: launched_none: exit $rc, still running: '$left': $(tail -3 "$dir/launched_none.log")"; fail=1
+  for p in $left; do kill -9 "$p" 2>/dev/null; done
+fi
 
 sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGUSR2}/" "$dir/job.yaml" > "$dir/usr2.yaml"
 start usr2 "$dir/usr2.yaml"

@@ -44,6 +44,12 @@ expect 2 "--checkpoint-dir: expected a path, got an empty string" -- "$loom" tra
 printf 'checkpoint: {dir: ""}\n' >> "$dir/good.yaml"
 expect 1 "good.yaml:5: field 'checkpoint.dir': expected a directory path, got an empty string" -- "$loom" train --config "$dir/good.yaml"
 sed -i '$d' "$dir/good.yaml"
+printf 'checkpoint: {keep_every: 5}\n' >> "$dir/good.yaml"
+expect 1 "field 'checkpoint.dir': expected a directory (or --checkpoint-dir) when checkpoint.every, keep or keep_every is set" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
+printf "checkpoint: {dir: ck, signal: ''}\n" >> "$dir/good.yaml"
+expect 1 "field 'checkpoint.signal': expected SIGUSR1, SIGUSR2, SIGTERM, SIGINT or none, got ''" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
 out=$("$loom" train --config "$dir/good.yaml" --dump-losses "$dir/no/such/dir/losses.txt" 2>&1)
 [[ $? -eq 1 && $out == *"--dump-losses '$dir/no/such/dir/losses.txt': No such file or directory"* && $out != *"step "* ]] \
   && echo "ok: --dump-losses into a missing directory refused before training" \
