@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
+#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -13,6 +14,9 @@ namespace {
 Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* stopped_by) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(opt.config));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(opt, &job));
+  // As early as the job is known: a preemption signal that arrives while MPI starts or the
+  // model is built is recorded (and acted on after the first step), not fatal.
+  if (!job.checkpoint.dir.empty()) InstallStopSignal(job.checkpoint.stop_signal);
   int world = 1, local = 1;
   LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, mpi, &world, &local));
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
