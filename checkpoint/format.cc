@@ -290,9 +290,7 @@ Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   }
   LOOM_RETURN_IF_ERROR(Validate(path, m));
   // A step directory renamed by hand (or a step field edited) must not pass for another step.
-  fs::path p = fs::path(dir).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();  // "step_00000020/"
-  const std::string name = p.filename().string();
+  const std::string name = PathName(dir);
   long long n = -1;
   char tail = 0;
   if (std::sscanf(name.c_str(), "step_%lld%c", &n, &tail) == 1 && name == StepDirName(n) &&
@@ -323,6 +321,25 @@ Status WriteMetadata(const std::string& dir, const proto::CheckpointMetadata& me
   return WriteFileAtomic(JoinPath(dir, kMetadataFile), json);
 }
 
+namespace {
+
+// `path` normalised, without a trailing separator.
+fs::path Normal(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  return p.has_filename() ? p : p.parent_path();
+}
+
+}  // namespace
+
+bool IsStepDir(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(fs::path(path) / kMetadataFile, ec);
+}
+
+std::string PathName(const std::string& path) {
+  return Normal(path).filename().string();
+}
+
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root) {
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
@@ -349,10 +366,9 @@ std::string ReadLatest(const std::string& root) {
 
 Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
                                const std::string& what) {
-  fs::path root = fs::path(step_dir).lexically_normal();
-  if (!root.has_filename()) root = root.parent_path();
+  const fs::path dir = Normal(step_dir);
   std::vector<std::string> protect = {step_dir};
-  const fs::path parent = root.has_parent_path() ? root.parent_path() : fs::path(".");
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   for (const auto& [step, dir] : ListCheckpoints(parent.string())) protect.push_back(dir);
   for (const std::string& dir : protect) {
     if (PathWithin(out, dir)) {
@@ -365,7 +381,7 @@ Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_d
 
 Result<std::string> ResolveCheckpointDir(const std::string& path) {
   std::error_code ec;
-  if (fs::exists(fs::path(path) / kMetadataFile, ec)) return path;
+  if (IsStepDir(path)) return path;
   if (!fs::is_directory(path, ec)) return NotFound(path + ": no such checkpoint directory");
   auto list = ListCheckpoints(path);
   if (list.empty()) {

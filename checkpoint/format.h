@@ -56,6 +56,12 @@ Result<std::string> MetadataToJson(const proto::CheckpointMetadata& meta);
 // tests that edit a metadata file on purpose. InvalidArgument without the field.
 Result<std::string> SealMetadataJson(std::string json);
 
+// Whether `path` holds a metadata file (a step directory, under whatever name).
+bool IsStepDir(const std::string& path);
+// The last component of `path`, a trailing separator ignored ("ckpt/step_00000020/" ->
+// "step_00000020").
+std::string PathName(const std::string& path);
+
 // Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
 // A missing root is an empty list.
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);

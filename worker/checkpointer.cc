@@ -32,9 +32,7 @@ constexpr int kWritten = 0, kWriting = 1, kFailed = 2;
 
 // The checkpoint root of `source`: itself, or the parent of a step directory.
 std::string RootOf(const std::string& source) {
-  std::error_code ec;
-  const bool step_dir = fs::exists(fs::path(source) / kMetadataFile, ec);
-  return step_dir ? fs::path(source).parent_path().string() : source;
+  return IsStepDir(source) ? fs::path(source).parent_path().string() : source;
 }
 
 }  // namespace
@@ -254,16 +252,13 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
   // waiting in it.
   std::vector<int64_t> steps;
   Status listed;
-  std::error_code ec;
-  fs::path named = fs::path(source).lexically_normal();
-  if (!named.has_filename()) named = named.parent_path();
-  const std::string name = named.filename().string();
+  const std::string name = PathName(source);
   if (rank_ == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
     // A save (or a deletion) that never finished, whatever its files look like.
     listed = FailedPrecondition(where + ": '" + source +
                                 "' is an uncommitted save or a deletion in progress (*.tmp), "
                                 "never loaded; rename it to load it anyway");
-  } else if (rank_ == 0 && fs::exists(fs::path(source) / kMetadataFile, ec)) {
+  } else if (rank_ == 0 && IsStepDir(source)) {
     Result<proto::CheckpointMetadata> m = ReadMetadata(source);
     if (m.ok()) steps.push_back(m->step());
     if (!m.ok()) listed = m.status();
@@ -285,7 +280,7 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
   const std::string root = RootOf(source);
   // A step directory is loaded as named, whatever its name (a copy such as `final/` holds the
   // step its metadata says; a root's step_<N> directories are found by their steps).
-  const bool step_dir = fs::exists(fs::path(source) / kMetadataFile, ec);
+  const bool step_dir = IsStepDir(source);
   auto dir_of = [&](int64_t step) { return step_dir ? source : JoinPath(root, StepDirName(step)); };
   const bool weights_only = kind == LoadKind::kWeightsOnly;
   // Resuming the run that saves into checkpoint.dir: its later saves replace what follows.
