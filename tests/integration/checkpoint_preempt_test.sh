@@ -143,6 +143,10 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 at_step launched_none 30
+for _ in $(seq 1 300); do  # step 25's save commits in the background: wait for it to be named
+  [[ -f $dir/launched_none/latest ]] && break
+  sleep 0.1
+done
 ln_ranks=($(pgrep -P "$ln_mpirun"))
 kill -USR1 "$ln_loom"
 wait "$ln_pid"
