@@ -12,6 +12,7 @@
 
 #include "checkpoint/reader.h"
 #include "core/file_util.h"
+#include "core/interrupt.h"
 #include "parallel/param_layout.h"
 
 namespace loom {
@@ -135,6 +136,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   std::vector<float> buf, transposed_buf;
   std::vector<uint16_t> narrow;
   for (const ParamInfo& p : canonical.params) {
+    if (st.ok()) st = CheckInterrupted(("'" + file + "'").c_str());
     if (!st.ok()) break;
     const Region r = WholeRegion(p);
     buf.resize(static_cast<size_t>(r.flat_end));

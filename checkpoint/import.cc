@@ -18,6 +18,7 @@
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
+#include "core/interrupt.h"
 #include "core/safetensors.h"
 #include "parallel/layout.h"
 
@@ -214,11 +215,21 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
                            (loom_names ? "Loom" : "Hugging Face") + " names)");
   }
 
+  std::error_code ec;
+  const bool existed = fs::exists(out_root, ec);
+  LOOM_RETURN_IF_ERROR(MakeDirs(out_root));
+  // Held to the end: another import or reshard into OUT would remove this one's temporary
+  // directory, or this one's failure path its result.
+  Result<DirLock> lock = DirLock::TryLock(out_root, "output directory");
+  if (!lock.ok() && !existed) fs::remove(out_root, ec);
+  if (!lock.ok()) return lock.status();
   if (!ListCheckpoints(out_root).empty()) {
+    if (!existed) fs::remove(out_root, ec);
     return FailedPrecondition(out_root +
                               ": already holds checkpoints; import into an empty or "
                               "new directory");
   }
+  const bool had_latest = fs::exists(JoinPath(out_root, kLatestFile), ec);
   Layout lay;  // one rank
   const RankShardPlan plan = PlanRank(model, lay, 0);
   const std::string tmp = TempStepDir(out_root, 0);
@@ -233,6 +244,7 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
     const ParamInfo& info = plan.layout.params[static_cast<size_t>(p.param)];
     const Region whole = WholeRegion(info);
     if (loaded != info.name) {
+      LOOM_RETURN_IF_ERROR(CheckInterrupted("the imported checkpoint"));
       const auto& [name, transposed] = file_name.at(info.name);
       LOOM_RETURN_IF_ERROR(ix.Read(name, transposed ? &raw : &current));
       const std::vector<float>& got = transposed ? raw : current;
@@ -284,15 +296,12 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
   base.mutable_optimizer()->set_name("adamw");
   base.mutable_optimizer()->set_step_count(0);
   base.mutable_rng()->set_generator("imported from " + file + ": no training state");
-  std::error_code ec;
-  const bool existed = fs::exists(out_root, ec);
-  Status st = MakeDirs(out_root);
-  if (st.ok()) st = WriteRankFiles(tmp, 0, plan, source).status();
+  Status st = WriteRankFiles(tmp, 0, plan, source).status();
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, 1, model, base);
   if (!st.ok()) {  // never leave a partial output behind (the root held no checkpoint)
     fs::remove_all(tmp, ec);
     fs::remove_all(JoinPath(out_root, StepDirName(0)), ec);
-    fs::remove(JoinPath(out_root, kLatestFile), ec);
+    if (!had_latest) fs::remove(JoinPath(out_root, kLatestFile), ec);
     if (!existed) fs::remove(out_root, ec);  // only if empty
     return st;
   }

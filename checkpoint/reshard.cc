@@ -13,6 +13,7 @@
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
+#include "core/interrupt.h"
 
 namespace loom {
 
@@ -92,12 +93,19 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
                       meta.data().global_batch(),
                       0};
   LOOM_RETURN_IF_ERROR_CTX(to.Validate(0, c), "target layout (" + to.ToString() + ")");
-  if (!ListCheckpoints(out_root).empty()) {
-    return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
-  }
   LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, dir, "output directory"));
   std::error_code ec;
   const bool existed = std::filesystem::exists(out_root, ec);
+  LOOM_RETURN_IF_ERROR(MakeDirs(out_root));
+  // Held to the end: another reshard or import into OUT would remove this one's temporary
+  // directory, or this one's failure path its result.
+  Result<DirLock> lock = DirLock::TryLock(out_root, "output directory");
+  if (!lock.ok() && !existed) std::filesystem::remove(out_root, ec);
+  if (!lock.ok()) return lock.status();
+  if (!ListCheckpoints(out_root).empty()) {
+    return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
+  }
+  const bool had_latest = std::filesystem::exists(JoinPath(out_root, kLatestFile), ec);
   proto::CheckpointMetadata base = meta;
   base.clear_tensors();
   base.clear_files();
@@ -197,6 +205,8 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     std::vector<CopySegment> segs;
     std::vector<std::pair<const char*, size_t>> parts;
     for (size_t o = 0; o < order.size() && st.ok(); ++o) {
+      st = CheckInterrupted("the resharded checkpoint");
+      if (!st.ok()) break;
       const StateKind state = order[o].first;
       const ParamInfo& p = *order[o].second;
       const Region whole = WholeRegion(p);
@@ -233,7 +243,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   if (!st.ok()) {  // never leave a partial output behind
     std::filesystem::remove_all(tmp, ec);
     std::filesystem::remove_all(JoinPath(out_root, StepDirName(meta.step())), ec);
-    std::filesystem::remove(JoinPath(out_root, kLatestFile), ec);
+    if (!had_latest) std::filesystem::remove(JoinPath(out_root, kLatestFile), ec);
     if (!existed) std::filesystem::remove(out_root, ec);  // made here: removed if empty
     return st;
   }

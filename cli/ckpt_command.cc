@@ -18,6 +18,7 @@
 #include "checkpoint/reshard.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "core/interrupt.h"
 #include "core/memory.h"
 #include "core/threads.h"
 
@@ -49,6 +50,7 @@ Status RunVerify(const CkptOptions& o) {
 }
 
 Status RunReshard(const CkptOptions& o) {
+  InstallInterruptHandlers();  // an interrupted run removes its partial output
   Result<Layout> to = ParseLayoutSpec(o.to);
   if (!to.ok()) return to.status().WithContext("--to");
   // The resharder keeps every source file open twice (O_DIRECT and buffered) and up to 256
@@ -81,6 +83,7 @@ Status RunExport(const CkptOptions& o) {
     return InvalidArgument("--names: expected 'hf' or 'loom', got '" + o.names + "'");
   }
   LOOM_ASSIGN_OR_RETURN(DType dtype, ParseExportDtype(o.dtype, "--dtype"));
+  InstallInterruptHandlers();  // an interrupted export removes its partial file
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
   std::printf("wrote %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(), r.tensors,
               static_cast<double>(r.bytes) / (1 << 20),
@@ -90,6 +93,7 @@ Status RunExport(const CkptOptions& o) {
 }
 
 Status RunImport(const CkptOptions& o) {
+  InstallInterruptHandlers();  // an interrupted run removes its partial output
   LOOM_ASSIGN_OR_RETURN(ImportResult r, ImportSafetensors(o.dir, o.out, o.heads));
   std::printf(
       "wrote %s: GPT-2 of %lld layers, %lld heads, hidden %lld, vocab %lld, max_seq %lld; %d "
@@ -101,6 +105,13 @@ Status RunImport(const CkptOptions& o) {
   return Status::Ok();
 }
 
+// The exit code: 0, 1 on an error, 128 + the signal when interrupted (the shell's convention).
+int Finish(const std::string& command, const Status& st) {
+  if (st.ok()) return 0;
+  const int code = ReportError(command, st);
+  return InterruptSignal() != 0 ? 128 + InterruptSignal() : code;
+}
+
 }  // namespace
 
 void AddCkptCommand(CLI::App& app, int* exit_code) {
@@ -110,11 +121,11 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
   auto add = [&](const char* name, const char* help, Status (*run)(const CkptOptions&)) {
     CLI::App* sub = cmd->add_subcommand(name, help);
     sub->add_option("dir", o->dir, "A step directory or a checkpoint root (its newest)")
-        ->required();
+        ->required()
+        ->check(NonEmptyPath());
     sub->callback([o, exit_code, run, name] {
       ConfigureThreads(1);  // one thread of I/O and copies; no idle BLAS or OpenMP workers
-      Status st = run(*o);
-      *exit_code = st.ok() ? 0 : ReportError(std::string("ckpt ") + name, st);
+      *exit_code = Finish(std::string("ckpt ") + name, run(*o));
     });
     return sub;
   };
@@ -124,10 +135,14 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
       add("reshard", "Rewrite a checkpoint laid out for another parallel layout", RunReshard);
   reshard->add_option("--to", o->to, "Target layout, e.g. tp=2,pp=4,vpp=1,cp=1,dp=2,zero=3")
       ->required();
-  reshard->add_option("out", o->out, "Output root (must not hold checkpoints)")->required();
+  reshard->add_option("out", o->out, "Output root (must not hold checkpoints)")
+      ->required()
+      ->check(NonEmptyPath());
   CLI::App* exp =
       add("export", "Write the consolidated model weights to one safetensors file", RunExport);
-  exp->add_option("--safetensors", o->safetensors, "Output file")->required();
+  exp->add_option("--safetensors", o->safetensors, "Output file")
+      ->required()
+      ->check(NonEmptyPath());
   exp->add_option("--names", o->names,
                   "hf: Hugging Face GPT-2 names and layouts (default); loom: Loom's");
   exp->add_option("--dtype", o->dtype,
@@ -139,13 +154,14 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
                   "Safetensors file: Hugging Face GPT-2 names (as the hub ships "
                   "them, or as export writes them) or Loom's")
       ->required();
-  imp->add_option("out", o->out, "Output root (must not hold checkpoints)")->required();
+  imp->add_option("out", o->out, "Output root (must not hold checkpoints)")
+      ->required()
+      ->check(NonEmptyPath());
   imp->add_option("--heads", o->heads, "Attention heads (default: the file's n_head metadata)")
       ->check(PositiveInteger());
   imp->callback([o, exit_code] {
     ConfigureThreads(1);
-    Status st = RunImport(*o);
-    *exit_code = st.ok() ? 0 : ReportError("ckpt import", st);
+    *exit_code = Finish("ckpt import", RunImport(*o));
   });
 }
 

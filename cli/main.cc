@@ -8,7 +8,9 @@
 //   loom plan --cluster c.yaml --job j.yaml [--explain]   layout search (docs/PLANNER.md)
 //   loom calibrate --job j.yaml --output cal.json         measure this machine for the planner
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "cli/commands.h"
 #include "core/logging.h"
@@ -33,6 +35,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  // What a command printed (a table, a report) may not have reached its destination: a full
+  // disk or a closed pipe must not exit 0.
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && exit_code == 0) {
+    std::fprintf(stderr, "loom: error: writing the standard output failed: %s\n",
+                 std::strerror(errno));
+    return 1;
   }
   return exit_code;
 }

@@ -2,6 +2,7 @@
 #include "core/file_util.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -123,6 +124,26 @@ Status MakeDirs(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError("create directory '" + dir + "': " + ec.message());
   return Status::Ok();
+}
+
+Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open " + what + " '" + dir + "'", errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return FailedPrecondition(what + " '" + dir +
+                                "': another process is writing into it (it holds the directory's "
+                                "lock); wait for it or choose another directory");
+    }
+    return ErrnoError("lock " + what + " '" + dir + "'", err);
+  }
+  return DirLock(fd);
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 }  // namespace loom

@@ -24,4 +24,21 @@ bool PathWithin(const std::string& path, const std::string& dir);
 Status CheckOutputFile(const std::string& path, const std::string& protect,
                        const std::string& what);
 
+// An exclusive advisory lock (flock) on a directory, held until destroyed or the process ends:
+// two tools writing into one output directory would remove each other's temporary files and
+// results. Nothing is created in the directory; a crashed holder releases it.
+class DirLock {
+ public:
+  // Locks `dir` (which must exist) without waiting; if another process holds it, an error
+  // naming `what` and the directory.
+  static Result<DirLock> TryLock(const std::string& dir, const std::string& what);
+  DirLock(DirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  DirLock& operator=(DirLock&&) = delete;
+  ~DirLock();
+
+ private:
+  explicit DirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 }  // namespace loom

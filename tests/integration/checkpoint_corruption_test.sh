@@ -215,4 +215,32 @@ expect "reshard --to tp=2,tp=1" "$dir/twice.log" "'tp' is given twice"
 expect "verify of a missing directory" "$dir/nowhere.log" "$dir/nowhere: no such checkpoint directory"
 "$loom" ckpt export "$dir/base" --safetensors "$dir/x.st" --names gpt > "$dir/names.log" 2>&1 && { echo "FAIL: --names gpt"; fail=1; }
 expect "export --names gpt" "$dir/names.log" "--names: expected 'hf' or 'loom', got 'gpt'"
+
+# Interrupted (SIGINT at the 3rd tensor, through the real handler): exit 130, and neither a
+# partial output nor a temporary file is left; OUT's own `latest` (no checkpoints) is kept.
+mkdir -p "$dir/int_out" && echo keep > "$dir/int_out/latest"
+LOOM_FAULT_INTERRUPT_AT=3 "$loom" ckpt reshard "$dir/base" --to tp=2 "$dir/int_out" > "$dir/int.log" 2>&1
+rc=$?
+[[ $rc -eq 130 ]] || { echo "FAIL: interrupted reshard exited $rc, expected 130"; fail=1; }
+expect "interrupted reshard" "$dir/int.log" "interrupted by SIGINT while writing the resharded checkpoint"
+[[ $(ls -A "$dir/int_out") == latest && $(cat "$dir/int_out/latest") == keep ]] \
+  || { echo "FAIL: interrupted reshard left: $(ls -A "$dir/int_out")"; fail=1; }
+LOOM_FAULT_INTERRUPT_AT=3 "$loom" ckpt export "$dir/base" --safetensors "$dir/int.st" > "$dir/int_export.log" 2>&1
+rc=$?
+[[ $rc -eq 130 ]] || { echo "FAIL: interrupted export exited $rc, expected 130"; fail=1; }
+expect "interrupted export" "$dir/int_export.log" "interrupted by SIGINT while writing '$dir/int.st'"
+ls "$dir" | grep -q '^int\.st' && { echo "FAIL: interrupted export left: $(ls "$dir" | grep '^int\.st')"; fail=1; }
+# Two writers into one OUT: the second is refused while the first holds the directory's lock,
+# and its failure removes nothing of the first's.
+mkdir -p "$dir/locked"
+flock "$dir/locked" sleep 30 &
+holder=$!
+for _ in $(seq 100); do flock -n "$dir/locked" true || break; sleep 0.05; done
+"$loom" ckpt reshard "$dir/base" --to tp=2 "$dir/locked" > "$dir/locked.log" 2>&1 && { echo "FAIL: reshard into a locked OUT"; fail=1; }
+expect "reshard into a directory another writer holds" "$dir/locked.log" "output directory '$dir/locked': another process is writing into it"
+kill $holder; wait $holder 2>/dev/null
+[[ -d $dir/locked && -z $(ls -A "$dir/locked") ]] || { echo "FAIL: refused reshard touched $dir/locked"; fail=1; }
+# A report that cannot be written out is a failure.
+"$loom" ckpt inspect "$dir/base" > /dev/full 2> "$dir/full.log" && { echo "FAIL: inspect into a full device exited 0"; fail=1; }
+expect "inspect into a full device" "$dir/full.log" "writing the standard output failed"
 exit $fail

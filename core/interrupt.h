@@ -1,0 +1,21 @@
+// Interrupting a tool that writes files (Ctrl-C, SIGTERM, SIGHUP) without leaving them behind.
+// The handler only records the signal; the tool checks between units of work (a tensor), returns
+// the error below, removes its temporary output on that error path as on any other, and exits
+// with 128 + the signal. A second signal has its default action (a stuck tool can still be
+// killed).
+#pragma once
+
+#include "core/status.h"
+
+namespace loom {
+
+// Records SIGINT, SIGTERM and SIGHUP instead of their default action (once each).
+void InstallInterruptHandlers();
+// The first signal recorded since InstallInterruptHandlers (0: none). Async-signal-safe.
+int InterruptSignal();
+// Ok, or an error "interrupted by SIGINT" (with `what`: what was being written) once a signal
+// was recorded. Called from one thread. (LOOM_FAULT_INTERRUPT_AT=N raises SIGINT at the N-th
+// call, for the tests.)
+Status CheckInterrupted(const char* what);
+
+}  // namespace loom
