@@ -29,6 +29,8 @@ constexpr uint64_t kChecksumBlockBytes = 1 << 20;
 constexpr uint64_t kDataAlignment = 4096;
 constexpr char kMetadataFile[] = "metadata.json";
 constexpr char kLatestFile[] = "latest";
+// In a checkpoint root: the checkpoint.load (absolute path) the run saving there started from.
+constexpr char kLoadOriginFile[] = "load_origin";
 
 std::string StepDirName(int64_t step);  // "step_00000020"
 std::string RankFileName(int rank);     // "rank_00003.safetensors"

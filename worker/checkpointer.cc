@@ -19,8 +19,10 @@ namespace fs = std::filesystem;
 
 // Deadline for this rank's background writer when a save must complete (LOOM_CKPT_TIMEOUT_MS).
 int64_t WriterTimeoutMs() {
+  // At most 30 days: a deadline of now + more than ~292 years overflows the clock.
+  constexpr int64_t kMaxMs = 30LL * 24 * 3600 * 1000;
   const char* v = std::getenv("LOOM_CKPT_TIMEOUT_MS");
-  return v != nullptr && std::atoll(v) > 0 ? std::atoll(v) : 600000;
+  return v != nullptr && std::atoll(v) > 0 ? std::min<int64_t>(std::atoll(v), kMaxMs) : 600000;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -32,7 +34,22 @@ constexpr int kWritten = 0, kWriting = 1, kFailed = 2;
 
 // The checkpoint root of `source`: itself, or the parent of a step directory.
 std::string RootOf(const std::string& source) {
-  return IsStepDir(source) ? fs::path(source).parent_path().string() : source;
+  if (!IsStepDir(source)) return source;
+  // "ck/step_6/" names the step directory too: its parent is ck, not ck/step_6.
+  fs::path p = fs::path(source).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string parent = p.parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// checkpoint.load as recorded in load_origin: absolute, normalised, without a trailing
+// separator, so "ck/step_4/", "./ck/step_4" and the absolute path compare equal.
+std::string LoadOrigin(const std::string& load) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(load, ec), ec);
+  if (ec) p = fs::absolute(load, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  return p.string();
 }
 
 }  // namespace
@@ -128,16 +145,17 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
 
 void Checkpointer::RemoveLeftovers() const {
   // Temporary directories of saves that never committed (a crash, a kill), and the temporary
-  // file of a `latest` replacement cut short (WriteFileAtomic's latest.tmp.<pid>: rank 0's
-  // committer may be writing it when its writer thread dies): nothing reads them.
+  // file of a `latest` or load_origin replacement cut short (WriteFileAtomic's latest.tmp.<pid>:
+  // rank 0's committer may be writing it when its writer thread dies): nothing reads them.
   std::error_code ec;
   const std::string latest_tmp = std::string(kLatestFile) + ".tmp.";
+  const std::string origin_tmp = std::string(kLoadOriginFile) + ".tmp.";
   for (const auto& e : fs::directory_iterator(job_.checkpoint.dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("step_", 0) == 0 && name.find(".tmp") != std::string::npos) {
       LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted save)";
       fs::remove_all(e.path(), ec);
-    } else if (name.rfind(latest_tmp, 0) == 0) {
+    } else if (name.rfind(latest_tmp, 0) == 0 || name.rfind(origin_tmp, 0) == 0) {
       LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted update)";
       fs::remove(e.path(), ec);
     }
@@ -305,14 +323,23 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
       stats_.resumed_samples = loaded_samples_;
       stats_.resumed_from = dir;
       last_started_ = same_root ? step : -1;
+      Status aside;
       if (rank_ == 0) {
         LOOM_LOG(INFO, CKPT) << "resumed from " << dir << " (step " << step << ")";
         // Checkpoints newer than this one belong to a run that is not continued (or were
         // refused): keep them, but where they can neither be loaded nor replaced piecemeal.
-        if (same_root)
-          SetAsideNewer(root, step, std::vector<int64_t>(steps.begin(), steps.begin() + i));
+        if (same_root) {
+          aside = SetAsideNewer(root, step, std::vector<int64_t>(steps.begin(), steps.begin() + i));
+        }
       }
-      if (same_root) LOOM_RETURN_IF_ERROR(AllMax(0).status());
+      if (same_root) {
+        LOOM_ASSIGN_OR_RETURN(int aside_failed, AllMax(aside.ok() ? 0 : 1));
+        if (!aside.ok()) return aside;
+        if (aside_failed != 0) {
+          return FailedPrecondition("world rank 0 could not set aside the checkpoints newer than " +
+                                    dir + " (its error names them)");
+        }
+      }
       return step;
     }
     if (!st.ok()) {
@@ -337,8 +364,25 @@ Result<int64_t> Checkpointer::Restore() {
     if (rank_ == 0) RemoveLeftovers();
     LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone
   }
-  const std::string source = c.load.empty() ? c.dir : c.load;
-  const bool explicit_load = !c.load.empty();
+  std::string source = c.load.empty() ? c.dir : c.load;
+  while (source.size() > 1 && source.back() == '/') source.pop_back();  // "ck/step_6/" as named
+  bool explicit_load = !c.load.empty();
+  const std::string origin = explicit_load ? LoadOrigin(c.load) : std::string();
+  if (explicit_load && c.resume && !c.dir.empty()) {
+    // Restarted with the same checkpoint.load (a requeue, a preemption, the same command again):
+    // checkpoint.dir holds the run that started from it, and is continued; going back to the
+    // loaded checkpoint would throw that run's progress away.
+    int continued = rank_ == 0 && ContinuesLoad(origin) ? 1 : 0;
+    LOOM_ASSIGN_OR_RETURN(continued, AllMax(continued));
+    if (continued != 0) {
+      if (rank_ == 0) {
+        LOOM_LOG(INFO, CKPT) << "checkpoint.load " << c.load << " was resumed before; " << c.dir
+                             << " holds that run's checkpoints: continuing from them";
+      }
+      source = c.dir;
+      explicit_load = false;
+    }
+  }
   const std::string where =
       job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") + "'";
   std::vector<int64_t> steps;
@@ -358,7 +402,12 @@ Result<int64_t> Checkpointer::Restore() {
                                         : "set checkpoint.resume: true to continue it") +
                               ", remove them, or choose another directory");
   }
-  if (!steps.empty()) return LoadNewest(source, steps, where, LoadKind::kEverything);
+  if (!steps.empty()) {
+    LOOM_ASSIGN_OR_RETURN(int64_t step, LoadNewest(source, steps, where, LoadKind::kEverything));
+    // Its first save records where this run started (a restart with the same load continues).
+    if (!origin.empty()) origin_ = origin;
+    return step;
+  }
   // Nothing to resume: a new run, from a checkpoint's weights where one is named (fine-tuning).
   if (c.init_from.empty()) return int64_t{0};
   const std::string init_where = job_.path + ": field 'checkpoint.init_from'";
@@ -368,14 +417,18 @@ Result<int64_t> Checkpointer::Restore() {
 
 Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps, const Status& listed) {
   if (world_ == nullptr) return listed;
-  // Rank 0's list: its length (-1: rank 0 could not list them), then the steps (exact in floats
-  // up to 2^24).
+  // Rank 0's list: its length (-1: rank 0 could not list them), then each step as two floats,
+  // step / 2^24 and step % 2^24, each exact (floats hold integers exactly up to 2^24).
   constexpr size_t kMax = 4096;
-  agreed_.assign(kMax + 1, 0.0f);
+  constexpr int64_t kHalf = int64_t{1} << 24;
+  agreed_.assign(2 * kMax + 1, 0.0f);
   if (rank_ == 0) {
     const size_t n = std::min(kMax, steps->size());
     agreed_[0] = listed.ok() ? static_cast<float>(n) : -1.0f;
-    for (size_t i = 0; i < n; ++i) agreed_[i + 1] = static_cast<float>((*steps)[i]);
+    for (size_t i = 0; i < n; ++i) {
+      agreed_[2 * i + 1] = static_cast<float>((*steps)[i] / kHalf);
+      agreed_[2 * i + 2] = static_cast<float>((*steps)[i] % kHalf);
+    }
   }
   LOOM_RETURN_IF_ERROR(
       world_->BroadcastAsync(agreed_.data(), static_cast<int64_t>(agreed_.size()), 0)
@@ -388,14 +441,16 @@ Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps, const Status& lis
   }
   steps->clear();
   for (size_t i = 0; i < static_cast<size_t>(agreed_[0]); ++i) {
-    steps->push_back(static_cast<int64_t>(agreed_[i + 1]));
+    steps->push_back(static_cast<int64_t>(agreed_[2 * i + 1]) * kHalf +
+                     static_cast<int64_t>(agreed_[2 * i + 2]));
   }
   return Status::Ok();
 }
 
-void Checkpointer::SetAsideNewer(const std::string& root, int64_t loaded,
-                                 const std::vector<int64_t>& refused) const {
+Status Checkpointer::SetAsideNewer(const std::string& root, int64_t loaded,
+                                   const std::vector<int64_t>& refused) const {
   std::error_code ec;
+  bool moved = false;
   for (const auto& [step, dir] : ListCheckpoints(root)) {
     if (step <= loaded) continue;
     const bool was_refused = std::find(refused.begin(), refused.end(), step) != refused.end();
@@ -404,13 +459,29 @@ void Checkpointer::SetAsideNewer(const std::string& root, int64_t loaded,
     for (int n = 2; fs::exists(aside, ec) && n < 1000; ++n) {
       aside = dir + (was_refused ? ".refused." : ".abandoned.") + std::to_string(n);
     }
-    if (::rename(dir.c_str(), aside.c_str()) == 0) {
-      LOOM_LOG(WARN, CKPT) << "moved " << dir << " to " << aside
-                           << (was_refused ? " (it could not be loaded)"
-                                           : " (newer than the checkpoint resumed from)");
+    if (::rename(dir.c_str(), aside.c_str()) != 0) {
+      // Left in place it would be resumed by the next restart, mixing two runs.
+      return ErrnoError("set aside " + dir + " (newer than the checkpoint resumed from, step " +
+                            std::to_string(loaded) + ") as " + aside,
+                        errno);
     }
+    moved = true;
+    LOOM_LOG(WARN, CKPT) << "moved " << dir << " to " << aside
+                         << (was_refused ? " (it could not be loaded)"
+                                         : " (newer than the checkpoint resumed from)");
   }
-  (void)FsyncDir(root);
+  LOOM_RETURN_IF_ERROR(FsyncDir(root));
+  // `latest` named one of them: it names the resumed checkpoint until the next save.
+  if (moved) {
+    LOOM_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(root, kLatestFile), StepDirName(loaded) + "\n"));
+  }
+  return Status::Ok();
+}
+
+bool Checkpointer::ContinuesLoad(const std::string& origin) const {
+  const std::string& dir = job_.checkpoint.dir;
+  Result<std::string> recorded = ReadFile(JoinPath(dir, kLoadOriginFile));
+  return recorded.ok() && *recorded == origin + "\n" && !ListCheckpoints(dir).empty();
 }
 
 Status Checkpointer::CopyState(size_t* next, uint64_t end) {
@@ -540,10 +611,16 @@ Status Checkpointer::Resolve(int all) {
     const int64_t keep_every = job_.checkpoint.keep_every;
     proto::CheckpointMetadata meta = pending_meta_;
     const ModelConfig model = job_.model;
+    // Before this run's first checkpoint appears, where it started from (checkpoint.load), so
+    // that every committed checkpoint of it comes with the record.
+    const std::string origin = origin_recorded_ ? std::string() : origin_;
+    origin_recorded_ = true;
     // On its own thread, so the next save's copy never waits behind a commit or a deletion.
     committer_.Submit([=] {
       const auto c0 = std::chrono::steady_clock::now();
-      Status st = CommitCheckpoint(root, tmp, world, model, meta);
+      Status st = origin.empty() ? Status::Ok()
+                                 : WriteFileAtomic(JoinPath(root, kLoadOriginFile), origin + "\n");
+      if (st.ok()) st = CommitCheckpoint(root, tmp, world, model, meta);
       if (!st.ok()) {
         LOOM_LOG(ERROR, CKPT) << "committing " << JoinPath(root, StepDirName(meta.step()))
                               << " failed: " << st.message();

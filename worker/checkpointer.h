@@ -119,9 +119,13 @@ class Checkpointer {
   // them; its error becomes every rank's (so no rank is left waiting in the broadcast).
   Status AgreeOnSteps(std::vector<int64_t>* steps, const Status& listed);
   // Rank 0, after resuming `loaded`: renames newer checkpoints under `root` to
-  // step_<N>.refused (those in `refused`) or step_<N>.abandoned.
-  void SetAsideNewer(const std::string& root, int64_t loaded,
-                     const std::vector<int64_t>& refused) const;
+  // step_<N>.refused (those in `refused`) or step_<N>.abandoned and points `latest` at `loaded`.
+  // An error if one cannot be moved (it would stay loadable).
+  Status SetAsideNewer(const std::string& root, int64_t loaded,
+                       const std::vector<int64_t>& refused) const;
+  // Rank 0: whether checkpoint.dir holds checkpoints of a run that started from `origin`
+  // (checkpoint.load, as LoadOrigin gives it): its load_origin file says so.
+  bool ContinuesLoad(const std::string& origin) const;
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
   void RemoveLeftovers() const;
 
@@ -145,14 +149,16 @@ class Checkpointer {
   int64_t pending_step_ = -1;   // in flight (written, not yet agreed complete)
   proto::CheckpointMetadata pending_meta_;
   int64_t last_started_ = -1;
-  int64_t loaded_samples_ = 0;  // consumed samples of the checkpoint LoadFrom read last
-  Status write_error_;          // this rank's failed write, until reported
-  HandlePtr poll_;              // the vote in flight (an all-reduce over the world)
-  float poll_value_ = 0;        // its buffer
-  HandlePtr stop_poll_;         // StopVote's vote in flight
-  float stop_value_ = 0;        // its buffer
-  float vote_ = 0;              // AllMax's buffer (outlives a timed-out wait)
-  std::vector<float> agreed_;   // AgreeOnSteps' buffer
+  int64_t loaded_samples_ = 0;    // consumed samples of the checkpoint LoadFrom read last
+  std::string origin_;            // checkpoint.load this run started from ("": none)
+  bool origin_recorded_ = false;  // origin_ written to checkpoint.dir's load_origin
+  Status write_error_;            // this rank's failed write, until reported
+  HandlePtr poll_;                // the vote in flight (an all-reduce over the world)
+  float poll_value_ = 0;          // its buffer
+  HandlePtr stop_poll_;           // StopVote's vote in flight
+  float stop_value_ = 0;          // its buffer
+  float vote_ = 0;                // AllMax's buffer (outlives a timed-out wait)
+  std::vector<float> agreed_;     // AgreeOnSteps' buffer
   CheckpointStats stats_;
   BackgroundWriter committer_;  // rank 0: commits and retention
   BackgroundWriter writer_;     // last: joined first on destruction

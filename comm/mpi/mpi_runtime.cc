@@ -304,7 +304,12 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
     rt->local_size_ = std::max(1, std::atoi(ls));
   if (const char* t = std::getenv("LOOM_COMM_TIMEOUT_MS")) {
     long ms = std::atol(t);
-    if (ms <= 0) return InvalidArgument("LOOM_COMM_TIMEOUT_MS must be a positive number of ms");
+    // Above 30 days, now + the timeout can overflow the clock: every wait would fail at once.
+    constexpr long kMaxMs = 30L * 24 * 3600 * 1000;
+    if (ms <= 0 || ms > kMaxMs) {
+      return InvalidArgument("LOOM_COMM_TIMEOUT_MS: expected a number of ms from 1 to " +
+                             std::to_string(kMaxMs) + " (30 days), got '" + t + "'");
+    }
     rt->timeout_ = std::chrono::milliseconds(ms);
   }
   rt->engine_ = std::make_shared<MpiEngine>();

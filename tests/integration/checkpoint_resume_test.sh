@@ -6,7 +6,8 @@
 #   * another layout (the 8-rank checkpoint resumed with cp2 tp2 dp2 zero3, and with one process):
 #     losses within 1e-5 relative of the uninterrupted run;
 #   * another global batch (16 instead of 8): the sample stream continues after the checkpoint's
-#     consumed samples, and the next checkpoint records them.
+#     consumed samples, and the next checkpoint records them;
+#   * the same command with --load run again continues the run it started, not the loaded step.
 # Every resumed run must say it resumed from step 10 and report steps 11-20 only.
 # Usage: checkpoint_resume_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
@@ -128,6 +129,44 @@ if consumed != 80 + 10 * 16:
 print(f"PASS global batch 8 -> 16 at step 10: steps 11-15 draw the samples of steps 11-20 at 8 "
       f"(worst relative difference {worst:.3g}); step 20 records 240 consumed samples")
 PY
+
+# The same command again (a requeue, a preemption): a run started with --load continues its own
+# checkpoints instead of going back to the loaded one. Here a rewind inside the root, named with
+# a trailing slash as shell completion gives it: --load rew/step_10/ of a root holding steps 10,
+# 15 and 20. The first run (to step 10: nothing to train) sets 15 and 20 aside and points
+# `latest` at step 10; the second (to 15) loads step 10 again (nothing of it saved yet) and saves
+# 15; the third (to 20) continues from that 15, not from 10, with the losses of the
+# uninterrupted run. The other-root case: other1's command run again continues other1.
+base=$dir/job.yaml
+cp -r "$dir/full1.ck" "$dir/rew"
+train rewind10 1 "" --load "$dir/rew/step_00000010/" --checkpoint-dir "$dir/rew" --steps 10
+[[ $(cat "$dir/rew/latest") == step_00000010 && -d $dir/rew/step_00000020.abandoned ]] \
+  && echo "PASS rewind: newer checkpoints set aside, latest names the resumed step 10" \
+  || { echo "FAIL rewind: latest says $(cat "$dir/rew/latest"); the root holds $(ls "$dir/rew" | tr '\n' ' ')"; fail=1; }
+train rewind15 1 "" --load "$dir/rew/step_00000010/" --checkpoint-dir "$dir/rew" --steps 15
+resumed rewind15 "$dir/rew"
+train rewind20 1 "" --load "$dir/rew/step_00000010/" --checkpoint-dir "$dir/rew" --steps 20
+grep -q "was resumed before; $dir/rew holds that run's checkpoints: continuing from them" "$dir/rewind20.log" \
+  && grep -q "resumed from $dir/rew/step_00000015 " "$dir/rewind20.log" \
+  && echo "PASS the same --load again continues the run it started (step 15)" \
+  || { echo "FAIL rewind20: $(grep -iE 'resum|moved' "$dir/rewind20.log")"; fail=1; }
+[[ ! -e $dir/rew/step_00000015.abandoned.2 ]] || { echo "FAIL rewind20: set aside its own step 15"; fail=1; }
+[[ $(cat "$dir/rew/load_origin") == "$dir/rew/step_00000010" ]] || { echo "FAIL rewind: load_origin says '$(cat "$dir/rew/load_origin")'"; fail=1; }
+cat "$dir/rewind15.txt" "$dir/rewind20.txt" > "$dir/rewind.txt"
+/usr/bin/python3 - "$dir/full1.txt" "$dir/rewind.txt" <<'PY' || fail=1
+import sys
+ref = dict(l.split() for l in open(sys.argv[1]) if l.strip())
+got = [l.split() for l in open(sys.argv[2]) if l.strip()]
+if [int(s) for s, _ in got] != list(range(11, 21)) or any(ref[s] != v for s, v in got):
+    print(f"FAIL rewind: steps 11-20 over two runs differ from the uninterrupted run: {got}"); sys.exit(1)
+print("PASS rewind: steps 11-20 over the two runs bit-identical to the uninterrupted run")
+PY
+train other1again 1 "" --load "$dir/ck8.saved/step_00000010" --checkpoint-dir "$dir/other1"
+grep -q "nothing to train (already at step 20 of 20)" "$dir/other1again.log" \
+  && grep -q "resumed from $dir/other1/step_00000020 " "$dir/other1again.log" \
+  && echo "PASS the same --load into another root again continues that root" \
+  || { echo "FAIL other1again: $(grep -iE 'resum|nothing|error' "$dir/other1again.log")"; fail=1; }
+
 /usr/bin/python3 "$here/compare_runs.py" "$dir/full1.txt" "$dir/full1.st" "$dir/full8.txt" \
   "$dir/resume8.st" --label "8-rank resumed run vs one uninterrupted process" || fail=1
 exit $fail
