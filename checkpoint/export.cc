@@ -178,6 +178,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   }
   const std::string parent = std::filesystem::path(file).parent_path().string();
   LOOM_RETURN_IF_ERROR(FsyncDir(parent.empty() ? "." : parent));
+  out.dir = dir;
   return out;
 }
 

@@ -31,6 +31,7 @@ void ToBf16(const float* in, uint16_t* out, size_t n);
 Status ToF16(const float* in, uint16_t* out, size_t n, const std::string& what);
 
 struct ExportResult {
+  std::string dir;  // the step directory exported
   int tensors = 0;
   uint64_t bytes = 0;  // tensor bytes written
 };

@@ -281,7 +281,13 @@ Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   opt.ignore_unknown_fields = false;
   auto st = google::protobuf::util::JsonStringToMessage(*text, &m, opt);
   if (!st.ok()) {
-    return DataLoss(path + ": not a checkpoint metadata file: " + std::string(st.message()));
+    // The parser quotes the input: bytes that are not printable ASCII are shown as '?', and
+    // the quote is cut, so a file of binary garbage does not reach the terminal.
+    std::string why(st.message().substr(0, 200));
+    for (char& ch : why) {
+      if (ch < 0x20 || ch > 0x7e) ch = '?';
+    }
+    return DataLoss(path + ": not a checkpoint metadata file: " + why);
   }
   // Version 1 files were written without a seal; any file that has one must match it (so a
   // flipped bit in "format_version": 2 is caught too).
@@ -366,15 +372,36 @@ std::string ReadLatest(const std::string& root) {
 
 Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
                                const std::string& what) {
-  const fs::path dir = Normal(step_dir);
-  std::vector<std::string> protect = {step_dir};
-  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-  for (const auto& [step, dir] : ListCheckpoints(parent.string())) protect.push_back(dir);
-  for (const std::string& dir : protect) {
-    if (PathWithin(out, dir)) {
-      return InvalidArgument(what + " '" + out + "': inside the checkpoint '" + dir +
+  if (!step_dir.empty()) {
+    const fs::path dir = Normal(step_dir);
+    std::vector<std::string> protect = {step_dir};
+    const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+    for (const auto& [step, dir] : ListCheckpoints(parent.string())) protect.push_back(dir);
+    for (const std::string& dir : protect) {
+      if (PathWithin(out, dir)) {
+        return InvalidArgument(what + " '" + out + "': inside the checkpoint '" + dir +
+                               "'; choose a path outside every checkpoint");
+      }
+    }
+  }
+  // Nor inside any other checkpoint (links resolved where they exist).
+  std::error_code ec;
+  fs::path path = fs::weakly_canonical(fs::absolute(Normal(out), ec), ec);
+  if (ec) path = fs::absolute(Normal(out), ec).lexically_normal();
+  for (fs::path a = path;; a = a.parent_path()) {
+    if (IsStepDir(a.string())) {
+      return InvalidArgument(what + " '" + out + "': inside the checkpoint '" + a.string() +
                              "'; choose a path outside every checkpoint");
     }
+    if (a == a.parent_path()) break;
+  }
+  // Nor a root's own files.
+  const std::string name = path.filename().string();
+  if ((name == kLatestFile || name == kLoadOriginFile) &&
+      !ListCheckpoints(path.parent_path().string()).empty()) {
+    return InvalidArgument(what + " '" + out + "': the '" + name +
+                           "' file of the checkpoint root '" + path.parent_path().string() +
+                           "'; choose another name");
   }
   return Status::Ok();
 }
@@ -382,6 +409,10 @@ Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_d
 Result<std::string> ResolveCheckpointDir(const std::string& path) {
   std::error_code ec;
   if (IsStepDir(path)) return path;
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec)) {
+    return InvalidArgument(path +
+                           ": not a directory (expected a checkpoint root or a step directory)");
+  }
   if (!fs::is_directory(path, ec)) return NotFound(path + ": no such checkpoint directory");
   auto list = ListCheckpoints(path);
   if (list.empty()) {

@@ -69,9 +69,10 @@ std::string PathName(const std::string& path);
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);
 // The step directory `latest` names, or "" (absent or unreadable).
 std::string ReadLatest(const std::string& root);
-// An output of a tool that reads the checkpoint `step_dir` must lie outside it and outside every
-// other committed checkpoint beside it (its root's step_<N> directories): InvalidArgument naming
-// `what` and the checkpoint otherwise.
+// An output of a tool that reads the checkpoint `step_dir` ("": reads none) must lie outside it,
+// outside every other committed checkpoint beside it (its root's step_<N> directories) and
+// inside no checkpoint anywhere, and must not be a checkpoint root's `latest` or load_origin
+// file: InvalidArgument naming `what` and the checkpoint otherwise.
 Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
                                const std::string& what);
 // A path given by the user: a step directory (has metadata.json) or a root (its newest

@@ -215,8 +215,12 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
                            (loom_names ? "Loom" : "Hugging Face") + " names)");
   }
 
+  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, "", "output directory"));
   std::error_code ec;
   const bool existed = fs::exists(out_root, ec);
+  if (existed && !fs::is_directory(out_root, ec)) {
+    return InvalidArgument("output directory '" + out_root + "': exists and is not a directory");
+  }
   LOOM_RETURN_IF_ERROR(MakeDirs(out_root));
   // Held to the end: another import or reshard into OUT would remove this one's temporary
   // directory, or this one's failure path its result.

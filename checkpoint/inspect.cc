@@ -64,10 +64,12 @@ ParamLayout CanonicalLayout(const proto::ModelSpec& mo) {
 
 }  // namespace
 
-Result<std::string> DescribeCheckpoint(const std::string& path) {
+Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(path));
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
-  const proto::CheckpointMetadata& m = reader->meta();
+  // The description needs the metadata only; the data files are checked apart, so a damaged
+  // checkpoint is still described.
+  LOOM_ASSIGN_OR_RETURN(const proto::CheckpointMetadata m, ReadMetadata(dir));
+  *files = CheckpointReader::Open(dir).status();
   const proto::ModelSpec& mo = m.model();
   const proto::LayoutSpec& l = m.saved_layout();
   const proto::OptimizerState& o = m.optimizer();
@@ -85,17 +87,24 @@ Result<std::string> DescribeCheckpoint(const std::string& path) {
   out += Format("saved with   tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s (%d ranks)\n", l.tp(),
                 l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off",
                 l.tp() * l.cp() * l.pp() * l.dp());
-  out += Format(
-      "optimizer    %s, %lld updates; lr %g (min %g, warmup %lld, decay to step %lld), betas "
-      "(%g, %g), eps %g, weight decay %g, clip %g\n",
-      o.name().c_str(), static_cast<long long>(o.step_count()), o.lr(), o.min_lr(),
-      static_cast<long long>(o.warmup_steps()), static_cast<long long>(o.decay_steps()), o.beta1(),
-      o.beta2(), o.eps(), o.weight_decay(), o.grad_clip());
-  out += Format("data         seed %llu, seq %lld, global batch %lld, %lld samples consumed\n",
-                static_cast<unsigned long long>(m.data().seed()),
-                static_cast<long long>(m.data().seq()),
-                static_cast<long long>(m.data().global_batch()),
-                static_cast<long long>(m.data().consumed_samples()));
+  // An imported checkpoint (loom ckpt import) was never trained: it has no settings to show.
+  if (o.step_count() == 0 && o.lr() == 0 && m.data().global_batch() == 0) {
+    out += Format("optimizer    %s, 0 updates; no settings recorded (zero moments: %s)\n",
+                  o.name().c_str(), m.rng().generator().c_str());
+    out += "data         none recorded (the job that trains from it sets them)\n";
+  } else {
+    out += Format(
+        "optimizer    %s, %lld updates; lr %g (min %g, warmup %lld, decay to step %lld), betas "
+        "(%g, %g), eps %g, weight decay %g, clip %g\n",
+        o.name().c_str(), static_cast<long long>(o.step_count()), o.lr(), o.min_lr(),
+        static_cast<long long>(o.warmup_steps()), static_cast<long long>(o.decay_steps()),
+        o.beta1(), o.beta2(), o.eps(), o.weight_decay(), o.grad_clip());
+    out += Format("data         seed %llu, seq %lld, global batch %lld, %lld samples consumed\n",
+                  static_cast<unsigned long long>(m.data().seed()),
+                  static_cast<long long>(m.data().seq()),
+                  static_cast<long long>(m.data().global_batch()),
+                  static_cast<long long>(m.data().consumed_samples()));
+  }
   uint64_t file_bytes = 0;
   for (const proto::FileEntry& f : m.files()) file_bytes += f.bytes();
   out += Format("files        %d data files, %s; checksums: CRC-32C per %s block\n", m.files_size(),

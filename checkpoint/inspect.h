@@ -10,8 +10,10 @@ namespace loom {
 
 // A readable description of the checkpoint at `path` (a step directory, or a root: its newest
 // checkpoint): step, model, saved layout, optimizer and data position, files, and a table of
-// every tensor (shape, elements, chunks per state, bytes).
-Result<std::string> DescribeCheckpoint(const std::string& path);
+// every tensor (shape, elements, chunks per state, bytes). An error if its metadata cannot be
+// read; `*files` is the data files' state as opening them for loading finds it (sizes, presence),
+// without reading them.
+Result<std::string> DescribeCheckpoint(const std::string& path, Status* files);
 
 struct VerifyReport {
   std::string dir;

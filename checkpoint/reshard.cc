@@ -54,16 +54,16 @@ Result<Layout> ParseLayoutSpec(const std::string& spec) {
     }
     seen.push_back(key);
     const std::string value = item.substr(eq + 1);
-    size_t used = 0;
-    int v = -1;
-    try {
-      v = std::stoi(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    // Digits only (stoi would take " 2" and "+2"), and a size a layout can have.
+    int v = 0;
+    bool digits = !value.empty() && value.size() <= 6;
+    for (char ch : value) {
+      digits = digits && ch >= '0' && ch <= '9';
+      if (digits) v = v * 10 + (ch - '0');
     }
-    if (used != value.size() || value.empty() || v < 0) {
+    if (!digits) {
       return InvalidArgument("layout '" + spec + "': item '" + item +
-                             "': expected a non-negative integer, got '" + value + "'");
+                             "': expected a whole number from 0 to 999999, got '" + value + "'");
     }
     if (key == "sp") {
       if (v > 1) {
@@ -85,17 +85,26 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();
   const ModelConfig model{mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()};
-  LayoutConstraints c{model.heads,
-                      model.layers,
-                      model.vocab,
-                      meta.data().seq(),
-                      model.hidden,
-                      meta.data().global_batch(),
-                      0};
+  // The model decides which layouts can hold it; the data settings can change on resume (a
+  // larger dp with a larger global_batch), so they only earn a note.
+  LayoutConstraints c{model.heads, model.layers, model.vocab, 0, model.hidden, 0, 0};
   LOOM_RETURN_IF_ERROR_CTX(to.Validate(0, c), "target layout (" + to.ToString() + ")");
+  ReshardResult out;
+  c.seq = meta.data().seq();
+  c.global_batch = meta.data().global_batch();
+  if (Status fits = to.Validate(0, c); !fits.ok()) {
+    std::string why = fits.message();
+    const std::string prefix = "parallel layout: ";
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    out.note = "the checkpoint's data settings do not fit this layout (" + why +
+               "): a job resuming it with " + to.ToString() + " must change them";
+  }
   LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, dir, "output directory"));
   std::error_code ec;
   const bool existed = std::filesystem::exists(out_root, ec);
+  if (existed && !std::filesystem::is_directory(out_root, ec)) {
+    return InvalidArgument("output directory '" + out_root + "': exists and is not a directory");
+  }
   LOOM_RETURN_IF_ERROR(MakeDirs(out_root));
   // Held to the end: another reshard or import into OUT would remove this one's temporary
   // directory, or this one's failure path its result.
@@ -119,7 +128,6 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   l->set_sp(to.sp);
   const std::string tmp = TempStepDir(out_root, meta.step());
   std::filesystem::remove_all(tmp, ec);  // a previous interrupted reshard
-  ReshardResult out;
   Status st;
   // Target ranks are written a group at a time, tensor by tensor: each saved tensor state is read
   // once per group, and at most kGroup files are open.

@@ -17,6 +17,7 @@ struct ReshardResult {
   std::string dir;          // the committed step directory under the output root
   uint64_t bytes_read = 0;  // from the source's data files
   uint64_t bytes_written = 0;
+  std::string note;  // set when the target layout does not fit the checkpoint's data settings
 };
 
 // Parses "tp=2,pp=4,vpp=1,cp=1,dp=2,zero=3,sp=1" (any subset; absent keys: 1, zero 0, sp off).

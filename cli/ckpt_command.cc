@@ -35,9 +35,11 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 Status RunInspect(const CkptOptions& o) {
-  LOOM_ASSIGN_OR_RETURN(std::string text, DescribeCheckpoint(o.dir));
+  Status files;
+  LOOM_ASSIGN_OR_RETURN(std::string text, DescribeCheckpoint(o.dir, &files));
   std::fputs(text.c_str(), stdout);
-  return Status::Ok();
+  std::fflush(stdout);  // before the error, which goes to stderr
+  return files.WithContext("the checkpoint is damaged (described above from its metadata)");
 }
 
 Status RunVerify(const CkptOptions& o) {
@@ -70,6 +72,7 @@ Status RunReshard(const CkptOptions& o) {
       static_cast<double>(r.bytes_read) / (1 << 20),
       static_cast<double>(r.bytes_written) / (1 << 20), s,
       static_cast<double>(PeakRssBytes()) / (1 << 20));
+  if (!r.note.empty()) std::printf("note: %s\n", r.note.c_str());
   return Status::Ok();
 }
 
@@ -85,8 +88,8 @@ Status RunExport(const CkptOptions& o) {
   LOOM_ASSIGN_OR_RETURN(DType dtype, ParseExportDtype(o.dtype, "--dtype"));
   InstallInterruptHandlers();  // an interrupted export removes its partial file
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
-  std::printf("wrote %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(), r.tensors,
-              static_cast<double>(r.bytes) / (1 << 20),
+  std::printf("wrote %s from %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(),
+              r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
               names == ExportNames::kHuggingFaceGpt2 ? "Hugging Face GPT-2" : "Loom",
               DTypeName(dtype));
   return Status::Ok();

@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
+#include <vector>
 
 #include "core/file_util.h"
 
@@ -56,9 +59,20 @@ Status Bad(const std::string& path, const std::string& what) {
 Result<SafetensorsHeader> ParseHeader(const std::string& path, std::string_view json,
                                       uint64_t data_begin, uint64_t data_size) {
   auto bad = [&](const std::string& what) { return Bad(path, what); };
-  nlohmann::json header = nlohmann::json::parse(json.begin(), json.end(), nullptr,
+  // A name given twice would silently keep the last entry (another tensor's bytes, say).
+  std::set<std::string> keys;
+  std::string twice;
+  auto on_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !keys.insert(parsed.get<std::string>()).second && twice.empty()) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json header = nlohmann::json::parse(json.begin(), json.end(), on_key,
                                                 /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return bad("header is not a JSON object");
+  if (!twice.empty()) return bad("'" + twice + "' appears twice in the header");
   SafetensorsHeader out;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -106,6 +120,21 @@ Result<SafetensorsHeader> ParseHeader(const std::string& path, std::string_view 
     t.bytes = expect;
     out.tensors.emplace(name, std::move(t));
   }
+  // No two tensors share bytes (as the safetensors library requires).
+  std::vector<std::pair<uint64_t, const std::string*>> starts;
+  for (const auto& [name, t] : out.tensors) {
+    if (t.bytes > 0) starts.emplace_back(t.offset, &name);
+  }
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const SafetensorsEntry& prev = out.tensors.at(*starts[i - 1].second);
+    if (prev.offset + prev.bytes > starts[i].first) {
+      return bad("tensors '" + *starts[i - 1].second + "' and '" + *starts[i].second +
+                 "' overlap in the data section (data_offsets from " +
+                 std::to_string(prev.offset - data_begin) + " and " +
+                 std::to_string(starts[i].first - data_begin) + ")");
+    }
+  }
   return out;
 }
 
@@ -120,7 +149,7 @@ Result<SafetensorsFile> ReadSafetensors(const std::string& path) {
   std::memcpy(&len, bytes.data(), 8);
   if (len > bytes.size() - 8) {
     return Bad(path, "header length " + std::to_string(len) + " exceeds file size " +
-                         std::to_string(bytes.size()));
+                         std::to_string(bytes.size()) + " (not a safetensors file?)");
   }
   LOOM_ASSIGN_OR_RETURN(
       SafetensorsHeader header,
@@ -150,7 +179,7 @@ Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {
     s = Bad(path, "file is " + std::to_string(st.st_size) + " bytes, no header");
   } else if (len > static_cast<uint64_t>(st.st_size) - 8 || len > kMaxHeaderBytes) {
     s = Bad(path, "header length " + std::to_string(len) + " exceeds file size " +
-                      std::to_string(st.st_size));
+                      std::to_string(st.st_size) + " (not a safetensors file?)");
   } else {
     json.resize(len);
     if (::pread(fd, json.data(), len, 8) != static_cast<ssize_t>(len)) {

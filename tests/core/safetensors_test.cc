@@ -90,5 +90,36 @@ TEST(Safetensors, ShapeWhoseSizeOverflowsIsRefused) {
   std::filesystem::remove(path);
 }
 
+// A header whose entries share bytes: a name given twice (the JSON parser would keep the last),
+// or two names pointing at overlapping ranges. Both would give a tensor another's values.
+TEST(Safetensors, SharedBytesAreRefused) {
+  const std::string path = TempPath("shared.safetensors");
+  auto write = [&](const std::string& json) {
+    std::string bytes(8, '\0');
+    const uint64_t len = json.size();
+    std::memcpy(bytes.data(), &len, 8);
+    ASSERT_TRUE(WriteFileAtomic(path, bytes + json + std::string(16, '\0')).ok());
+  };
+  write(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})");
+  for (const Status& st : {ReadSafetensors(path).status(), ReadSafetensorsHeader(path).status()}) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("'b' appears twice"), std::string::npos) << st.message();
+  }
+  write(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})");
+  for (const Status& st : {ReadSafetensors(path).status(), ReadSafetensorsHeader(path).status()}) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("tensors 'w' and 'b' overlap"), std::string::npos) << st.message();
+  }
+  // Adjacent, and an empty tensor inside another's range, are fine.
+  write(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+        R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})");
+  EXPECT_TRUE(ReadSafetensors(path).ok());
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace loom

@@ -240,6 +240,36 @@ for _ in $(seq 100); do flock -n "$dir/locked" true || break; sleep 0.05; done
 expect "reshard into a directory another writer holds" "$dir/locked.log" "output directory '$dir/locked': another process is writing into it"
 kill $holder; wait $holder 2>/dev/null
 [[ -d $dir/locked && -z $(ls -A "$dir/locked") ]] || { echo "FAIL: refused reshard touched $dir/locked"; fail=1; }
+# A target layout the model allows but the checkpoint's global batch (8) does not: written, with
+# a note (a job may resume it with another global_batch).
+"$loom" ckpt reshard "$dir/base" --to dp=16 "$dir/dp16" > "$dir/dp16.log" 2>&1 || { echo "FAIL: reshard --to dp=16 refused: $(cat "$dir/dp16.log")"; fail=1; }
+expect "reshard to a dp the global batch does not divide" "$dir/dp16.log" "note: the checkpoint's data settings do not fit this layout (data.global_batch (8) must be divisible by dp (16)): a job resuming it with" "must change them"
+"$loom" ckpt verify "$dir/dp16" > /dev/null || { echo "FAIL: the dp=16 checkpoint does not verify"; fail=1; }
+for bad in "tp= 2" "tp=+2" "tp=99999999999"; do
+  "$loom" ckpt reshard "$dir/base" --to "$bad" "$dir/badnum" > "$dir/badnum.log" 2>&1 && { echo "FAIL: --to '$bad' accepted"; fail=1; }
+  expect "reshard --to '$bad'" "$dir/badnum.log" "expected a whole number from 0 to 999999"
+done
+[[ ! -e $dir/badnum ]] || { echo "FAIL: a refused --to left $dir/badnum"; fail=1; }
+# Paths of the wrong kind: a file for a checkpoint or an output directory; a root's `latest` or
+# a committed checkpoint as an output.
+"$loom" ckpt inspect "$dir/job.yaml" > "$dir/kind.log" 2>&1 && { echo "FAIL: inspect of a file"; fail=1; }
+expect "inspect of a file" "$dir/kind.log" "$dir/job.yaml: not a directory (expected a checkpoint root or a step directory)"
+"$loom" ckpt reshard "$dir/base" --to tp=1 "$dir/job.yaml" > "$dir/kind.log" 2>&1 && { echo "FAIL: reshard into a file"; fail=1; }
+expect "reshard into a file" "$dir/kind.log" "output directory '$dir/job.yaml': exists and is not a directory"
+cp "$dir/base/latest" "$dir/latest.saved"
+"$loom" ckpt export "$dir/dp16" --safetensors "$dir/base/latest" > "$dir/kind.log" 2>&1 && { echo "FAIL: export over a root's latest"; fail=1; }
+expect "export over a root's latest" "$dir/kind.log" "the 'latest' file of the checkpoint root"
+cmp -s "$dir/base/latest" "$dir/latest.saved" || { echo "FAIL: export replaced $dir/base/latest"; fail=1; }
+"$loom" ckpt export "$dir/dp16" --safetensors "$dir/dp16.st" > "$dir/kind.log" 2>&1 || { echo "FAIL: export of dp16: $(cat "$dir/kind.log")"; fail=1; }
+expect "export names the step it exported" "$dir/kind.log" "wrote $dir/dp16.st from $dir/dp16/step_00000006:"
+"$loom" ckpt import "$dir/dp16.st" "$dir/base/step_00000004/imported" > "$dir/kind.log" 2>&1 && { echo "FAIL: import into a checkpoint"; fail=1; }
+expect "import into a committed checkpoint" "$dir/kind.log" "output directory '$dir/base/step_00000004/imported': inside the checkpoint '$dir/base/step_00000004'"
+[[ ! -e $dir/base/step_00000004/imported ]] || { echo "FAIL: import wrote into step 4"; fail=1; }
+# inspect describes a checkpoint with a missing data file from its metadata, then fails naming it.
+cp -r "$dir/base/step_00000006" "$dir/nofile" && rm "$dir/nofile/rank_00001.safetensors"
+"$loom" ckpt inspect "$dir/nofile" > "$dir/nofile.log" 2>&1 && { echo "FAIL: inspect of a damaged checkpoint exited 0"; fail=1; }
+expect "inspect of a checkpoint missing a data file" "$dir/nofile.log" "step         6" "wte" \
+  "the checkpoint is damaged (described above from its metadata): $dir/nofile/rank_00001.safetensors: missing data file"
 # A report that cannot be written out is a failure.
 "$loom" ckpt inspect "$dir/base" > /dev/full 2> "$dir/full.log" && { echo "FAIL: inspect into a full device exited 0"; fail=1; }
 expect "inspect into a full device" "$dir/full.log" "writing the standard output failed"
