@@ -355,7 +355,14 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
     char tail = 0;
     if (std::sscanf(name.c_str(), "step_%lld%c", &step, &tail) != 1 || step < 0) continue;
     if (name != StepDirName(step)) continue;  // only the canonical name is a checkpoint
-    if (!fs::exists(e.path() / kMetadataFile, ec)) continue;
+    // One that cannot be looked into (permissions) is listed all the same: reading it names the
+    // problem, where skipping it would silently take an older checkpoint for the newest.
+    std::error_code look;
+    if (!fs::exists(e.path() / kMetadataFile, look) &&
+        (!look || look == std::errc::no_such_file_or_directory ||
+         look == std::errc::not_a_directory)) {
+      continue;
+    }
     out.emplace_back(step, e.path().string());
   }
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first > b.first; });
@@ -416,6 +423,8 @@ Result<std::string> ResolveCheckpointDir(const std::string& path) {
   if (!fs::is_directory(path, ec)) return NotFound(path + ": no such checkpoint directory");
   auto list = ListCheckpoints(path);
   if (list.empty()) {
+    fs::directory_iterator look(path, ec);
+    if (ec) return IoError("list '" + path + "': " + ec.message());
     return NotFound(path + ": no committed checkpoint (expected a step_<N> directory with " +
                     kMetadataFile + ")");
   }

@@ -270,6 +270,19 @@ cp -r "$dir/base/step_00000006" "$dir/nofile" && rm "$dir/nofile/rank_00001.safe
 "$loom" ckpt inspect "$dir/nofile" > "$dir/nofile.log" 2>&1 && { echo "FAIL: inspect of a damaged checkpoint exited 0"; fail=1; }
 expect "inspect of a checkpoint missing a data file" "$dir/nofile.log" "step         6" "wte" \
   "the checkpoint is damaged (described above from its metadata): $dir/nofile/rank_00001.safetensors: missing data file"
+# A newest checkpoint another user cannot read is named, not skipped for an older one (as
+# nobody: root reads everything).
+if [[ $(id -u) -eq 0 ]] && command -v setpriv > /dev/null; then
+  cp -r "$dir/base" "$dir/perm" && chmod -R a+rX "$dir/perm" && chmod 700 "$dir/perm/step_00000006"
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$loom" ckpt inspect "$dir/perm" > "$dir/perm.log" 2>&1 \
+    && { echo "FAIL: inspect as nobody described an older checkpoint"; fail=1; }
+  expect "an unreadable newest checkpoint" "$dir/perm.log" "open '$dir/perm/step_00000006/metadata.json': Permission denied"
+  chmod 755 "$dir/perm/step_00000006" && chmod 700 "$dir/perm"
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$loom" ckpt verify "$dir/perm" > "$dir/perm.log" 2>&1 \
+    && { echo "FAIL: verify as nobody of an unreadable root"; fail=1; }
+  expect "an unreadable root" "$dir/perm.log" "list '$dir/perm': Permission denied"
+  chmod 755 "$dir/perm"
+fi
 # A report that cannot be written out is a failure.
 "$loom" ckpt inspect "$dir/base" > /dev/full 2> "$dir/full.log" && { echo "FAIL: inspect into a full device exited 0"; fail=1; }
 expect "inspect into a full device" "$dir/full.log" "writing the standard output failed"
