@@ -182,4 +182,53 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   return out;
 }
 
+Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::string& out_dir,
+                                          DType dtype) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool existed = fs::exists(out_dir, ec);
+  if (existed && !fs::is_directory(out_dir, ec)) {
+    return InvalidArgument("--hf-dir '" + out_dir + "': exists and is not a directory");
+  }
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_dir, dir, "--hf-dir"));
+  LOOM_ASSIGN_OR_RETURN(proto::CheckpointMetadata meta, ReadMetadata(dir));
+  const proto::ModelSpec& mo = meta.model();
+  const char* torch_dtype = dtype == DType::kBF16  ? "bfloat16"
+                            : dtype == DType::kF16 ? "float16"
+                                                   : "float32";
+  // The keys GPT2Config reads; the values are the model Loom trains (docs/CHECKPOINT.md).
+  nlohmann::ordered_json config = {
+      {"architectures", {"GPT2LMHeadModel"}},
+      {"model_type", "gpt2"},
+      {"vocab_size", mo.vocab()},
+      {"n_positions", mo.max_seq()},
+      {"n_ctx", mo.max_seq()},
+      {"n_embd", mo.hidden()},
+      {"n_layer", mo.layers()},
+      {"n_head", mo.heads()},
+      {"n_inner", nullptr},                 // 4 * n_embd
+      {"activation_function", "gelu_new"},  // GELU with the tanh approximation
+      {"layer_norm_epsilon", 1e-5},
+      {"resid_pdrop", 0.0},
+      {"embd_pdrop", 0.0},
+      {"attn_pdrop", 0.0},
+      {"initializer_range", 0.02},
+      {"scale_attn_weights", true},
+      {"tie_word_embeddings", true},
+      {"torch_dtype", torch_dtype},
+  };
+  LOOM_RETURN_IF_ERROR(MakeDirs(out_dir));
+  const std::string model = JoinPath(out_dir, "model.safetensors");
+  Result<ExportResult> r = ExportSafetensors(dir, model, ExportNames::kHuggingFaceGpt2, dtype);
+  Status st = r.status();
+  if (st.ok()) st = WriteFileAtomic(JoinPath(out_dir, "config.json"), config.dump(2) + "\n");
+  if (!st.ok()) {
+    if (r.ok()) fs::remove(model, ec);      // written here: not left beside an old config
+    if (!existed) fs::remove(out_dir, ec);  // only if empty
+    return st;
+  }
+  return r;
+}
+
 }  // namespace loom

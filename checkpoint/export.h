@@ -40,6 +40,14 @@ struct ExportResult {
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& file,
                                        ExportNames names, DType dtype = DType::kF32);
 
+// A Hugging Face model directory, as `save_pretrained` writes one for GPT2LMHeadModel:
+// `out_dir/model.safetensors` (Hugging Face names, `dtype`) and `out_dir/config.json` (GPT-2's
+// config for this model: sizes, tanh GELU "gelu_new", layer-norm epsilon 1e-5, tied head, no
+// dropout, `torch_dtype`). Each file is replaced atomically; on failure neither is left new
+// (and `out_dir` is removed if this made it and it is empty).
+Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::string& out_dir,
+                                          DType dtype = DType::kF32);
+
 // The Hugging Face GPT-2 name of canonical tensor `name`, and whether it is stored transposed.
 std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed);
 

@@ -4,6 +4,7 @@
 //   loom ckpt verify DIR                        every checksum, every chunk, every tensor
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
+//   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16]   model.safetensors + config.json
 //   loom ckpt import FILE.safetensors OUT [--heads N]
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
@@ -26,7 +27,7 @@ namespace loom {
 namespace {
 
 struct CkptOptions {
-  std::string dir, out, to, safetensors, names = "hf", dtype = "f32";
+  std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32";
   int64_t heads = 0;
 };
 
@@ -86,7 +87,22 @@ Status RunExport(const CkptOptions& o) {
     return InvalidArgument("--names: expected 'hf' or 'loom', got '" + o.names + "'");
   }
   LOOM_ASSIGN_OR_RETURN(DType dtype, ParseExportDtype(o.dtype, "--dtype"));
+  if (o.safetensors.empty() == o.hf_dir.empty()) {
+    return InvalidArgument("expected one of --safetensors FILE or --hf-dir DIR");
+  }
   InstallInterruptHandlers();  // an interrupted export removes its partial file
+  if (!o.hf_dir.empty()) {
+    if (names != ExportNames::kHuggingFaceGpt2) {
+      return InvalidArgument("--names " + o.names + ": --hf-dir writes Hugging Face names only");
+    }
+    LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportHuggingFaceDir(o.dir, o.hf_dir, dtype));
+    std::printf(
+        "wrote %s/model.safetensors and config.json from %s: %d tensors, %.2f MiB (%s); load it "
+        "with GPT2LMHeadModel.from_pretrained\n",
+        o.hf_dir.c_str(), r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
+        DTypeName(dtype));
+    return Status::Ok();
+  }
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
   std::printf("wrote %s from %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(),
               r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
@@ -143,9 +159,13 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
       ->check(NonEmptyPath());
   CLI::App* exp =
       add("export", "Write the consolidated model weights to one safetensors file", RunExport);
-  exp->add_option("--safetensors", o->safetensors, "Output file")
-      ->required()
-      ->check(NonEmptyPath());
+  CLI::Option* file =
+      exp->add_option("--safetensors", o->safetensors, "Output file")->check(NonEmptyPath());
+  exp->add_option("--hf-dir", o->hf_dir,
+                  "Output directory for Hugging Face: model.safetensors and config.json "
+                  "(GPT2LMHeadModel.from_pretrained)")
+      ->check(NonEmptyPath())
+      ->excludes(file);
   exp->add_option("--names", o->names,
                   "hf: Hugging Face GPT-2 names and layouts (default); loom: Loom's");
   exp->add_option("--dtype", o->dtype,

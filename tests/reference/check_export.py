@@ -10,6 +10,7 @@ step S (regenerated here from the seed, exactly as Loom's sampler draws it) must
 loss L for that step within 1e-5 relative. Exit 0 pass, 1 fail.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -67,6 +68,7 @@ def main():
     ap.add_argument("--loss", type=float, required=True)
     ap.add_argument("--bf16", help="the LOOM_FILE export with --dtype bf16")
     ap.add_argument("--f16", help="the LOOM_FILE export with --dtype f16")
+    ap.add_argument("--hf-dir", help="an export with --hf-dir: config.json + model.safetensors")
     a = ap.parse_args()
 
     job = yaml.safe_load(open(a.job))
@@ -78,10 +80,31 @@ def main():
                                      a.step - 1)
 
     ok = True
-    for path, convert in ((a.hf_file, from_hf), (a.loom_file, lambda t: t)):
+    files = [(a.hf_file, from_hf, None), (a.loom_file, lambda t: t, None)]
+    if a.hf_dir:
+        files.append((os.path.join(a.hf_dir, "model.safetensors"), from_hf,
+                      os.path.join(a.hf_dir, "config.json")))
+    for path, convert, config_json in files:
         tensors, meta = torch_gpt.read_safetensors(path, with_metadata=True)
         config = {"vocab": meta["vocab_size"], "max_seq": meta["n_positions"],
                   "layers": meta["n_layer"], "heads": meta["n_head"], "hidden": meta["n_embd"]}
+        if config_json:
+            # The model is built from config.json alone, with what GPT2Config would make of it:
+            # the architecture keys must say this reference model (tanh GELU, its layer-norm
+            # epsilon, a tied head, no dropout).
+            hf = json.load(open(config_json))
+            config = {"vocab": hf["vocab_size"], "max_seq": hf["n_positions"],
+                      "layers": hf["n_layer"], "heads": hf["n_head"], "hidden": hf["n_embd"]}
+            want = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+                    "activation_function": "gelu_new",
+                    "layer_norm_epsilon": torch_gpt.LAYER_NORM_EPS, "n_inner": None,
+                    "tie_word_embeddings": True, "scale_attn_weights": True,
+                    "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+                    "torch_dtype": "float32"}
+            wrong = {k: hf.get(k) for k, v in want.items() if hf.get(k) != v}
+            if wrong:
+                print(f"FAIL {config_json}: {wrong}, expected {want}")
+                ok = False
         if meta.get("format") != "pt":
             print(f"FAIL {path}: metadata format {meta.get('format')!r}, expected 'pt'")
             ok = False

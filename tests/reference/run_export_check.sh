@@ -2,7 +2,8 @@
 # `loom ckpt export` against PyTorch: train 5 steps with tp2 dp2 (4 ranks) and save, export the
 # checkpoint with Hugging Face GPT-2 names and with Loom's, run step 6 from the checkpoint, and let
 # check_export.py load both files into the reference model and compare its loss on step 6's batch;
-# the bf16 and f16 exports must be the f32 one rounded to nearest-even, bit for bit.
+# the bf16 and f16 exports must be the f32 one rounded to nearest-even, bit for bit; the --hf-dir
+# export's model, built from its config.json alone, must give the same loss.
 # Usage: run_export_check.sh LOOM WORK_DIR JOB
 set -euo pipefail
 loom=$1 dir=$2 job=$3
@@ -16,9 +17,10 @@ mpi --steps 5 > "$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
 "$loom" ckpt export "$dir/ck" --safetensors "$dir/loom.safetensors" --names loom
 "$loom" ckpt export "$dir/ck" --safetensors "$dir/bf16.safetensors" --names loom --dtype bf16
 "$loom" ckpt export "$dir/ck" --safetensors "$dir/f16.safetensors" --names loom --dtype f16
+"$loom" ckpt export "$dir/ck" --hf-dir "$dir/hf_dir"
 mpi --steps 6 --dump-losses "$dir/step6.txt" > "$dir/step6.log" 2>&1 || { cat "$dir/step6.log"; exit 1; }
 read -r step loss < "$dir/step6.txt"
 [[ $step == 6 ]] || { echo "FAIL: expected the loss of step 6, got step $step"; exit 1; }
 exec /usr/bin/python3 "$here/check_export.py" "$dir/hf.safetensors" "$dir/loom.safetensors" \
   --job "$dir/job.yaml" --step 6 --loss "$loss" \
-  --bf16 "$dir/bf16.safetensors" --f16 "$dir/f16.safetensors"
+  --bf16 "$dir/bf16.safetensors" --f16 "$dir/f16.safetensors" --hf-dir "$dir/hf_dir"
