@@ -81,6 +81,7 @@ std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed) {
 Result<ExportResult> ExportSafetensors(const std::string& src, const std::string& out_file,
                                        ExportNames names, DType dtype) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_RETURN_IF_ERROR(CheckNotTemporary(dir));
   // A link is written through (the rename below would replace the link itself), also one whose
   // target does not exist yet.
   namespace fs = std::filesystem;

@@ -413,6 +413,16 @@ Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_d
   return Status::Ok();
 }
 
+Status CheckNotTemporary(const std::string& dir) {
+  const std::string name = PathName(dir);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+    return FailedPrecondition("'" + dir +
+                              "' is an uncommitted save or a deletion in progress (*.tmp), "
+                              "never loaded; rename it to use it anyway");
+  }
+  return Status::Ok();
+}
+
 Result<std::string> ResolveCheckpointDir(const std::string& path) {
   std::error_code ec;
   if (IsStepDir(path)) return path;

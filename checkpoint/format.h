@@ -75,6 +75,9 @@ std::string ReadLatest(const std::string& root);
 // file: InvalidArgument naming `what` and the checkpoint otherwise.
 Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
                                const std::string& what);
+// FailedPrecondition when `dir` is named *.tmp: an uncommitted save (or a deletion in progress),
+// which nothing loads or converts, whatever its files look like.
+Status CheckNotTemporary(const std::string& dir);
 // A path given by the user: a step directory (has metadata.json) or a root (its newest
 // committed checkpoint). NotFound when neither.
 Result<std::string> ResolveCheckpointDir(const std::string& path);

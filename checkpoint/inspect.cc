@@ -1,8 +1,11 @@
 // Checkpoint description and full verification.
 #include "checkpoint/inspect.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <set>
 
 #include "checkpoint/reader.h"
 #include "core/safetensors.h"
@@ -75,6 +78,28 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
   const proto::OptimizerState& o = m.optimizer();
   std::string out;
   out += "checkpoint   " + dir + "\n";
+  const std::string name = PathName(dir);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+    out += "             (*.tmp: an uncommitted save or a deletion in progress; never loaded)\n";
+  }
+  if (dir != path) {  // a root: what else it holds
+    std::string others, aside;
+    for (const auto& [step, d] : ListCheckpoints(path)) {
+      if (d != dir) others += (others.empty() ? "" : ", ") + PathName(d);
+    }
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind("step_", 0) == 0 && n.find('.') != std::string::npos) names.push_back(n);
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) aside += (aside.empty() ? "" : ", ") + n;
+    const std::string latest = ReadLatest(path);
+    out += "root         " + path + ": latest " + (latest.empty() ? "(none)" : latest) +
+           "; older checkpoints " + (others.empty() ? "none" : others) +
+           (aside.empty() ? "" : "; set aside or unfinished (never loaded): " + aside) + "\n";
+  }
   out += Format("step         %lld (format version %d)\n", static_cast<long long>(m.step()),
                 m.format_version());
   const ParamLayout canonical = CanonicalLayout(mo);
@@ -153,6 +178,14 @@ Result<VerifyReport> VerifyCheckpoint(const std::string& path) {
   LOOM_RETURN_IF_ERROR(reader->VerifyAll());
   LOOM_RETURN_IF_ERROR(CheckDataFileHeaders(dir, m));
   rep.bytes = reader->bytes_read();
+  std::set<std::string> listed = {kMetadataFile};
+  for (const proto::FileEntry& f : m.files()) listed.insert(f.name());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!listed.count(n)) rep.extra.push_back(n);
+  }
+  std::sort(rep.extra.begin(), rep.extra.end());
   return rep;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -19,7 +20,8 @@ struct VerifyReport {
   std::string dir;
   int tensors = 0;  // (name, state) entries checked
   int64_t chunks = 0;
-  uint64_t bytes = 0;  // tensor bytes read and checksummed
+  uint64_t bytes = 0;              // tensor bytes read and checksummed
+  std::vector<std::string> extra;  // files in the directory that the metadata does not list
 };
 
 // Checks everything: metadata, that every tensor of the model is there with its three states

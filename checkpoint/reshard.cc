@@ -81,6 +81,7 @@ Result<Layout> ParseLayoutSpec(const std::string& spec) {
 Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
                               const std::string& out_root) {
   LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_RETURN_IF_ERROR(CheckNotTemporary(dir));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();

@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "checkpoint/export.h"
+#include "checkpoint/format.h"
 #include "checkpoint/import.h"
 #include "checkpoint/inspect.h"
 #include "checkpoint/reshard.h"
@@ -49,6 +50,13 @@ Status RunVerify(const CkptOptions& o) {
   std::printf("OK %s: %d tensor states, %lld chunks, %.2f MiB checksummed in %.2f s\n",
               r.dir.c_str(), r.tensors, static_cast<long long>(r.chunks),
               static_cast<double>(r.bytes) / (1 << 20), Since(t0));
+  for (const std::string& f : r.extra) {
+    std::printf("note: %s/%s is not part of the checkpoint (metadata.json does not list it)\n",
+                r.dir.c_str(), f.c_str());
+  }
+  if (const std::string name = PathName(r.dir); name.size() > 4 && name.ends_with(".tmp")) {
+    std::printf("note: %s is named *.tmp: an uncommitted save, never loaded\n", r.dir.c_str());
+  }
   return Status::Ok();
 }
 

@@ -283,6 +283,16 @@ if [[ $(id -u) -eq 0 ]] && command -v setpriv > /dev/null; then
   expect "an unreadable root" "$dir/perm.log" "list '$dir/perm': Permission denied"
   chmod 755 "$dir/perm"
 fi
+# inspect of a root names what else it holds; verify notes a file the metadata does not list;
+# export and reshard refuse an uncommitted *.tmp directory, as loading does.
+"$loom" ckpt inspect "$dir/base" > "$dir/root.log" 2>&1
+expect "inspect of a root" "$dir/root.log" "root         $dir/base: latest step_00000006; older checkpoints step_00000004, step_00000002"
+cp -r "$dir/base/step_00000006" "$dir/stray" && touch "$dir/stray/rank_00009.safetensors"
+"$loom" ckpt verify "$dir/stray" > "$dir/stray.log" 2>&1 || { echo "FAIL: verify with a stray file failed"; fail=1; }
+expect "verify notes a stray file" "$dir/stray.log" "note: $dir/stray/rank_00009.safetensors is not part of the checkpoint"
+mv "$dir/stray" "$dir/stray.tmp"
+"$loom" ckpt export "$dir/stray.tmp" --safetensors "$dir/stray.st" > "$dir/stray.log" 2>&1 && { echo "FAIL: export of a *.tmp"; fail=1; }
+expect "export of an uncommitted *.tmp" "$dir/stray.log" "'$dir/stray.tmp' is an uncommitted save or a deletion in progress (*.tmp), never loaded"
 # A report that cannot be written out is a failure.
 "$loom" ckpt inspect "$dir/base" > /dev/full 2> "$dir/full.log" && { echo "FAIL: inspect into a full device exited 0"; fail=1; }
 expect "inspect into a full device" "$dir/full.log" "writing the standard output failed"
