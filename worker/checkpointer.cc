@@ -654,7 +654,11 @@ Status Checkpointer::Complete(bool wait) {
     if (pending_step_ < 0) return Status::Ok();
   }
   if (wait) {  // every rank waits for its writer, so the vote can only be written or failed
-    Status st = writer_.WaitIdle(WriterTimeoutMs());
+    Status st = writer_.WaitIdle(WriterTimeoutMs())
+                    .WithContext("rank " + std::to_string(rank_) + " writing " +
+                                 JoinPath(TempStepDir(job_.checkpoint.dir, pending_step_),
+                                          RankFileName(rank_)) +
+                                 " (LOOM_CKPT_TIMEOUT_MS)");
     if (!st.ok() && write_error_.ok()) write_error_ = st;  // still vote: the others wait for it
     LOOM_ASSIGN_OR_RETURN(int all, AllMax(st.ok() ? LocalFlag() : kFailed + rank_));
     return Resolve(all);
@@ -705,7 +709,9 @@ Status Checkpointer::Finish(int64_t step, bool save) {
   const auto t0 = std::chrono::steady_clock::now();
   LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
   // Rank 0's commit runs on its committer: wait for it and tell every rank how it went.
-  Status committed = committer_.WaitIdle(WriterTimeoutMs());
+  Status committed = committer_.WaitIdle(WriterTimeoutMs())
+                         .WithContext("rank 0 committing checkpoints under " + job_.checkpoint.dir +
+                                      " (LOOM_CKPT_TIMEOUT_MS)");
   if (committed.ok()) committed = committer_.TakeStatus();
   LOOM_ASSIGN_OR_RETURN(int all, AllMax(committed.ok() ? kWritten : kFailed));
   stats_.stall_s += SecondsSince(t0);
