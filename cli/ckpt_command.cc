@@ -30,6 +30,7 @@ namespace {
 struct CkptOptions {
   std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32";
   int64_t heads = 0;
+  bool all = false;
 };
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -44,9 +45,9 @@ Status RunInspect(const CkptOptions& o) {
   return files.WithContext("the checkpoint is damaged (described above from its metadata)");
 }
 
-Status RunVerify(const CkptOptions& o) {
+Status VerifyOne(const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
-  LOOM_ASSIGN_OR_RETURN(VerifyReport r, VerifyCheckpoint(o.dir));
+  LOOM_ASSIGN_OR_RETURN(VerifyReport r, VerifyCheckpoint(dir));
   std::printf("OK %s: %d tensor states, %lld chunks, %.2f MiB checksummed in %.2f s\n",
               r.dir.c_str(), r.tensors, static_cast<long long>(r.chunks),
               static_cast<double>(r.bytes) / (1 << 20), Since(t0));
@@ -57,6 +58,30 @@ Status RunVerify(const CkptOptions& o) {
   if (const std::string name = PathName(r.dir); name.size() > 4 && name.ends_with(".tmp")) {
     std::printf("note: %s is named *.tmp: an uncommitted save, never loaded\n", r.dir.c_str());
   }
+  return Status::Ok();
+}
+
+// The newest checkpoint of DIR, or with --all every committed one under the root (those a
+// resume could fall back to), each reported; an error naming the ones that failed.
+Status RunVerify(const CkptOptions& o) {
+  if (!o.all) return VerifyOne(o.dir);
+  if (IsStepDir(o.dir)) {
+    return InvalidArgument("--all: '" + o.dir + "' is one checkpoint; give its root");
+  }
+  LOOM_RETURN_IF_ERROR(ResolveCheckpointDir(o.dir).status());  // names a missing or empty root
+  std::string failed;
+  int n = 0;
+  for (const auto& [step, dir] : ListCheckpoints(o.dir)) {
+    ++n;
+    if (Status st = VerifyOne(dir); !st.ok()) {
+      std::printf("FAILED %s: %s\n", dir.c_str(), st.message().c_str());
+      failed += (failed.empty() ? "" : ", ") + PathName(dir);
+    }
+  }
+  if (!failed.empty()) {
+    return DataLoss(o.dir + ": " + failed + " failed verification (see above)");
+  }
+  std::printf("all %d checkpoints under %s verified\n", n, o.dir.c_str());
   return Status::Ok();
 }
 
@@ -157,7 +182,9 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
     return sub;
   };
   add("inspect", "Print the step, model, saved layout and a table of tensors", RunInspect);
-  add("verify", "Check every checksum, chunk and tensor", RunVerify);
+  add("verify", "Check every checksum, chunk and tensor", RunVerify)
+      ->add_flag("--all", o->all,
+                 "Every committed checkpoint under the root (those a resume may fall back to)");
   CLI::App* reshard =
       add("reshard", "Rewrite a checkpoint laid out for another parallel layout", RunReshard);
   reshard->add_option("--to", o->to, "Target layout, e.g. tp=2,pp=4,vpp=1,cp=1,dp=2,zero=3")

@@ -293,6 +293,11 @@ expect "verify notes a stray file" "$dir/stray.log" "note: $dir/stray/rank_00009
 mv "$dir/stray" "$dir/stray.tmp"
 "$loom" ckpt export "$dir/stray.tmp" --safetensors "$dir/stray.st" > "$dir/stray.log" 2>&1 && { echo "FAIL: export of a *.tmp"; fail=1; }
 expect "export of an uncommitted *.tmp" "$dir/stray.log" "'$dir/stray.tmp' is an uncommitted save or a deletion in progress (*.tmp), never loaded"
+# verify --all: every committed checkpoint of a root, naming each that fails.
+cp -r "$dir/base" "$dir/all" && flip "$dir/all/step_00000004/rank_00001.safetensors"
+"$loom" ckpt verify --all "$dir/all" > "$dir/all.log" 2>&1 && { echo "FAIL: verify --all passed a damaged step 4"; fail=1; }
+expect "verify --all" "$dir/all.log" "OK $dir/all/step_00000006:" "FAILED $dir/all/step_00000004: $dir/all/step_00000004/rank_00001.safetensors: tensor '" \
+  "OK $dir/all/step_00000002:" "$dir/all: step_00000004 failed verification"
 # A report that cannot be written out is a failure.
 "$loom" ckpt inspect "$dir/base" > /dev/full 2> "$dir/full.log" && { echo "FAIL: inspect into a full device exited 0"; fail=1; }
 expect "inspect into a full device" "$dir/full.log" "writing the standard output failed"
