@@ -219,17 +219,30 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
       {"tie_word_embeddings", true},
       {"torch_dtype", torch_dtype},
   };
-  LOOM_RETURN_IF_ERROR(MakeDirs(out_dir));
   const std::string model = JoinPath(out_dir, "model.safetensors");
-  Result<ExportResult> r = ExportSafetensors(dir, model, ExportNames::kHuggingFaceGpt2, dtype);
-  Status st = r.status();
-  if (st.ok()) st = WriteFileAtomic(JoinPath(out_dir, "config.json"), config.dump(2) + "\n");
+  const std::string config_file = JoinPath(out_dir, "config.json");
+  LOOM_RETURN_IF_ERROR(CheckOutputFile(config_file, "", "--hf-dir"));
+  LOOM_RETURN_IF_ERROR(MakeDirs(out_dir));
+  // The config is written first under a temporary name and renamed after the model, so a
+  // failure on the way leaves the directory's old pair as it was.
+  const std::string config_tmp = config_file + ".tmp." + std::to_string(::getpid());
+  Status st = WriteFileAtomic(config_tmp, config.dump(2) + "\n");
+  ExportResult result;
+  if (st.ok()) {
+    Result<ExportResult> r = ExportSafetensors(dir, model, ExportNames::kHuggingFaceGpt2, dtype);
+    st = r.status();
+    if (r.ok()) result = *r;
+  }
+  if (st.ok() && ::rename(config_tmp.c_str(), config_file.c_str()) != 0) {
+    st = ErrnoError("rename '" + config_tmp + "' to '" + config_file + "'", errno);
+  }
+  if (st.ok()) st = FsyncDir(out_dir);
   if (!st.ok()) {
-    if (r.ok()) fs::remove(model, ec);      // written here: not left beside an old config
+    fs::remove(config_tmp, ec);
     if (!existed) fs::remove(out_dir, ec);  // only if empty
     return st;
   }
-  return r;
+  return result;
 }
 
 }  // namespace loom

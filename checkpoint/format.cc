@@ -396,7 +396,8 @@ Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_d
   fs::path path = fs::weakly_canonical(fs::absolute(Normal(out), ec), ec);
   if (ec) path = fs::absolute(Normal(out), ec).lexically_normal();
   for (fs::path a = path;; a = a.parent_path()) {
-    if (IsStepDir(a.string())) {
+    // A checkpoint's metadata, not any metadata.json (a dataset's, a project's).
+    if (IsStepDir(a.string()) && ReadMetadata(a.string()).ok()) {
       return InvalidArgument(what + " '" + out + "': inside the checkpoint '" + a.string() +
                              "'; choose a path outside every checkpoint");
     }

@@ -217,16 +217,13 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
 
   LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, "", "output directory"));
   std::error_code ec;
-  const bool existed = fs::exists(out_root, ec);
-  if (existed && !fs::is_directory(out_root, ec)) {
-    return InvalidArgument("output directory '" + out_root + "': exists and is not a directory");
-  }
-  LOOM_RETURN_IF_ERROR(MakeDirs(out_root));
+  Result<bool> made = MakeDirHere(out_root, "output directory");
+  if (!made.ok()) return made.status();
+  const bool existed = !*made;
   // Held to the end: another import or reshard into OUT would remove this one's temporary
   // directory, or this one's failure path its result.
   Result<DirLock> lock = DirLock::TryLock(out_root, "output directory");
-  if (!lock.ok() && !existed) fs::remove(out_root, ec);
-  if (!lock.ok()) return lock.status();
+  if (!lock.ok()) return lock.status();  // OUT is the holder's now, even if made here
   if (!ListCheckpoints(out_root).empty()) {
     if (!existed) fs::remove(out_root, ec);
     return FailedPrecondition(out_root +

@@ -102,16 +102,13 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   }
   LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, dir, "output directory"));
   std::error_code ec;
-  const bool existed = std::filesystem::exists(out_root, ec);
-  if (existed && !std::filesystem::is_directory(out_root, ec)) {
-    return InvalidArgument("output directory '" + out_root + "': exists and is not a directory");
-  }
-  LOOM_RETURN_IF_ERROR(MakeDirs(out_root));
+  Result<bool> made = MakeDirHere(out_root, "output directory");
+  if (!made.ok()) return made.status();
+  const bool existed = !*made;
   // Held to the end: another reshard or import into OUT would remove this one's temporary
   // directory, or this one's failure path its result.
   Result<DirLock> lock = DirLock::TryLock(out_root, "output directory");
-  if (!lock.ok() && !existed) std::filesystem::remove(out_root, ec);
-  if (!lock.ok()) return lock.status();
+  if (!lock.ok()) return lock.status();  // OUT is the holder's now, even if made here
   if (!ListCheckpoints(out_root).empty()) {
     return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
   }

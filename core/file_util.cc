@@ -139,7 +139,26 @@ Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what
     }
     return ErrnoError("lock " + what + " '" + dir + "'", err);
   }
+  // The directory locked must still be the one at `dir` (not removed and made anew meanwhile).
+  struct stat held, now;
+  if (::fstat(fd, &held) != 0 || ::stat(dir.c_str(), &now) != 0 || held.st_dev != now.st_dev ||
+      held.st_ino != now.st_ino) {
+    ::close(fd);
+    return FailedPrecondition(what + " '" + dir +
+                              "': replaced by another process while being locked; try again");
+  }
   return DirLock(fd);
+}
+
+Result<bool> MakeDirHere(const std::string& dir, const std::string& what) {
+  const std::string parent = ParentDir(dir);
+  if (parent != dir) LOOM_RETURN_IF_ERROR(MakeDirs(parent));
+  if (::mkdir(dir.c_str(), 0755) == 0) return true;
+  const int err = errno;
+  std::error_code ec;
+  if (err == EEXIST && std::filesystem::is_directory(dir, ec)) return false;
+  if (err == EEXIST) return InvalidArgument(what + " '" + dir + "': exists and is not a directory");
+  return ErrnoError("create " + what + " '" + dir + "'", err);
 }
 
 DirLock::~DirLock() {

@@ -16,6 +16,10 @@ Status WriteFileAtomic(const std::string& path, std::string_view data);
 Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count);
 Status FsyncDir(const std::string& dir);
 Status MakeDirs(const std::string& dir);
+// Makes `dir` (and its parents): true if this call made it, false if it was a directory
+// already (decided by mkdir itself, so two processes never both think they made it). Errors
+// name `what` and the directory.
+Result<bool> MakeDirHere(const std::string& dir, const std::string& what);
 // Whether `path` is `dir` or lies under it, comparing absolute paths with symbolic links resolved
 // where they exist. True also when either path cannot be resolved (callers refuse then).
 bool PathWithin(const std::string& path, const std::string& dir);
@@ -29,8 +33,8 @@ Status CheckOutputFile(const std::string& path, const std::string& protect,
 // results. Nothing is created in the directory; a crashed holder releases it.
 class DirLock {
  public:
-  // Locks `dir` (which must exist) without waiting; if another process holds it, an error
-  // naming `what` and the directory.
+  // Locks `dir` (which must exist) without waiting; if another process holds it, or `dir` was
+  // replaced meanwhile, an error naming `what` and the directory.
   static Result<DirLock> TryLock(const std::string& dir, const std::string& what);
   DirLock(DirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   DirLock& operator=(DirLock&&) = delete;

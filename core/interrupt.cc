@@ -10,10 +10,19 @@
 namespace loom {
 namespace {
 
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_handled[3] = {0, 0, 0};  // per kSignals: installed here
 
 void Record(int sig) {
   if (g_signal == 0) g_signal = sig;
+  // Whichever comes next (Ctrl-C, then the supervisor's SIGTERM) has its default action.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int i = 0; i < 3; ++i) {
+    if (g_handled[i]) ::sigaction(kSignals[i], &dfl, nullptr);  // async-signal-safe
+  }
 }
 
 }  // namespace
@@ -22,8 +31,14 @@ void InstallInterruptHandlers() {
   struct sigaction sa {};
   sa.sa_handler = Record;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART | SA_RESETHAND;  // the second one: default action
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  sa.sa_flags = SA_RESTART;
+  for (int i = 0; i < 3; ++i) {
+    // A signal ignored from the start stays ignored (nohup, a script's background job).
+    struct sigaction old {};
+    if (::sigaction(kSignals[i], nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    g_handled[i] = 1;
+    ::sigaction(kSignals[i], &sa, nullptr);
+  }
 }
 
 int InterruptSignal() {

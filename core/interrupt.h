@@ -2,14 +2,16 @@
 // The handler only records the signal; the tool checks between units of work (a tensor), returns
 // the error below, removes its temporary output on that error path as on any other, and exits
 // with 128 + the signal. A second signal has its default action (a stuck tool can still be
-// killed).
+// killed). One that arrives after the last check (during the final commit) is not acted on: the
+// output is complete by then.
 #pragma once
 
 #include "core/status.h"
 
 namespace loom {
 
-// Records SIGINT, SIGTERM and SIGHUP instead of their default action (once each).
+// Records SIGINT, SIGTERM and SIGHUP instead of their default action, except one ignored when
+// the process started (nohup). After the first, all three have their default action again.
 void InstallInterruptHandlers();
 // The first signal recorded since InstallInterruptHandlers (0: none). Async-signal-safe.
 int InterruptSignal();

@@ -376,8 +376,10 @@ Result<int64_t> Checkpointer::Restore() {
     LOOM_ASSIGN_OR_RETURN(continued, AllMax(continued));
     if (continued != 0) {
       if (rank_ == 0) {
-        LOOM_LOG(INFO, CKPT) << "checkpoint.load " << c.load << " was resumed before; " << c.dir
-                             << " holds that run's checkpoints: continuing from them";
+        LOOM_LOG(WARN, CKPT) << "checkpoint.load " << c.load << " was resumed before; " << c.dir
+                             << " holds that run's checkpoints: continuing from them (to go "
+                                "back to the loaded step, move them out of "
+                             << c.dir << ")";
       }
       source = c.dir;
       explicit_load = false;
@@ -401,6 +403,13 @@ Result<int64_t> Checkpointer::Restore() {
                               (c.resume ? "resume from it (leave checkpoint.load unset)"
                                         : "set checkpoint.resume: true to continue it") +
                               ", remove them, or choose another directory");
+  }
+  // A run that does not continue checkpoint.dir's own checkpoints (a new run, or one loading
+  // from checkpoint.load) must not inherit a record of how an earlier run in it started: that
+  // would make a later restart with that load continue this run.
+  if (rank_ == 0 && !c.dir.empty() && (steps.empty() || explicit_load)) {
+    std::error_code gone;
+    fs::remove(JoinPath(c.dir, kLoadOriginFile), gone);
   }
   if (!steps.empty()) {
     LOOM_ASSIGN_OR_RETURN(int64_t step, LoadNewest(source, steps, where, LoadKind::kEverything));

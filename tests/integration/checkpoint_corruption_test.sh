@@ -230,12 +230,19 @@ rc=$?
 [[ $rc -eq 130 ]] || { echo "FAIL: interrupted export exited $rc, expected 130"; fail=1; }
 expect "interrupted export" "$dir/int_export.log" "interrupted by SIGINT while writing '$dir/int.st'"
 ls "$dir" | grep -q '^int\.st' && { echo "FAIL: interrupted export left: $(ls "$dir" | grep '^int\.st')"; fail=1; }
+# A SIGINT ignored from the start (a script's background job, nohup for SIGHUP) stays ignored.
+(trap '' INT; LOOM_FAULT_INTERRUPT_AT=3 exec "$loom" ckpt export "$dir/base" --safetensors "$dir/ign.st") > "$dir/ign.log" 2>&1 \
+  && [[ -s $dir/ign.st ]] && echo "PASS an ignored SIGINT stays ignored" \
+  || { echo "FAIL: export with SIGINT ignored: $(cat "$dir/ign.log")"; fail=1; }
 # Two writers into one OUT: the second is refused while the first holds the directory's lock,
 # and its failure removes nothing of the first's.
 mkdir -p "$dir/locked"
-flock "$dir/locked" sleep 30 &
+# The holder is one process with no children (killing it releases the lock at once).
+/usr/bin/python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print("locked", flush=True)
+time.sleep(60)' "$dir/locked" > "$dir/holder.log" 2>&1 &
 holder=$!
-for _ in $(seq 100); do flock -n "$dir/locked" true || break; sleep 0.05; done
+for _ in $(seq 200); do grep -q locked "$dir/holder.log" && break; sleep 0.05; done
 "$loom" ckpt reshard "$dir/base" --to tp=2 "$dir/locked" > "$dir/locked.log" 2>&1 && { echo "FAIL: reshard into a locked OUT"; fail=1; }
 expect "reshard into a directory another writer holds" "$dir/locked.log" "output directory '$dir/locked': another process is writing into it"
 kill $holder; wait $holder 2>/dev/null
@@ -298,6 +305,15 @@ cp -r "$dir/base" "$dir/all" && flip "$dir/all/step_00000004/rank_00001.safetens
 "$loom" ckpt verify --all "$dir/all" > "$dir/all.log" 2>&1 && { echo "FAIL: verify --all passed a damaged step 4"; fail=1; }
 expect "verify --all" "$dir/all.log" "OK $dir/all/step_00000006:" "FAILED $dir/all/step_00000004: $dir/all/step_00000004/rank_00001.safetensors: tensor '" \
   "OK $dir/all/step_00000002:" "$dir/all: step_00000004 failed verification"
+# A metadata.json that is not a checkpoint's (a project's, a dataset's) does not make its directory
+# a checkpoint; --hf-dir with a config.json that cannot be replaced touches nothing.
+mkdir -p "$dir/proj" && echo '{"name": "my project"}' > "$dir/proj/metadata.json"
+"$loom" ckpt export "$dir/base" --safetensors "$dir/proj/m.st" > "$dir/proj.log" 2>&1 \
+  && echo "PASS export beside a project's metadata.json" || { echo "FAIL: export into $dir/proj: $(cat "$dir/proj.log")"; fail=1; }
+mkdir -p "$dir/hf/config.json" && echo OLD > "$dir/hf/model.safetensors"
+"$loom" ckpt export "$dir/base" --hf-dir "$dir/hf" > "$dir/hf.log" 2>&1 && { echo "FAIL: --hf-dir over a config.json directory"; fail=1; }
+expect "--hf-dir whose config.json is a directory" "$dir/hf.log" "'$dir/hf/config.json': exists and is not a regular file"
+[[ $(cat "$dir/hf/model.safetensors") == OLD && $(ls -A "$dir/hf" | wc -l) -eq 2 ]] || { echo "FAIL: --hf-dir failure changed $dir/hf: $(ls -A "$dir/hf")"; fail=1; }
 # A report that cannot be written out is a failure.
 "$loom" ckpt inspect "$dir/base" > /dev/full 2> "$dir/full.log" && { echo "FAIL: inspect into a full device exited 0"; fail=1; }
 expect "inspect into a full device" "$dir/full.log" "writing the standard output failed"

@@ -151,7 +151,7 @@ grep -q "was resumed before; $dir/rew holds that run's checkpoints: continuing f
   && echo "PASS the same --load again continues the run it started (step 15)" \
   || { echo "FAIL rewind20: $(grep -iE 'resum|moved' "$dir/rewind20.log")"; fail=1; }
 [[ ! -e $dir/rew/step_00000015.abandoned.2 ]] || { echo "FAIL rewind20: set aside its own step 15"; fail=1; }
-[[ $(cat "$dir/rew/load_origin") == "$dir/rew/step_00000010" ]] || { echo "FAIL rewind: load_origin says '$(cat "$dir/rew/load_origin")'"; fail=1; }
+[[ $(cat "$dir/rew/load_origin") == "$(realpath -m "$dir/rew/step_00000010")" ]] || { echo "FAIL rewind: load_origin says '$(cat "$dir/rew/load_origin")'"; fail=1; }
 cat "$dir/rewind15.txt" "$dir/rewind20.txt" > "$dir/rewind.txt"
 /usr/bin/python3 - "$dir/full1.txt" "$dir/rewind.txt" <<'PY' || fail=1
 import sys
@@ -166,6 +166,20 @@ grep -q "nothing to train (already at step 20 of 20)" "$dir/other1again.log" \
   && grep -q "resumed from $dir/other1/step_00000020 " "$dir/other1again.log" \
   && echo "PASS the same --load into another root again continues that root" \
   || { echo "FAIL other1again: $(grep -iE 'resum|nothing|error' "$dir/other1again.log")"; fail=1; }
+
+# A new run in a directory whose earlier run began from a load forgets that record: the same load
+# into it later is another run's, refused, not continued.
+rm -rf "$dir/other1/step_"* "$dir/other1/latest"
+train fresh1 1 "" --checkpoint-dir "$dir/other1" --steps 5
+[[ ! -e $dir/other1/load_origin ]] || { echo "FAIL fresh1: a new run kept $dir/other1/load_origin"; fail=1; }
+if timeout 300 "$loom" train --config "$dir/other1again.yaml" --load "$dir/ck8.saved/step_00000010" \
+    --checkpoint-dir "$dir/other1" > "$dir/stale.log" 2>&1; then
+  echo "FAIL: a load into another run's directory continued it: $(grep -iE 'resum' "$dir/stale.log")"; fail=1
+else
+  grep -q "already holds checkpoints (newest: $dir/other1/step_00000005) of another run" "$dir/stale.log" \
+    && echo "PASS the same load into a directory a new run has since used is refused" \
+    || { echo "FAIL stale: $(tail -2 "$dir/stale.log")"; fail=1; }
+fi
 
 /usr/bin/python3 "$here/compare_runs.py" "$dir/full1.txt" "$dir/full1.st" "$dir/full8.txt" \
   "$dir/resume8.st" --label "8-rank resumed run vs one uninterrupted process" || fail=1
