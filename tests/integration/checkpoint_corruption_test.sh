@@ -278,17 +278,20 @@ cp -r "$dir/base/step_00000006" "$dir/nofile" && rm "$dir/nofile/rank_00001.safe
 expect "inspect of a checkpoint missing a data file" "$dir/nofile.log" "step         6" "wte" \
   "the checkpoint is damaged (described above from its metadata): $dir/nofile/rank_00001.safetensors: missing data file"
 # A newest checkpoint another user cannot read is named, not skipped for an older one (as
-# nobody: root reads everything).
+# nobody: root reads everything). The binary and the checkpoint are copied under /tmp, which
+# nobody can reach wherever the build tree is.
 if [[ $(id -u) -eq 0 ]] && command -v setpriv > /dev/null; then
-  cp -r "$dir/base" "$dir/perm" && chmod -R a+rX "$dir/perm" && chmod 700 "$dir/perm/step_00000006"
-  setpriv --reuid=65534 --regid=65534 --clear-groups "$loom" ckpt inspect "$dir/perm" > "$dir/perm.log" 2>&1 \
-    && { echo "FAIL: inspect as nobody described an older checkpoint"; fail=1; }
-  expect "an unreadable newest checkpoint" "$dir/perm.log" "open '$dir/perm/step_00000006/metadata.json': Permission denied"
-  chmod 755 "$dir/perm/step_00000006" && chmod 700 "$dir/perm"
-  setpriv --reuid=65534 --regid=65534 --clear-groups "$loom" ckpt verify "$dir/perm" > "$dir/perm.log" 2>&1 \
-    && { echo "FAIL: verify as nobody of an unreadable root"; fail=1; }
-  expect "an unreadable root" "$dir/perm.log" "list '$dir/perm': Permission denied"
-  chmod 755 "$dir/perm"
+  pdir=$(mktemp -d /tmp/loom-perm.XXXXXX) && chmod 755 "$pdir"
+  cp "$loom" "$pdir/loom" && cp -r "$dir/base" "$pdir/ck" && chmod -R a+rX "$pdir/ck"
+  as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$pdir/loom" "$@"; }
+  as_nobody ckpt inspect "$pdir/ck/step_00000004" > /dev/null 2>&1 || { echo "FAIL: nobody cannot read a readable checkpoint under $pdir"; fail=1; }
+  chmod 700 "$pdir/ck/step_00000006"
+  as_nobody ckpt inspect "$pdir/ck" > "$dir/perm.log" 2>&1 && { echo "FAIL: inspect as nobody described an older checkpoint"; fail=1; }
+  expect "an unreadable newest checkpoint" "$dir/perm.log" "open '$pdir/ck/step_00000006/metadata.json': Permission denied"
+  chmod 755 "$pdir/ck/step_00000006" && chmod 700 "$pdir/ck"
+  as_nobody ckpt verify "$pdir/ck" > "$dir/perm.log" 2>&1 && { echo "FAIL: verify as nobody of an unreadable root"; fail=1; }
+  expect "an unreadable root" "$dir/perm.log" "list '$pdir/ck': Permission denied"
+  rm -rf "$pdir"
 fi
 # inspect of a root names what else it holds; verify notes a file the metadata does not list;
 # export and reshard refuse an uncommitted *.tmp directory, as loading does.
