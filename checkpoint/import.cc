@@ -215,22 +215,7 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
                            (loom_names ? "Loom" : "Hugging Face") + " names)");
   }
 
-  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, "", "output directory"));
-  std::error_code ec;
-  Result<bool> made = MakeDirHere(out_root, "output directory");
-  if (!made.ok()) return made.status();
-  const bool existed = !*made;
-  // Held to the end: another import or reshard into OUT would remove this one's temporary
-  // directory, or this one's failure path its result.
-  Result<DirLock> lock = DirLock::TryLock(out_root, "output directory");
-  if (!lock.ok()) return lock.status();  // OUT is the holder's now, even if made here
-  if (!ListCheckpoints(out_root).empty()) {
-    if (!existed) fs::remove(out_root, ec);
-    return FailedPrecondition(out_root +
-                              ": already holds checkpoints; import into an empty or "
-                              "new directory");
-  }
-  const bool had_latest = fs::exists(JoinPath(out_root, kLatestFile), ec);
+  LOOM_ASSIGN_OR_RETURN(const OutputRoot root, OutputRoot::Open(out_root, ""));
   Layout lay;  // one rank
   const RankShardPlan plan = PlanRank(model, lay, 0);
   const std::string tmp = TempStepDir(out_root, 0);
@@ -300,10 +285,7 @@ Result<ImportResult> ImportSafetensors(const std::string& file, const std::strin
   Status st = WriteRankFiles(tmp, 0, plan, source).status();
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, 1, model, base);
   if (!st.ok()) {  // never leave a partial output behind (the root held no checkpoint)
-    fs::remove_all(tmp, ec);
-    fs::remove_all(JoinPath(out_root, StepDirName(0)), ec);
-    if (!had_latest) fs::remove(JoinPath(out_root, kLatestFile), ec);
-    if (!existed) fs::remove(out_root, ec);  // only if empty
+    root.RemovePartial(0);
     return st;
   }
   out.dir = JoinPath(out_root, StepDirName(0));

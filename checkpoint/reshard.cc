@@ -100,19 +100,8 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
     out.note = "the checkpoint's data settings do not fit this layout (" + why +
                "): a job resuming it with " + to.ToString() + " must change them";
   }
-  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(out_root, dir, "output directory"));
+  LOOM_ASSIGN_OR_RETURN(const OutputRoot root, OutputRoot::Open(out_root, dir));
   std::error_code ec;
-  Result<bool> made = MakeDirHere(out_root, "output directory");
-  if (!made.ok()) return made.status();
-  const bool existed = !*made;
-  // Held to the end: another reshard or import into OUT would remove this one's temporary
-  // directory, or this one's failure path its result.
-  Result<DirLock> lock = DirLock::TryLock(out_root, "output directory");
-  if (!lock.ok()) return lock.status();  // OUT is the holder's now, even if made here
-  if (!ListCheckpoints(out_root).empty()) {
-    return FailedPrecondition(out_root + ": already holds checkpoints; choose an empty directory");
-  }
-  const bool had_latest = std::filesystem::exists(JoinPath(out_root, kLatestFile), ec);
   proto::CheckpointMetadata base = meta;
   base.clear_tensors();
   base.clear_files();
@@ -247,10 +236,7 @@ Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
   }
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, model, base, std::move(fragments));
   if (!st.ok()) {  // never leave a partial output behind
-    std::filesystem::remove_all(tmp, ec);
-    std::filesystem::remove_all(JoinPath(out_root, StepDirName(meta.step())), ec);
-    if (!had_latest) std::filesystem::remove(JoinPath(out_root, kLatestFile), ec);
-    if (!existed) std::filesystem::remove(out_root, ec);  // made here: removed if empty
+    root.RemovePartial(meta.step());
     return st;
   }
   out.bytes_read = reader->bytes_read();

@@ -100,6 +100,30 @@ std::string TempStepDir(const std::string& root, int64_t step) {
   return JoinPath(root, StepDirName(step) + ".tmp");
 }
 
+Result<OutputRoot> OutputRoot::Open(const std::string& root, const std::string& reads) {
+  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(root, reads, "output directory"));
+  LOOM_ASSIGN_OR_RETURN(const bool made, MakeDirHere(root, "output directory"));
+  // Held to the end: another reshard or import into the root would remove this one's temporary
+  // directory, or this one's failure path its result. One refused the lock leaves the root to
+  // its holder, even if it made it.
+  LOOM_ASSIGN_OR_RETURN(DirLock lock, DirLock::TryLock(root, "output directory"));
+  if (!ListCheckpoints(root).empty()) {
+    return FailedPrecondition(root +
+                              ": already holds checkpoints; choose an empty or new directory");
+  }
+  std::error_code ec;
+  const bool had_latest = fs::exists(JoinPath(root, kLatestFile), ec);
+  return OutputRoot(root, std::move(lock), made, had_latest);
+}
+
+void OutputRoot::RemovePartial(int64_t step) const {
+  std::error_code ec;
+  fs::remove_all(TempStepDir(root_, step), ec);
+  fs::remove_all(JoinPath(root_, StepDirName(step)), ec);
+  if (!had_latest_) fs::remove(JoinPath(root_, kLatestFile), ec);
+  if (made_here_) fs::remove(root_, ec);  // only if empty
+}
+
 Result<std::unique_ptr<RankFileWriter>> RankFileWriter::Open(const std::string& tmp_dir, int rank,
                                                              const RankShardPlan& plan) {
   LOOM_RETURN_IF_ERROR(MakeDirs(tmp_dir));

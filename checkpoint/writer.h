@@ -22,6 +22,7 @@
 #include "checkpoint/direct_writes.h"
 #include "checkpoint/format.h"
 #include "checkpoint/shard_plan.h"
+#include "core/file_util.h"
 #include "core/status.h"
 
 namespace loom {
@@ -104,6 +105,27 @@ class RankFileWriter {
 // pieces in file order, and fsyncs them. Returns the bytes of tensor data written.
 Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const RankShardPlan& plan,
                                 const PieceSource& source);
+
+// The output root of a tool that writes one new checkpoint (loom ckpt reshard, import): made if
+// absent, locked (flock) until this is destroyed, and holding no checkpoint. `reads`: the step
+// directory the tool reads ("" none); the root must lie outside it and every checkpoint.
+class OutputRoot {
+ public:
+  static Result<OutputRoot> Open(const std::string& root, const std::string& reads);
+  // After a failure: removes what was written for `step` (its temporary and final directory, a
+  // `latest` the root did not have before) and the root itself if it was made here and is empty.
+  void RemovePartial(int64_t step) const;
+
+ private:
+  OutputRoot(std::string root, DirLock lock, bool made_here, bool had_latest)
+      : root_(std::move(root)),
+        lock_(std::move(lock)),
+        made_here_(made_here),
+        had_latest_(had_latest) {}
+  std::string root_;
+  DirLock lock_;
+  bool made_here_, had_latest_;
+};
 
 // Merges the fragments of ranks 0..world-1 into `base` (which carries everything but tensors and
 // files), writes metadata.json, renames tmp_dir to <root>/step_<N> and replaces `latest`.
