@@ -199,6 +199,15 @@ std::string DescribeLaggards(const JobState& job) {
   return "; furthest behind at step " + std::to_string(low) + ": rank " + who;
 }
 
+// What a rerun of the same command starts from, for messages after the workers have stopped.
+std::string NewestCheckpoint(const JobConfig& job) {
+  if (job.checkpoint.dir.empty()) return "the job saves no checkpoints";
+  const auto list = ListCheckpoints(job.checkpoint.dir);
+  if (list.empty()) return "no checkpoint has been committed";
+  return "the newest committed checkpoint is " + list.front().second +
+         " (the same command resumes from it)";
+}
+
 Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // Everything is checked before anything starts: the job as the workers will read it, the
   // manifest, the layout.
@@ -332,16 +341,13 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
                   workers ? "" : " (their launcher passes the signal on)");
       std::fflush(stdout);
     } else if (sig != 0) {
-      const std::string latest = job.checkpoint.dir.empty() ? "" : ReadLatest(job.checkpoint.dir);
-      std::printf(
-          "\nloom launch: interrupted (%s): stopping %d workers now; %s\n", strsignal(sig), world,
-          job.checkpoint.dir.empty() ? "the job saves no checkpoints"
-          : latest.empty()
-              ? "no checkpoint has been committed"
-              : ("the newest committed checkpoint is " + JoinPath(job.checkpoint.dir, latest))
-                    .c_str());
+      std::printf("\nloom launch: interrupted (%s): stopping %d workers now\n", strsignal(sig),
+                  world);
       std::fflush(stdout);
       stop_workers();
+      // Named once they are gone: until then they may commit (and retention delete) more.
+      std::printf("loom launch: workers stopped; %s\n", NewestCheckpoint(job).c_str());
+      std::fflush(stdout);
       return Status(StatusCode::kFailedPrecondition,
                     "interrupted by signal " + std::to_string(sig));
     }
@@ -356,7 +362,9 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
       if (status == 0 && p.done == world && p.failed == 0) break;
       *stopped_by = StoppedBySignal(state, &stopped_at);
       if (*stopped_by != 0) break;  // saved and stopped on a signal: not a failure
-      result = Internal("the workers " + DescribeExit(status) + DescribeFailure(state));
+      result =
+          Internal(std::string(kind == LauncherKind::kSrun ? "srun" : "mpirun") +
+                   " (the workers' launcher) " + DescribeExit(status) + DescribeFailure(state));
       stop_workers();
       break;
     }
@@ -409,6 +417,9 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     }
   }
   monitor.Update(true);
+  if (!result.ok()) {  // the workers are stopped: what a rerun of the same command resumes
+    result = Status(result.code(), result.message() + "\n  " + NewestCheckpoint(job));
+  }
   const ServiceStats st = service->stats();
   if (st.rejected_token + st.rejected_malformed + st.rejected_oversized + st.rejected_protocol >
       0) {

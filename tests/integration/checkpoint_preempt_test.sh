@@ -162,12 +162,47 @@ for _ in $(seq 1 50); do
   [[ -z $left ]] && break
   sleep 0.1
 done
-if [[ $rc == 138 && -z $left ]] && grep -q "interrupted (User defined signal 1): stopping 4 workers now; the newest committed checkpoint is $dir/launched_none/step_" "$dir/launched_none.log"; then
-  echo "run launched_none: SIGUSR1 to loom launch with signal none: workers stopped, exit 138, newest checkpoint named"
+# The checkpoint is named once the workers are gone (before, they could still commit, and
+# retention delete the one named), and it exists.
+named=$(sed -n 's/^loom launch: workers stopped; the newest committed checkpoint is \([^ ]*\) (the same command resumes from it)$/\1/p' "$dir/launched_none.log")
+if [[ $rc == 138 && -z $left && $named == "$dir/launched_none/step_"* && -d $named ]] && grep -q "interrupted (User defined signal 1): stopping 4 workers now" "$dir/launched_none.log"; then
+  echo "run launched_none: SIGUSR1 to loom launch with signal none: workers stopped, exit 138, newest checkpoint ($named) named"
 else
   echo "FAIL: launched_none: exit $rc, still running: '$left': $(tail -3 "$dir/launched_none.log")"; fail=1
   for p in $left; do kill -9 "$p" 2>/dev/null; done
 fi
+
+# A rank killed (-9) under loom launch: the launcher fails naming the newest committed
+# checkpoint, which exists, and the same command resumes from it (stopped there by SIGUSR1).
+sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched_kill}#" "$dir/job.yaml" > "$dir/launched_kill.yaml"
+timeout 300 "$loom" launch "$dir/launched_kill.yaml" --np 4 > "$dir/launched_kill.log" 2>&1 &
+lk_pid=$! lk_loom="" lk_mpirun=""
+for _ in $(seq 1 100); do
+  lk_loom=$(pgrep -P "$lk_pid" -x loom)
+  [[ -n $lk_loom ]] && lk_mpirun=$(pgrep -P "$lk_loom" -x mpirun) && [[ -n $lk_mpirun ]] && break
+  sleep 0.1
+done
+at_step launched_kill 30
+for _ in $(seq 1 300); do [[ -f $dir/launched_kill/latest ]] && break; sleep 0.1; done
+kill -9 "$(pgrep -P "$lk_mpirun" | head -1)"
+wait "$lk_pid"
+rc=$?
+named=$(sed -n 's/^  the newest committed checkpoint is \([^ ]*\) (the same command resumes from it)$/\1/p' "$dir/launched_kill.log")
+if [[ $rc == 1 && $named == "$dir/launched_kill/step_"* && -d $named ]]; then
+  echo "run launched_kill: a rank killed: loom launch exited 1 naming $named"
+else
+  echo "FAIL: launched_kill: exit $rc, named '$named': $(tail -4 "$dir/launched_kill.log")"; fail=1
+fi
+timeout 300 "$loom" launch "$dir/launched_kill.yaml" --np 4 > "$dir/launched_kill2.log" 2>&1 &
+lk_pid=$!
+for _ in $(seq 1 600); do grep -q "resumed from " "$dir/launched_kill2.log" && break; sleep 0.1; done
+at_step launched_kill2 $(( $(basename "$named" | sed 's/step_0*//') + 1 ))
+kill -USR1 "$(pgrep -P "$lk_pid" -x loom)"
+wait "$lk_pid"
+rc=$?
+grep -q "resumed from $named" "$dir/launched_kill2.log" && [[ $rc == 138 ]] \
+  && echo "run launched_kill2: the same command resumed from $named" \
+  || { echo "FAIL: launched_kill2: exit $rc: $(grep -i resum "$dir/launched_kill2.log" | head -2)"; fail=1; }
 
 sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGUSR2}/" "$dir/job.yaml" > "$dir/usr2.yaml"
 start usr2 "$dir/usr2.yaml"

@@ -79,7 +79,7 @@ LOOM_FAULT_HANG=1:3 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=1000 \
   timeout 120 "$loom" launch "$dir/fixed.yaml" > "$dir/hang.log" 2>&1
 code=$?
 [[ $code -eq 1 ]] || { echo "FAIL hung worker: exit $code"; fail=1; }
-expect "a hung worker stops the job" "$dir/hang.log" "loom launch: error: the workers exited" \
+expect "a hung worker stops the job" "$dir/hang.log" "loom launch: error: mpirun (the workers' launcher) exited" \
   "failed after step 2:" "did not complete within " "ended without reporting"
 # The message gives the time actually waited: the 3 s deadline, plus a little on a busy machine.
 waited=$(grep -o "did not complete within [0-9]* ms" "$dir/hang.log" | head -1 | grep -o "[0-9][0-9]*")
