@@ -130,7 +130,7 @@ class Monitor {
   // `final`: the last line (printed unless this step's line already was).
   void Update(bool final) {
     const Progress p = job_.GetProgress();
-    if (p.step == shown_ || (p.step == 0 && !final)) return;
+    if (p.step == shown_ || p.step == 0) return;  // no step reported yet (or none to train)
     // A line each time a multiple of log_every is passed (the terminal's line updates in place).
     const bool line = final || p.step / log_every_ != std::max<int64_t>(0, shown_) / log_every_ ||
                       p.step == job_.spec().steps;
@@ -447,9 +447,20 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   }
   if (p.final) {
     const proto::Done& d = *p.final;
-    std::printf("done in %s: %lld steps | train loss %.4f | val loss %.4f | %.0f tok/s\n",
-                Duration(total).c_str(), static_cast<long long>(d.step()), d.train_loss(),
-                d.val_loss(), d.tokens_per_s());
+    if (d.first_step() >= d.step()) {
+      std::printf("done in %s: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
+                  Duration(total).c_str(), static_cast<long long>(d.first_step()),
+                  static_cast<long long>(d.step()), d.val_loss());
+    } else {
+      const std::string steps = d.first_step() > 0
+                                    ? "steps " + std::to_string(d.first_step() + 1) + "-" +
+                                          std::to_string(d.step()) + " (resumed at step " +
+                                          std::to_string(d.first_step()) + ")"
+                                    : std::to_string(d.step()) + " steps";
+      std::printf("done in %s: %s | train loss %.4f | val loss %.4f | %.0f tok/s\n",
+                  Duration(total).c_str(), steps.c_str(), d.train_loss(), d.val_loss(),
+                  d.tokens_per_s());
+    }
     if (!d.sample().empty()) std::printf("--- sample ---\n%s\n---\n", d.sample().c_str());
     if (!d.checkpoint().empty()) std::printf("checkpoints: %s\n", d.checkpoint().c_str());
   }

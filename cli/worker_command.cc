@@ -125,6 +125,7 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   }
   done.set_ok(true);
   done.set_step(job.steps);
+  done.set_first_step(summary.first_step);
   done.set_val_loss(summary.evals.empty() ? std::nan("") : summary.evals.back().second);
   done.set_train_loss(summary.train_loss);
   done.set_tokens_per_s(summary.tokens_per_second);

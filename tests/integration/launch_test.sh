@@ -7,7 +7,8 @@
 #  3. a worker that hangs: the job stops, exit 1, the failing ranks and the reason named;
 #  4. Ctrl-C: exit 130, every worker stopped;
 #  5. malformed manifests, a bad job and a bad launcher are refused before anything starts;
-#  6. `loom coordinator` with workers started by hand under mpirun.
+#  6. `loom coordinator` with workers started by hand under mpirun;
+#  7. a job launched again resumes: the summary names the steps trained, or nothing to train.
 # Usage: launch_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -160,4 +161,16 @@ fi
 wait $pid || { echo "FAIL: loom coordinator exit $?"; fail=1; }
 expect "loom coordinator with workers started by hand" "$dir/coord.log" \
   "4 ranks via none" "start 4 workers" "done in"
+
+# 7. Run again with checkpoints: the summary says which steps this run trained, and a finished
+#    job says there is nothing to train (not "step 0 | loss 0.0000").
+sed "s#^steps: .*#checkpoint: {dir: $dir/again_ck, every: 2}\nsteps: 4#" "$dir/job.yaml" > "$dir/again.yaml"
+"$loom" launch "$dir/again.yaml" --np 2 > "$dir/again1.log" 2>&1 || { echo "FAIL: again1"; tail -3 "$dir/again1.log"; fail=1; }
+sed -i 's/^steps: 4/steps: 6/' "$dir/again.yaml"
+"$loom" launch "$dir/again.yaml" --np 2 > "$dir/again2.log" 2>&1 || { echo "FAIL: again2"; tail -3 "$dir/again2.log"; fail=1; }
+"$loom" launch "$dir/again.yaml" --np 2 > "$dir/again3.log" 2>&1 || { echo "FAIL: again3"; tail -3 "$dir/again3.log"; fail=1; }
+expect "a fresh run's summary" "$dir/again1.log" ": 4 steps | train loss"
+expect "a resumed run's summary" "$dir/again2.log" ": steps 5-6 (resumed at step 4) | train loss"
+expect "a finished job run again" "$dir/again3.log" ": nothing to train (already at step 6 of 6)"
+grep -q "loss 0.0000" "$dir/again3.log" && { echo "FAIL: a placeholder progress line: $(grep 'loss 0.0000' "$dir/again3.log")"; fail=1; }
 exit $fail
