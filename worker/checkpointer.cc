@@ -399,7 +399,7 @@ Result<int64_t> Checkpointer::Restore() {
   if (!existing.empty() && (steps.empty() || !same_root)) {
     return FailedPrecondition(job_.path + ": field 'checkpoint.dir': '" + c.dir +
                               "' already holds checkpoints (newest: " + existing.front().second +
-                              ") of another run; " +
+                              ")" + (c.resume ? " of another run" : "") + "; " +
                               (c.resume ? "resume from it (leave checkpoint.load unset)"
                                         : "set checkpoint.resume: true to continue it") +
                               ", remove them, or choose another directory");
