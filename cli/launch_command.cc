@@ -31,6 +31,7 @@
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
 #include "core/logging.h"
+#include "worker/checkpointer.h"
 #include "worker/job_config.h"
 #include "worker/stop_signal.h"
 
@@ -388,8 +389,13 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
       last_advance = std::chrono::steady_clock::now();
     }
     slowest_step = std::max(slowest_step, p.step_s);
-    const double stall_s =
-        std::max(o.silence_s, 20 * std::max(slowest_step, plan.spec.predicted_step_s));
+    double stall_s = std::max(o.silence_s, 20 * std::max(slowest_step, plan.spec.predicted_step_s));
+    // Before the first step the ranks may be loading a checkpoint, after the last one saving
+    // it: that takes as long as the I/O does, which the workers bound themselves (their waits
+    // fail after LOOM_CKPT_TIMEOUT_MS and say so); a dead rank is still found by its silence.
+    if (!job.checkpoint.dir.empty() && (p.step == 0 || p.step >= job.steps)) {
+      stall_s = std::max(stall_s, static_cast<double>(CheckpointTimeoutMs()) / 1000);
+    }
     if (!ending && p.registered == world && since(last_advance) > stall_s) {
       result = DeadlineExceeded(
           "no step completed for " + std::to_string(static_cast<int>(stall_s)) +

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "checkpoint/reader.h"
 #include "core/file_util.h"
@@ -53,6 +54,10 @@ std::string LoadOrigin(const std::string& load) {
 }
 
 }  // namespace
+
+int64_t CheckpointTimeoutMs() {
+  return WriterTimeoutMs();
+}
 
 Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world_rank,
                            Communicator* world, ParamStore* store, const ParamLayout& param_layout)
@@ -360,6 +365,11 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
 
 Result<int64_t> Checkpointer::Restore() {
   const CheckpointConfig& c = job_.checkpoint;
+  // Fault injection for the tests: a slow file system (LOOM_FAULT_CKPT_SLOW_MS before loading).
+  if (const char* slow = std::getenv("LOOM_FAULT_CKPT_SLOW_MS");
+      slow != nullptr && !c.dir.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
+  }
   if (!c.dir.empty()) {
     if (rank_ == 0) RemoveLeftovers();
     LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone

@@ -56,6 +56,11 @@ struct CheckpointStats {
   std::string initialized_from;  // checkpoint.init_from's step directory whose weights were loaded
 };
 
+// LOOM_CKPT_TIMEOUT_MS (default 10 minutes, at most 30 days): how long a checkpoint's I/O may
+// take before a wait on it fails (writer, commit, load votes). The launcher allows as long for
+// the time before the first step (loading) and after the last one (the final save).
+int64_t CheckpointTimeoutMs();
+
 class Checkpointer {
  public:
   // `store` and `param_layout` must outlive the checkpointer; `world` is null for one process.
