@@ -93,21 +93,30 @@ ranks=($(pgrep -P "$mpirun_pid" -x loom))  # this run's four ranks, children of 
 kill -USR1 "${ranks[3]}"
 stopped one 138 SIGUSR1
 
+# launch_bg NAME [CHECKPOINT EXTRA]: `loom launch` of the job saving into $dir/NAME (and the
+# checkpoint fields EXTRA, e.g. ", signal: none") in the background, log NAME.log; sets
+# $lb_pid (its timeout), $lb_loom (loom launch) and $lb_mpirun.
+launch_bg() {
+  local name=$1 extra=${2:-}
+  sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/$name$extra}#" "$dir/job.yaml" > "$dir/$name.yaml"
+  timeout 300 "$loom" launch "$dir/$name.yaml" --np 4 > "$dir/$name.log" 2>&1 &
+  lb_pid=$! lb_loom="" lb_mpirun=""
+  for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
+    lb_loom=$(pgrep -P "$lb_pid" -x loom)
+    [[ -n $lb_loom ]] && lb_mpirun=$(pgrep -P "$lb_loom" -x mpirun) && [[ -n $lb_mpirun ]] && return 0
+    sleep 0.1
+  done
+  echo "FAIL: $name: loom launch started no mpirun"
+  exit 1
+}
 # Under loom launch: the workers stop the same way and the launcher names the saved checkpoint.
 # launched NAME TARGET: SIGUSR1 to its mpirun (TARGET mpirun) or to loom launch itself (TARGET
 # launch, as `sbatch --signal=B:USR1` and a trap in the batch script deliver it), which passes
 # it on.
 launched() {
   local name=$1 target=$2
-  sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/$name}#" "$dir/job.yaml" > "$dir/$name.yaml"
-  timeout 300 "$loom" launch "$dir/$name.yaml" --np 4 > "$dir/$name.log" 2>&1 &
-  local launch_pid=$! loom_pid="" mpirun_pid=""
-  for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
-    loom_pid=$(pgrep -P "$launch_pid" -x loom)
-    [[ -n $loom_pid ]] && mpirun_pid=$(pgrep -P "$loom_pid" -x mpirun) && [[ -n $mpirun_pid ]] && break
-    sleep 0.1
-  done
-  [[ -n $mpirun_pid ]] || { echo "FAIL: loom launch started no mpirun"; exit 1; }
+  launch_bg "$name"
+  local launch_pid=$lb_pid loom_pid=$lb_loom mpirun_pid=$lb_mpirun
   at_step "$name" 30
   if [[ $target == mpirun ]]; then kill -USR1 "$mpirun_pid"; else kill -USR1 "$loom_pid"; fi
   wait "$launch_pid"
@@ -134,14 +143,8 @@ grep -q "loom launch: SIGUSR1: the workers save the step they are at and stop" "
   || { echo "FAIL: launched_self: the launcher does not say it passed the signal on"; fail=1; }
 # With `signal: none` SIGUSR1 to loom launch interrupts it: it stops its workers (none left
 # running), names the newest checkpoint and exits 138.
-sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched_none, signal: none}#" "$dir/job.yaml" > "$dir/launched_none.yaml"
-timeout 300 "$loom" launch "$dir/launched_none.yaml" --np 4 > "$dir/launched_none.log" 2>&1 &
-ln_pid=$! ln_loom="" ln_mpirun=""
-for _ in $(seq 1 100); do
-  ln_loom=$(pgrep -P "$ln_pid" -x loom)
-  [[ -n $ln_loom ]] && ln_mpirun=$(pgrep -P "$ln_loom" -x mpirun) && [[ -n $ln_mpirun ]] && break
-  sleep 0.1
-done
+launch_bg launched_none ", signal: none"
+ln_pid=$lb_pid ln_loom=$lb_loom ln_mpirun=$lb_mpirun
 at_step launched_none 30
 for _ in $(seq 1 300); do  # step 25's save commits in the background: wait for it to be named
   [[ -f $dir/launched_none/latest ]] && break
@@ -174,14 +177,8 @@ fi
 
 # A rank killed (-9) under loom launch: the launcher fails naming the newest committed
 # checkpoint, which exists, and the same command resumes from it (stopped there by SIGUSR1).
-sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/launched_kill}#" "$dir/job.yaml" > "$dir/launched_kill.yaml"
-timeout 300 "$loom" launch "$dir/launched_kill.yaml" --np 4 > "$dir/launched_kill.log" 2>&1 &
-lk_pid=$! lk_loom="" lk_mpirun=""
-for _ in $(seq 1 100); do
-  lk_loom=$(pgrep -P "$lk_pid" -x loom)
-  [[ -n $lk_loom ]] && lk_mpirun=$(pgrep -P "$lk_loom" -x mpirun) && [[ -n $lk_mpirun ]] && break
-  sleep 0.1
-done
+launch_bg launched_kill
+lk_pid=$lb_pid lk_mpirun=$lb_mpirun
 at_step launched_kill 30
 for _ in $(seq 1 300); do [[ -f $dir/launched_kill/latest ]] && break; sleep 0.1; done
 kill -9 "$(pgrep -P "$lk_mpirun" | head -1)"
