@@ -160,8 +160,12 @@ std::string DescribeFailure(const JobState& job) {
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankStatus& s = ranks[r];
     if (s.done && !s.ok) {
+      // Step 0: no step reported (failed while starting or loading a checkpoint).
       out += "\n  rank " + std::to_string(r) + " (" + s.host + ", pid " + std::to_string(s.pid) +
-             ") failed after step " + std::to_string(s.step) + ": " + s.error;
+             ") failed " +
+             (s.step > 0 ? "after step " + std::to_string(s.step)
+                         : std::string("before its first step")) +
+             ": " + s.error;
     } else if (!s.done) {
       ++silent;
     }
@@ -398,8 +402,10 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     }
     if (!ending && p.registered == world && since(last_advance) > stall_s) {
       result = DeadlineExceeded(
-          "no step completed for " + std::to_string(static_cast<int>(stall_s)) +
-          " s (last complete step " + std::to_string(p.step) + ")" + DescribeLaggards(state));
+          "no step completed for " + std::to_string(static_cast<int>(stall_s)) + " s (" +
+          (p.step > 0 ? "last complete step " + std::to_string(p.step)
+                      : std::string("none yet: starting, or loading a checkpoint")) +
+          ")" + DescribeLaggards(state));
       stop_workers();
       break;
     }
