@@ -334,6 +334,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   int64_t last_step = -1;
   auto last_advance = start;
   double slowest_step = 0;
+  bool io_before = false;  // a rank was in checkpoint I/O at the previous check
   std::optional<std::chrono::steady_clock::time_point> ending;  // all done, or one failed
   Status result;
   int64_t stopped_at = 0;
@@ -394,12 +395,15 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     }
     slowest_step = std::max(slowest_step, p.step_s);
     double stall_s = std::max(o.silence_s, 20 * std::max(slowest_step, plan.spec.predicted_step_s));
-    // Before the first step the ranks may be loading a checkpoint, after the last one saving
-    // it: that takes as long as the I/O does, which the workers bound themselves (their waits
-    // fail after LOOM_CKPT_TIMEOUT_MS and say so); a dead rank is still found by its silence.
-    if (!job.checkpoint.dir.empty() && (p.step == 0 || p.step >= job.steps)) {
-      stall_s = std::max(stall_s, static_cast<double>(CheckpointTimeoutMs()) / 1000);
-    }
+    // While a rank's heartbeats say it is loading a checkpoint or finishing its final save, no
+    // step completes for as long as the I/O takes: allow that too (the workers' own waits on
+    // it fail after LOOM_CKPT_TIMEOUT_MS and say so; a dead rank is still found by its
+    // silence). When the I/O ends, the next step gets the usual time from then.
+    bool io = false;
+    for (const RankStatus& r : state.Ranks()) io = io || r.checkpoint_io;
+    if (io_before && !io) last_advance = std::chrono::steady_clock::now();
+    io_before = io;
+    if (io) stall_s += static_cast<double>(CheckpointTimeoutMs()) / 1000;
     if (!ending && p.registered == world && since(last_advance) > stall_s) {
       result = DeadlineExceeded(
           "no step completed for " + std::to_string(static_cast<int>(stall_s)) + " s (" +

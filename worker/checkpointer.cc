@@ -2,6 +2,7 @@
 #include "worker/checkpointer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +58,19 @@ std::string LoadOrigin(const std::string& load) {
 
 int64_t CheckpointTimeoutMs() {
   return WriterTimeoutMs();
+}
+
+namespace {
+std::atomic<int> g_checkpoint_io{0};
+// Marks a stretch of checkpoint I/O the step loop waits for (heartbeats carry it).
+struct CheckpointIoScope {
+  CheckpointIoScope() { g_checkpoint_io.fetch_add(1); }
+  ~CheckpointIoScope() { g_checkpoint_io.fetch_sub(1); }
+};
+}  // namespace
+
+bool CheckpointIoInProgress() {
+  return g_checkpoint_io.load() > 0;
 }
 
 Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world_rank,
@@ -364,6 +378,7 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
 }
 
 Result<int64_t> Checkpointer::Restore() {
+  const CheckpointIoScope io;
   const CheckpointConfig& c = job_.checkpoint;
   // Fault injection for the tests: a slow file system (LOOM_FAULT_CKPT_SLOW_MS before loading).
   if (const char* slow = std::getenv("LOOM_FAULT_CKPT_SLOW_MS");
@@ -719,6 +734,7 @@ Result<int> Checkpointer::StopVote(int signal) {
 
 Status Checkpointer::Finish(int64_t step, bool save) {
   if (job_.checkpoint.dir.empty()) return Status::Ok();
+  const CheckpointIoScope io;
   if (stop_poll_) {  // a stop vote in flight: complete it before the votes below
     Status st = stop_poll_->Wait(world_->DefaultDeadline());
     LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));  // kept, as poll_

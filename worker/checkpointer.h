@@ -57,9 +57,11 @@ struct CheckpointStats {
 };
 
 // LOOM_CKPT_TIMEOUT_MS (default 10 minutes, at most 30 days): how long a checkpoint's I/O may
-// take before a wait on it fails (writer, commit, load votes). The launcher allows as long for
-// the time before the first step (loading) and after the last one (the final save).
+// take before a wait on it fails (writer, commit, load votes). The launcher allows as long
+// while a rank's heartbeats say it is loading or finishing a save (CheckpointIoInProgress).
 int64_t CheckpointTimeoutMs();
+// Whether this process is loading a checkpoint or waiting for its final save now (any thread).
+bool CheckpointIoInProgress();
 
 class Checkpointer {
  public:

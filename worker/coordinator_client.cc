@@ -1,6 +1,8 @@
 // The worker side of the control plane.
 #include "worker/coordinator_client.h"
 
+#include "worker/checkpointer.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -92,6 +94,7 @@ void CoordinatorClient::Loop() {
     } else {
       msg.mutable_heartbeat()->set_rank(rank_);
       msg.mutable_heartbeat()->set_step(last_step_);
+      msg.mutable_heartbeat()->set_checkpoint_io(CheckpointIoInProgress());
       next_beat = std::chrono::steady_clock::now() + period;
     }
     lock.unlock();

@@ -75,6 +75,7 @@ Status JobState::Heartbeat(const proto::Heartbeat& hb, double now) {
                               ", which has not registered");
   }
   r.last_contact = now;
+  r.checkpoint_io = hb.checkpoint_io();
   if (hb.step() >= 0 && (spec_.steps == 0 || hb.step() <= spec_.steps)) {
     r.step = std::max(r.step, hb.step());
   }

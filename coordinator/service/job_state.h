@@ -42,6 +42,7 @@ struct RankStatus {
   int64_t reported = 0;     // last step it sent a report for
   bool done = false, ok = false;
   int stopped_by = 0;  // the signal it stopped on after saving step `step` (checkpoint.signal)
+  bool checkpoint_io = false;  // its latest heartbeat said it was loading or saving a checkpoint
   std::string error;
 };
 

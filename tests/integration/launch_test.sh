@@ -181,4 +181,13 @@ sed -i 's/^steps: 6/steps: 8/' "$dir/again.yaml"
 LOOM_FAULT_CKPT_SLOW_MS=10000 "$loom" launch "$dir/again.yaml" --np 2 --silence-s 5 --heartbeat-ms 200 \
   > "$dir/again4.log" 2>&1 || { echo "FAIL: a slow load was taken for a stall: $(grep -i error "$dir/again4.log")"; fail=1; }
 expect "a slow load is not a stall" "$dir/again4.log" ": steps 7-8 (resumed at step 6) | train loss"
+# ... but only while the ranks say they are loading: a rank stuck in its first step of a run
+# that saves checkpoints (a collective deadline far away) is still found within the 5 s.
+sed "s#again_ck#hang1_ck#" "$dir/again.yaml" > "$dir/hang1.yaml"
+LOOM_FAULT_HANG=1:1 LOOM_COMM_TIMEOUT_MS=600000 LOOM_ABORT_GRACE_MS=1000 timeout 120 \
+  "$loom" launch "$dir/hang1.yaml" --np 2 --silence-s 5 --heartbeat-ms 200 > "$dir/hang1.log" 2>&1
+code=$?
+[[ $code -eq 1 ]] || { echo "FAIL hang in step 1: exit $code"; fail=1; }
+expect "a rank stuck in step 1 of a checkpointing run" "$dir/hang1.log" \
+  "no step completed for 5 s (none yet: starting, or loading a checkpoint)" "no checkpoint has been committed"
 exit $fail
