@@ -204,15 +204,6 @@ std::string DescribeLaggards(const JobState& job) {
   return "; furthest behind at step " + std::to_string(low) + ": rank " + who;
 }
 
-// What a rerun of the same command starts from, for messages after the workers have stopped.
-std::string NewestCheckpoint(const JobConfig& job) {
-  if (job.checkpoint.dir.empty()) return "the job saves no checkpoints";
-  const auto list = ListCheckpoints(job.checkpoint.dir);
-  if (list.empty()) return "no checkpoint has been committed";
-  return "the newest committed checkpoint is " + list.front().second +
-         " (the same command resumes from it)";
-}
-
 Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // Everything is checked before anything starts: the job as the workers will read it, the
   // manifest, the layout.
@@ -347,12 +338,19 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
                   workers ? "" : " (their launcher passes the signal on)");
       std::fflush(stdout);
     } else if (sig != 0) {
-      std::printf("\nloom launch: interrupted (%s): stopping %d workers now\n", strsignal(sig),
-                  world);
-      std::fflush(stdout);
-      stop_workers();
-      // Named once they are gone: until then they may commit (and retention delete) more.
-      std::printf("loom launch: workers stopped; %s\n", NewestCheckpoint(job).c_str());
+      if (workers) {
+        std::printf("\nloom launch: interrupted (%s): stopping %d workers now\n", strsignal(sig),
+                    world);
+        std::fflush(stdout);
+        stop_workers();
+        // Named once they are gone: until then they may commit (and retention delete) more.
+        std::printf("loom launch: workers stopped; %s\n", DescribeRestart(job).c_str());
+      } else {  // started by somebody else: they stop when they lose the coordinator
+        std::printf(
+            "\nloom launch: interrupted (%s): the %d workers started elsewhere stop when they "
+            "lose the coordinator; so far %s\n",
+            strsignal(sig), world, DescribeRestart(job).c_str());
+      }
       std::fflush(stdout);
       return Status(StatusCode::kFailedPrecondition,
                     "interrupted by signal " + std::to_string(sig));
@@ -408,7 +406,10 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
       result = DeadlineExceeded(
           "no step completed for " + std::to_string(static_cast<int>(stall_s)) + " s (" +
           (p.step > 0 ? "last complete step " + std::to_string(p.step)
-                      : std::string("none yet: starting, or loading a checkpoint")) +
+                      : std::string(job.checkpoint.dir.empty() && job.checkpoint.load.empty() &&
+                                            job.checkpoint.init_from.empty()
+                                        ? "none yet"
+                                        : "none yet: starting, or loading a checkpoint")) +
           ")" + DescribeLaggards(state));
       stop_workers();
       break;
@@ -434,7 +435,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   }
   monitor.Update(true);
   if (!result.ok()) {  // the workers are stopped: what a rerun of the same command resumes
-    result = Status(result.code(), result.message() + "\n  " + NewestCheckpoint(job));
+    result = Status(result.code(), result.message() + "\n  " + DescribeRestart(job));
   }
   const ServiceStats st = service->stats();
   if (st.rejected_token + st.rejected_malformed + st.rejected_oversized + st.rejected_protocol >

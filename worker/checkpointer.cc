@@ -73,6 +73,32 @@ bool CheckpointIoInProgress() {
   return g_checkpoint_io.load() > 0;
 }
 
+std::string DescribeRestart(const JobConfig& job) {
+  const CheckpointConfig& c = job.checkpoint;
+  if (c.dir.empty()) {
+    return c.load.empty()
+               ? "the job saves no checkpoints"
+               : "the job saves no checkpoints; the same command loads " + c.load + " again";
+  }
+  const auto list = ListCheckpoints(c.dir);
+  if (list.empty()) {
+    const std::string again = !c.resume         ? ""
+                              : !c.load.empty() ? "; the same command loads " + c.load + " again"
+                              : !c.init_from.empty() ? "; the same command starts again from the "
+                                                       "weights of " +
+                                                           c.init_from
+                                                     : "";
+    return "no checkpoint has been committed under " + c.dir + again;
+  }
+  // What Restore would do with them: resume (the run's own, or one begun from this load), or
+  // refuse them (another run's, or checkpoint.resume false).
+  Result<std::string> origin = ReadFile(JoinPath(c.dir, kLoadOriginFile));
+  const bool resumes =
+      c.resume && (c.load.empty() || (origin.ok() && *origin == LoadOrigin(c.load) + "\n"));
+  return "the newest committed checkpoint is " + list.front().second +
+         (resumes ? " (the same command resumes from it)" : "");
+}
+
 Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world_rank,
                            Communicator* world, ParamStore* store, const ParamLayout& param_layout)
     : job_(job),
@@ -548,7 +574,10 @@ Status Checkpointer::Save(int64_t step) {
                     "-byte host buffer of a save");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
+  {
+    const CheckpointIoScope io;                     // the previous save may still be writing
+    LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
+  }
   pending_meta_ = BaseMetadata(step);
   pending_step_ = step;
   last_started_ = step;
@@ -604,6 +633,7 @@ Status Checkpointer::Save(int64_t step) {
 }
 
 Status Checkpointer::BeforeUpdate() {
+  const CheckpointIoScope io;  // waiting for the state copy of a save
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(snapshot_mu_);
   const bool taken = snapshot_cv_.wait_for(lock, std::chrono::milliseconds(WriterTimeoutMs()),

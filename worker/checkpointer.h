@@ -60,8 +60,11 @@ struct CheckpointStats {
 // take before a wait on it fails (writer, commit, load votes). The launcher allows as long
 // while a rank's heartbeats say it is loading or finishing a save (CheckpointIoInProgress).
 int64_t CheckpointTimeoutMs();
-// Whether this process is loading a checkpoint or waiting for its final save now (any thread).
+// Whether this process is loading a checkpoint or waiting for a save now (any thread).
 bool CheckpointIoInProgress();
+// For messages after a job stopped: its newest committed checkpoint, and whether the same
+// command resumes from it (or what it starts from instead), as Checkpointer::Restore would.
+std::string DescribeRestart(const JobConfig& job);
 
 class Checkpointer {
  public:

@@ -176,7 +176,8 @@ else
 fi
 
 # A rank killed (-9) under loom launch: the launcher fails naming the newest committed
-# checkpoint, which exists, and the same command resumes from it (stopped there by SIGUSR1).
+# checkpoint (the newest there once it has exited), and the same command resumes from it
+# (stopped there by SIGUSR1).
 launch_bg launched_kill
 lk_pid=$lb_pid lk_mpirun=$lb_mpirun
 at_step launched_kill 30
@@ -185,7 +186,8 @@ kill -9 "$(pgrep -P "$lk_mpirun" | head -1)"
 wait "$lk_pid"
 rc=$?
 named=$(sed -n 's/^  the newest committed checkpoint is \([^ ]*\) (the same command resumes from it)$/\1/p' "$dir/launched_kill.log")
-if [[ $rc == 1 && $named == "$dir/launched_kill/step_"* && -d $named ]]; then
+newest=$(ls -d "$dir/launched_kill/step_"* | grep -E '/step_[0-9]{8}$' | sort | tail -1)
+if [[ $rc == 1 && $named == "$newest" ]]; then
   echo "run launched_kill: a rank killed: loom launch exited 1 naming $named"
 else
   echo "FAIL: launched_kill: exit $rc, named '$named': $(tail -4 "$dir/launched_kill.log")"; fail=1

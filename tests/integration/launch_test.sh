@@ -190,4 +190,16 @@ code=$?
 [[ $code -eq 1 ]] || { echo "FAIL hang in step 1: exit $code"; fail=1; }
 expect "a rank stuck in step 1 of a checkpointing run" "$dir/hang1.log" \
   "no step completed for 5 s (none yet: starting, or loading a checkpoint)" "no checkpoint has been committed"
+# The closing line says what a rerun starts from: the load again when nothing was committed
+# under dir; no "resumes from it" when the job would refuse the checkpoints there.
+sed "s#again_ck#hang2_ck#; s#every: 2}#every: 2, load: $dir/again_ck}#; s/^steps: 8/steps: 12/" "$dir/again.yaml" > "$dir/hang2.yaml"
+LOOM_FAULT_HANG=1:9 LOOM_COMM_TIMEOUT_MS=600000 LOOM_ABORT_GRACE_MS=1000 timeout 120 \
+  "$loom" launch "$dir/hang2.yaml" --np 2 --silence-s 5 --heartbeat-ms 200 > "$dir/hang2.log" 2>&1
+expect "after a failure, what the same command loads" "$dir/hang2.log" "resumed from $dir/again_ck/step_00000008" \
+  "no checkpoint has been committed under $dir/hang2_ck; the same command loads $dir/again_ck again"
+sed "s#every: 2}#every: 2, resume: false}#" "$dir/again.yaml" > "$dir/noresume.yaml"
+"$loom" launch "$dir/noresume.yaml" --np 2 > "$dir/noresume.log" 2>&1 && { echo "FAIL: resume false over checkpoints started"; fail=1; }
+expect "a refused directory is named without a resume promise" "$dir/noresume.log" \
+  "already holds checkpoints" "the newest committed checkpoint is $dir/again_ck/step_00000008"
+grep -q "the same command resumes from it" "$dir/noresume.log" && { echo "FAIL: noresume promises a resume"; fail=1; }
 exit $fail
