@@ -346,6 +346,10 @@ std::string PathName(const std::string& path) {
   return Normal(path).filename().string();
 }
 
+std::string NormalPath(const std::string& path) {
+  return Normal(path).string();
+}
+
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root) {
   std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
@@ -392,9 +396,7 @@ Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_d
     }
   }
   // Nor inside any other checkpoint (links resolved where they exist).
-  std::error_code ec;
-  fs::path path = fs::weakly_canonical(fs::absolute(Normal(out), ec), ec);
-  if (ec) path = fs::absolute(Normal(out), ec).lexically_normal();
+  const fs::path path = CanonicalPath(out);
   for (fs::path a = path;; a = a.parent_path()) {
     // A checkpoint's metadata, not any metadata.json (a dataset's, a project's).
     if (IsStepDir(a.string()) && ReadMetadata(a.string()).ok()) {
@@ -414,9 +416,13 @@ Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_d
   return Status::Ok();
 }
 
-Status CheckNotTemporary(const std::string& dir) {
+bool IsTemporaryName(const std::string& dir) {
   const std::string name = PathName(dir);
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+  return name.size() > 4 && name.ends_with(".tmp");
+}
+
+Status CheckNotTemporary(const std::string& dir) {
+  if (IsTemporaryName(dir)) {
     return FailedPrecondition("'" + dir +
                               "' is an uncommitted save or a deletion in progress (*.tmp), "
                               "never loaded; rename it to use it anyway");

@@ -63,6 +63,8 @@ bool IsStepDir(const std::string& path);
 // The last component of `path`, a trailing separator ignored ("ckpt/step_00000020/" ->
 // "step_00000020").
 std::string PathName(const std::string& path);
+// `path` lexically normalised, without a trailing separator ("ck/step_6/" -> "ck/step_6").
+std::string NormalPath(const std::string& path);
 
 // Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
 // A missing root is an empty list.
@@ -75,8 +77,9 @@ std::string ReadLatest(const std::string& root);
 // file: InvalidArgument naming `what` and the checkpoint otherwise.
 Status CheckOutsideCheckpoints(const std::string& out, const std::string& step_dir,
                                const std::string& what);
-// FailedPrecondition when `dir` is named *.tmp: an uncommitted save (or a deletion in progress),
-// which nothing loads or converts, whatever its files look like.
+// Whether `dir` is named *.tmp: an uncommitted save (or a deletion in progress), which nothing
+// loads or converts, whatever its files look like. CheckNotTemporary: FailedPrecondition then.
+bool IsTemporaryName(const std::string& dir);
 Status CheckNotTemporary(const std::string& dir);
 // A path given by the user: a step directory (has metadata.json) or a root (its newest
 // committed checkpoint). NotFound when neither.

@@ -78,8 +78,7 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
   const proto::OptimizerState& o = m.optimizer();
   std::string out;
   out += "checkpoint   " + dir + "\n";
-  const std::string name = PathName(dir);
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+  if (IsTemporaryName(dir)) {
     out += "             (*.tmp: an uncommitted save or a deletion in progress; never loaded)\n";
   }
   if (dir != path) {  // a root: what else it holds

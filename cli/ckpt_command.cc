@@ -55,7 +55,7 @@ Status VerifyOne(const std::string& dir) {
     std::printf("note: %s/%s is not part of the checkpoint (metadata.json does not list it)\n",
                 r.dir.c_str(), f.c_str());
   }
-  if (const std::string name = PathName(r.dir); name.size() > 4 && name.ends_with(".tmp")) {
+  if (IsTemporaryName(r.dir)) {
     std::printf("note: %s is named *.tmp: an uncommitted save, never loaded\n", r.dir.c_str());
   }
   return Status::Ok();

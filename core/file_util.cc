@@ -102,6 +102,15 @@ bool PathWithin(const std::string& path, const std::string& dir) {
   return true;
 }
 
+std::string CanonicalPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  return p.string();
+}
+
 Status CheckOutputFile(const std::string& path, const std::string& protect,
                        const std::string& what) {
   namespace fs = std::filesystem;

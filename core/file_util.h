@@ -23,6 +23,9 @@ Result<bool> MakeDirHere(const std::string& dir, const std::string& what);
 // Whether `path` is `dir` or lies under it, comparing absolute paths with symbolic links resolved
 // where they exist. True also when either path cannot be resolved (callers refuse then).
 bool PathWithin(const std::string& path, const std::string& dir);
+// `path` absolute and normalised, links resolved where they exist, without a trailing
+// separator ("ck/step_4/", "./ck/step_4" and the absolute path give the same string).
+std::string CanonicalPath(const std::string& path);
 // An output file a tool may replace: absent, or a regular file (or a link to one), and not inside
 // `protect` (the directory it reads). Errors name `what` (e.g. "--safetensors") and the path.
 Status CheckOutputFile(const std::string& path, const std::string& protect,

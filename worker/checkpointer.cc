@@ -38,20 +38,15 @@ constexpr int kWritten = 0, kWriting = 1, kFailed = 2;
 std::string RootOf(const std::string& source) {
   if (!IsStepDir(source)) return source;
   // "ck/step_6/" names the step directory too: its parent is ck, not ck/step_6.
-  fs::path p = fs::path(source).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  const std::string parent = p.parent_path().string();
+  const std::string parent = fs::path(NormalPath(source)).parent_path().string();
   return parent.empty() ? "." : parent;
 }
 
-// checkpoint.load as recorded in load_origin: absolute, normalised, without a trailing
-// separator, so "ck/step_4/", "./ck/step_4" and the absolute path compare equal.
-std::string LoadOrigin(const std::string& load) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(fs::absolute(load, ec), ec);
-  if (ec) p = fs::absolute(load, ec).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  return p.string();
+// Whether `dir` holds checkpoints of a run that started from checkpoint.load `load`: its
+// load_origin file names it (as CanonicalPath gives it). Restore continues those.
+bool ContinuesLoad(const std::string& dir, const std::string& load) {
+  Result<std::string> recorded = ReadFile(JoinPath(dir, kLoadOriginFile));
+  return recorded.ok() && *recorded == CanonicalPath(load) + "\n" && !ListCheckpoints(dir).empty();
 }
 
 }  // namespace
@@ -92,9 +87,7 @@ std::string DescribeRestart(const JobConfig& job) {
   }
   // What Restore would do with them: resume (the run's own, or one begun from this load), or
   // refuse them (another run's, or checkpoint.resume false).
-  Result<std::string> origin = ReadFile(JoinPath(c.dir, kLoadOriginFile));
-  const bool resumes =
-      c.resume && (c.load.empty() || (origin.ok() && *origin == LoadOrigin(c.load) + "\n"));
+  const bool resumes = c.resume && (c.load.empty() || ContinuesLoad(c.dir, c.load));
   return "the newest committed checkpoint is " + list.front().second +
          (resumes ? " (the same command resumes from it)" : "");
 }
@@ -315,12 +308,8 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
   // waiting in it.
   std::vector<int64_t> steps;
   Status listed;
-  const std::string name = PathName(source);
-  if (rank_ == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
-    // A save (or a deletion) that never finished, whatever its files look like.
-    listed = FailedPrecondition(where + ": '" + source +
-                                "' is an uncommitted save or a deletion in progress (*.tmp), "
-                                "never loaded; rename it to load it anyway");
+  if (rank_ == 0 && IsTemporaryName(source)) {
+    listed = CheckNotTemporary(source).WithContext(where);
   } else if (rank_ == 0 && IsStepDir(source)) {
     Result<proto::CheckpointMetadata> m = ReadMetadata(source);
     if (m.ok()) steps.push_back(m->step());
@@ -416,14 +405,14 @@ Result<int64_t> Checkpointer::Restore() {
     LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone
   }
   std::string source = c.load.empty() ? c.dir : c.load;
-  while (source.size() > 1 && source.back() == '/') source.pop_back();  // "ck/step_6/" as named
+  source = NormalPath(source);  // "ck/step_6/" as named
   bool explicit_load = !c.load.empty();
-  const std::string origin = explicit_load ? LoadOrigin(c.load) : std::string();
+  const std::string origin = explicit_load ? CanonicalPath(c.load) : std::string();
   if (explicit_load && c.resume && !c.dir.empty()) {
     // Restarted with the same checkpoint.load (a requeue, a preemption, the same command again):
     // checkpoint.dir holds the run that started from it, and is continued; going back to the
     // loaded checkpoint would throw that run's progress away.
-    int continued = rank_ == 0 && ContinuesLoad(origin) ? 1 : 0;
+    int continued = rank_ == 0 && ContinuesLoad(c.dir, c.load) ? 1 : 0;
     LOOM_ASSIGN_OR_RETURN(continued, AllMax(continued));
     if (continued != 0) {
       if (rank_ == 0) {
@@ -536,12 +525,6 @@ Status Checkpointer::SetAsideNewer(const std::string& root, int64_t loaded,
     LOOM_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(root, kLatestFile), StepDirName(loaded) + "\n"));
   }
   return Status::Ok();
-}
-
-bool Checkpointer::ContinuesLoad(const std::string& origin) const {
-  const std::string& dir = job_.checkpoint.dir;
-  Result<std::string> recorded = ReadFile(JoinPath(dir, kLoadOriginFile));
-  return recorded.ok() && *recorded == origin + "\n" && !ListCheckpoints(dir).empty();
 }
 
 Status Checkpointer::CopyState(size_t* next, uint64_t end) {

@@ -133,9 +133,6 @@ class Checkpointer {
   // An error if one cannot be moved (it would stay loadable).
   Status SetAsideNewer(const std::string& root, int64_t loaded,
                        const std::vector<int64_t>& refused) const;
-  // Rank 0: whether checkpoint.dir holds checkpoints of a run that started from `origin`
-  // (checkpoint.load, as LoadOrigin gives it): its load_origin file says so.
-  bool ContinuesLoad(const std::string& origin) const;
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
   void RemoveLeftovers() const;
 
