@@ -130,10 +130,10 @@ Status RunExport(const CkptOptions& o) {
     }
     LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportHuggingFaceDir(o.dir, o.hf_dir, dtype));
     std::printf(
-        "wrote %s/model.safetensors and config.json from %s: %d tensors, %.2f MiB (%s); load it "
+        "wrote %s and config.json from %s: %d tensors, %.2f MiB (%s); load it "
         "with GPT2LMHeadModel.from_pretrained\n",
-        o.hf_dir.c_str(), r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
-        DTypeName(dtype));
+        JoinPath(o.hf_dir, "model.safetensors").c_str(), r.dir.c_str(), r.tensors,
+        static_cast<double>(r.bytes) / (1 << 20), DTypeName(dtype));
     return Status::Ok();
   }
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
