@@ -147,9 +147,19 @@ Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Mpi
     LOOM_RETURN_IF_ERROR(join(GroupKind::kData, layout.dp > 1, &place.dp));
   }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, place));
-  LOOM_ASSIGN_OR_RETURN(TrainSummary summary, trainer->Run(hooks.on_step, hooks.print));
-  LOOM_RETURN_IF_ERROR(WriteOutputs(opt, *trainer, summary));
-  if (world_comm) LOOM_RETURN_IF_ERROR(world_comm->Barrier());
+  Result<TrainSummary> summary = trainer->Run(hooks.on_step, hooks.print);
+  if (summary.ok()) {
+    Status st = WriteOutputs(opt, *trainer, *summary);
+    if (st.ok() && world_comm) st = world_comm->Barrier();
+    if (!st.ok()) summary = st;
+  }
+  if (!summary.ok() && world_comm && world_comm->Abandoned()) {
+    // A timed-out operation may still be inside MPI, writing into the trainer's buffers and using
+    // the communicators when its late member arrives: keep them until the job's abort.
+    (void)trainer.release();
+    (void)world_comm.release();
+    for (auto& g : groups) (void)g.release();
+  }
   return summary;
 }
 

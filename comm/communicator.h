@@ -9,6 +9,13 @@
 // Operations on one communicator must be issued in the same order on every member (as in MPI and
 // NCCL). Buffers must stay valid and untouched until the handle completes.
 //
+// After a deadline: the operation that timed out cannot be cancelled, and it may still read and
+// write its buffers when the late member arrives. The backend then starts nothing more (later
+// operations fail at once, naming the one that timed out) and Abandoned() turns true; whoever
+// owns buffers of unfinished operations must then keep them (never free them) until the job is
+// aborted. The blocking forms keep small buffers (<= kStagedFloats) safe by themselves, so a
+// stack variable may be passed to them.
+//
 // Thread-safety: issuing calls and waiting may happen from any thread; operations are executed in
 // issue order by the backend's communication thread, so compute continues while they run.
 #pragma once
@@ -71,6 +78,12 @@ class Communicator {
   Status Send(const float* data, int64_t n, int peer, int tag = 0);
   Status Recv(float* data, int64_t n, int peer, int tag = 0);
   Status Barrier();
+
+  // True once a wait on any communicator of this process passed its deadline (see above).
+  virtual bool Abandoned() const { return false; }
+
+  // Blocking forms copy buffers of up to this many floats to the heap (left there after a timeout).
+  static constexpr int64_t kStagedFloats = 64;
 
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

@@ -37,36 +37,51 @@ std::string FormatDuration(double seconds) {
   return buf;
 }
 
-// LOOM_FAULT_HANG=RANK:STEP makes world rank RANK stop participating before step STEP (1-based):
-// the fault-injection test of "every wait has a deadline". {-1, -1} when unset or malformed.
-std::pair<int, int64_t> FaultHangPoint() {
+// LOOM_FAULT_HANG=RANK:STEP[:MS] makes world rank RANK stop participating before step STEP
+// (1-based), for good or for MS milliseconds (a rank that comes back after its peers gave up):
+// the fault-injection test of "every wait has a deadline". rank -1 when unset or malformed.
+struct FaultHang {
+  int rank = -1;
+  int64_t step = -1;
+  int64_t ms = -1;  // -1: for good
+};
+FaultHang FaultHangPoint() {
   const char* v = std::getenv("LOOM_FAULT_HANG");
   int rank = -1;
-  long long step = -1;
-  if (v == nullptr || std::sscanf(v, "%d:%lld", &rank, &step) != 2) return {-1, -1};
-  return {rank, step};
+  long long step = -1, ms = -1;
+  if (v == nullptr || std::sscanf(v, "%d:%lld:%lld", &rank, &step, &ms) < 2) return {};
+  return {rank, step, ms};
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place) {
   std::unique_ptr<Trainer> t(new Trainer(job, place));
-  LOOM_RETURN_IF_ERROR(t->Init());
-  const CheckpointConfig& c = job.checkpoint;
-  if (!c.dir.empty() || !c.load.empty() || !c.init_from.empty()) {
-    t->ckpt_ = std::make_unique<Checkpointer>(job, place.layout, place.world_rank, place.world,
-                                              t->store_.get(), t->layout_);
-    if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
-    LOOM_ASSIGN_OR_RETURN(t->start_step_, t->ckpt_->Restore());
-    // The sample stream continues where the checkpoint left it, whatever its global batch.
-    t->train_sampler_->SetOrigin(t->ckpt_->stats().resumed_step, t->ckpt_->stats().resumed_samples);
-    if (t->start_step_ > job.steps) {
-      return InvalidArgument(job.path + ": field 'steps': the checkpoint is at step " +
-                             std::to_string(t->start_step_) + ", past the job's " +
-                             std::to_string(job.steps) + " steps");
-    }
+  if (Status st = t->Setup(); !st.ok()) {
+    // A timed-out collective may still write into the trainer's buffers (Communicator::Abandoned).
+    if (place.world != nullptr && place.world->Abandoned()) (void)t.release();
+    return st;
   }
   return t;
+}
+
+Status Trainer::Setup() {
+  LOOM_RETURN_IF_ERROR(Init());
+  const CheckpointConfig& c = job_.checkpoint;
+  if (!c.dir.empty() || !c.load.empty() || !c.init_from.empty()) {
+    ckpt_ = std::make_unique<Checkpointer>(job_, place_.layout, place_.world_rank, place_.world,
+                                           store_.get(), layout_);
+    if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
+    LOOM_ASSIGN_OR_RETURN(start_step_, ckpt_->Restore());
+    // The sample stream continues where the checkpoint left it, whatever its global batch.
+    train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);
+    if (start_step_ > job_.steps) {
+      return InvalidArgument(job_.path + ": field 'steps': the checkpoint is at step " +
+                             std::to_string(start_step_) + ", past the job's " +
+                             std::to_string(job_.steps) + " steps");
+    }
+  }
+  return Status::Ok();
 }
 
 Status Trainer::Init() {
@@ -578,12 +593,17 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
   auto last = start;
   double window_seconds = 0;
   int64_t window_steps = 0;
-  const std::pair<int, int64_t> hang = FaultHangPoint();
+  const FaultHang hang = FaultHangPoint();
   for (int64_t step = start_step_; step < steps; ++step) {
-    if (hang.first == place_.world_rank && hang.second == step + 1) {
-      std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld\n",
-                   place_.world_rank, static_cast<long long>(step + 1));
-      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until the job is killed
+    if (hang.rank == place_.world_rank && hang.step == step + 1) {
+      std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld%s\n",
+                   place_.world_rank, static_cast<long long>(step + 1),
+                   hang.ms >= 0 ? (" for " + std::to_string(hang.ms) + " ms").c_str() : "");
+      if (hang.ms >= 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(hang.ms));
+      } else {
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until the job is killed
+      }
     }
     LOOM_ASSIGN_OR_RETURN(StepStats st, Step(step));
     if (!std::isfinite(st.loss)) {

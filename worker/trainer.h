@@ -105,6 +105,7 @@ class Trainer {
 
  private:
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
+  Status Setup();  // Create's work: Init, then the checkpoint restore
   Status Init();
   Result<std::string> SampleWith(Gpt& model, const std::string& prompt, int64_t tokens,
                                  double temperature, int64_t top_k, uint64_t seed);

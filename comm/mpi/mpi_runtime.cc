@@ -23,13 +23,52 @@ Status MpiError(int rc, const std::string& what) {
   return Internal(what + ": " + std::string(buf, static_cast<size_t>(len)));
 }
 
+// What the engine shares with its handles' waiters:
+// - the abandonment, set by the first wait that passes its deadline (Communicator::Abandoned):
+//   that operation may still be running inside MPI, so the engine starts nothing more and later
+//   operations fail at once, naming it;
+// - the call the communication thread is in, so that a wait that times out on an operation that
+//   never started (queued behind a call blocked on another group) names the call it waits for.
+class EngineState {
+ public:
+  void Abandon(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abandoned_.load()) return;
+    abandoned_what_ = what;
+    abandoned_.store(true);
+  }
+  bool Abandoned() const { return abandoned_.load(); }
+  std::string AbandonedWhat() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return abandoned_what_;
+  }
+
+  // `what` must stay valid until the next call (nullptr: in no call).
+  void SetCurrent(const std::string* what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = what;
+  }
+  std::string Current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_ ? *current_ : std::string();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::atomic<bool> abandoned_{false};
+  std::string abandoned_what_;            // GUARDED_BY(mu_)
+  const std::string* current_ = nullptr;  // GUARDED_BY(mu_)
+};
+
 class MpiHandle : public CommHandle {
  public:
-  MpiHandle(TraceRecord rec, std::vector<int> members, int world_rank, TraceRing* trace)
+  MpiHandle(TraceRecord rec, std::vector<int> members, int world_rank, TraceRing* trace,
+            std::shared_ptr<EngineState> engine)
       : rec_(std::move(rec)),
         members_(std::move(members)),
         world_rank_(world_rank),
-        trace_(trace) {}
+        trace_(trace),
+        engine_(std::move(engine)) {}
 
   Status Wait(Deadline deadline) override {
     const int64_t t0 = NowNs();
@@ -44,12 +83,19 @@ class MpiHandle : public CommHandle {
     }
     if (!finished) {
       const int64_t waited_ms = (NowNs() - rec_.enqueue_ns) / 1000000;
+      const std::string op = std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
+                             " on group '" + rec_.group + "' " + FormatMembers(members_);
+      engine_->Abandon(op);
+      std::string why = "a member is hung or dead";
+      if (rec_.start_ns == 0) {  // queued behind a call that has not returned
+        const std::string current = engine_->Current();
+        if (!current.empty()) why = "not started: this rank is still in " + current;
+      }
       return DeadlineExceeded(
-          std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) + " on group '" +
-          rec_.group + "' " + FormatMembers(members_) + " (" + std::to_string(rec_.bytes) +
-          " bytes" + (rec_.peer >= 0 ? ", peer " + std::to_string(members_[rec_.peer]) : "") +
+          op + " (" + std::to_string(rec_.bytes) + " bytes" +
+          (rec_.peer >= 0 ? ", peer " + std::to_string(members_[rec_.peer]) : "") +
           ") did not complete within " + std::to_string(waited_ms) + " ms (world rank " +
-          std::to_string(world_rank_) + " waiting; a member is hung or dead)");
+          std::to_string(world_rank_) + " waiting; " + why + ")");
     }
     return status_;
   }
@@ -59,7 +105,10 @@ class MpiHandle : public CommHandle {
     return done_;
   }
 
-  void MarkStarted() { rec_.start_ns = NowNs(); }
+  void MarkStarted() {
+    std::lock_guard<std::mutex> lock(mu_);  // a timed-out waiter reads start_ns
+    rec_.start_ns = NowNs();
+  }
   void Complete(Status st) {
     std::lock_guard<std::mutex> lock(mu_);
     rec_.end_ns = NowNs();
@@ -73,6 +122,7 @@ class MpiHandle : public CommHandle {
   std::vector<int> members_;
   int world_rank_;
   TraceRing* trace_;
+  std::shared_ptr<EngineState> engine_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;      // GUARDED_BY(mu_)
@@ -92,6 +142,7 @@ class MpiEngine {
     std::function<int(MPI_Request*)> start;
     std::shared_ptr<MpiHandle> handle;
     std::string what;
+    bool cancel = false;  // a receive: cancelled after an abandonment
     MPI_Request request = MPI_REQUEST_NULL;
   };
 
@@ -102,10 +153,19 @@ class MpiEngine {
       stop_ = true;
     }
     cv_.notify_one();
-    thread_.join();
+    // After an abandonment the thread may be blocked inside MPI for good (the job is aborted).
+    if (state_->Abandoned()) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
   }
 
   void Submit(Op op) {
+    if (state_->Abandoned()) {  // the thread may be blocked in the abandoned call: fail here
+      FailUnstarted(op);
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(std::move(op));
@@ -113,7 +173,35 @@ class MpiEngine {
     cv_.notify_one();
   }
 
+  const std::shared_ptr<EngineState>& state() const { return state_; }
+
  private:
+  Status NotStarted(const std::string& what) const {
+    return FailedPrecondition(what + " was not started: " + state_->AbandonedWhat() +
+                              " passed its deadline on this rank before it");
+  }
+  void FailUnstarted(Op& op) const {
+    op.handle->MarkStarted();  // start = end: no busy time in the trace
+    op.handle->Complete(NotStarted(op.what));
+  }
+
+  // After an abandonment: fail what was queued, and cancel the posted receives so that MPI writes
+  // no more into their buffers (sends only read theirs and are left; the job is aborted).
+  void Abandon(std::deque<Op>* fresh, std::vector<Op>* inflight) {
+    for (Op& op : *fresh) FailUnstarted(op);
+    fresh->clear();
+    for (Op& op : *inflight) {
+      if (op.cancel) {
+        MPI_Cancel(&op.request);
+        MPI_Request_free(&op.request);
+      }
+      op.handle->Complete(FailedPrecondition(op.what +
+                                             " was abandoned: " + state_->AbandonedWhat() +
+                                             " passed its deadline on this rank"));
+    }
+    inflight->clear();
+  }
+
   void Run() {
     std::vector<Op> inflight;
     int idle_polls = 0;
@@ -131,9 +219,23 @@ class MpiEngine {
         if (stop_) return;  // owners wait for their handles before destroying the runtime
         fresh.swap(queue_);
       }
-      for (Op& op : fresh) {
+      if (state_->Abandoned()) {
+        Abandon(&fresh, &inflight);
+        continue;
+      }
+      for (size_t k = 0; k < fresh.size(); ++k) {
+        Op& op = fresh[k];
+        if (state_->Abandoned()) {  // given up while the previous call blocked
+          std::deque<Op> rest(std::make_move_iterator(fresh.begin() + static_cast<long>(k)),
+                              std::make_move_iterator(fresh.end()));
+          fresh.resize(k);
+          Abandon(&rest, &inflight);
+          break;
+        }
         op.handle->MarkStarted();
+        state_->SetCurrent(&op.what);
         int rc = op.start(&op.request);
+        state_->SetCurrent(nullptr);
         if (rc != MPI_SUCCESS) {
           op.handle->Complete(MpiError(rc, op.what));
         } else if (op.request == MPI_REQUEST_NULL) {
@@ -165,7 +267,8 @@ class MpiEngine {
   std::condition_variable cv_;
   std::deque<Op> queue_;  // GUARDED_BY(mu_)
   bool stop_ = false;     // GUARDED_BY(mu_)
-  std::thread thread_;
+  std::shared_ptr<EngineState> state_ = std::make_shared<EngineState>();
+  std::thread thread_;  // last: started once the members above exist
 };
 
 namespace {
@@ -184,7 +287,12 @@ class MpiCommunicator : public Communicator {
     MPI_Comm_rank(comm_, &rank_);
     timeout_ = timeout;
   }
-  ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
+  // After an abandonment the abandoned call may be using this communicator: it is left to the
+  // job's abort.
+  ~MpiCommunicator() override {
+    if (!Abandoned()) MPI_Comm_free(&comm_);
+  }
+  bool Abandoned() const override { return engine_->state()->Abandoned(); }
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(members_.size()); }
@@ -257,7 +365,7 @@ class MpiCommunicator : public Communicator {
     rec.bytes = floats * static_cast<int64_t>(sizeof(float));
     rec.peer = peer;
     rec.enqueue_ns = NowNs();
-    auto h = std::make_shared<MpiHandle>(rec, members_, world_rank_, trace_);
+    auto h = std::make_shared<MpiHandle>(rec, members_, world_rank_, trace_, engine_->state());
     const std::string what = std::string(CommOpName(op)) + " #" + std::to_string(rec.seq) +
                              " on group '" + name_ + "' " + FormatMembers(members_);
     if (floats > INT_MAX) {
@@ -270,7 +378,7 @@ class MpiCommunicator : public Communicator {
                                   " is not a rank of the group"));
       return h;
     }
-    engine_->Submit({std::move(start), h, what});
+    engine_->Submit({std::move(start), h, what, /*cancel=*/op == CommOp::kRecv});
     return h;
   }
 
@@ -317,8 +425,15 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
 }
 
 MpiRuntime::~MpiRuntime() {
-  engine_.reset();  // joins the communication thread
-  MPI_Finalize();
+  // After an abandonment a call may still be inside MPI: finalizing then is erroneous (the
+  // callers abort the job instead; this is the fallback for those that do not).
+  const bool abandoned = engine_->state()->Abandoned();
+  engine_.reset();  // joins the communication thread (detaches it after an abandonment)
+  if (!abandoned) MPI_Finalize();
+}
+
+bool MpiRuntime::abandoned() const {
+  return engine_ && engine_->state()->Abandoned();
 }
 
 Result<std::unique_ptr<Communicator>> MpiRuntime::World() {

@@ -8,7 +8,9 @@
 // and polled (MPI progresses only inside MPI calls), so a send and a receive can be outstanding
 // together. Collectives are therefore serialised per process in issue order, which every rank
 // shares (SPMD), so they cannot deadlock across groups. A hung peer blocks the thread; waiters
-// still return at their deadline and the job is then aborted (MpiRuntime::Abort).
+// still return at their deadline and the job is then aborted (MpiRuntime::Abort). From that
+// deadline on, the rank starts no more MPI calls: queued and later operations fail at once,
+// posted receives are cancelled, and communicators are not freed (Communicator::Abandoned).
 //
 // Tunables: LOOM_COMM_TIMEOUT_MS (default 30000) is every communicator's default deadline.
 #pragma once
@@ -29,7 +31,8 @@ class MpiRuntime {
  public:
   // Initialises MPI; call once per process before any other MPI use.
   static Result<std::unique_ptr<MpiRuntime>> Init(int* argc, char*** argv);
-  // Stops the communication thread and finalises MPI. Outstanding operations must be complete.
+  // Stops the communication thread and finalises MPI. Outstanding operations must be complete;
+  // after an abandonment MPI is not finalised (call Abort).
   ~MpiRuntime();
 
   int world_rank() const { return world_rank_; }
@@ -46,6 +49,9 @@ class MpiRuntime {
                                                     const std::vector<int>& members);
 
   TraceRing& trace() { return trace_; }
+
+  // True once a wait passed its deadline (see Communicator::Abandoned).
+  bool abandoned() const;
 
   // Ends the job at once on every rank (MPI_Abort): used after a deadline expired, when
   // outstanding MPI operations can no longer be completed or cancelled.

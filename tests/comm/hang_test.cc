@@ -1,6 +1,13 @@
 // Fault test program: rank LOOM_TEST_HANG_RANK stops participating (sleeps instead of calling
-// the collective). Every other rank must fail within its deadline with an error that names the
-// operation, the group, its members and the sequence number, then abort the job.
+// the collective). On 4 ranks (tp groups [0, 1] [2, 3], dp groups [0, 2] [1, 3]) every rank
+// then issues dp all_reduce #3 and, behind it, tp all_reduce #0 (one float on the stack):
+// - a rank whose wait expires must say which operation, group, members and sequence number;
+// - rank 3's tp operation never starts (its communication thread is blocked in dp #3 with the
+//   hung rank): its error names that call;
+// - after a deadline the next operation fails at once without starting, naming the first
+//   operation that timed out (which may still be inside MPI);
+// then the hung rank's dp peer aborts the job.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +24,8 @@ int main(int argc, char** argv) {
   const int r = (*rt)->world_rank();
   loom::Layout l{.tp = 2, .dp = (*rt)->world_size() / 2};
   auto dp = (*rt)->CreateGroup("dp", l.GroupOf(loom::GroupKind::kData, r));
-  if (!dp.ok()) return 1;
+  auto tp = (*rt)->CreateGroup("tp", l.GroupOf(loom::GroupKind::kTensor, r));
+  if (!dp.ok() || !tp.ok()) return 1;
   std::vector<float> buf(1024, 1.f);
   for (int step = 0; step < 3; ++step) {  // three healthy collectives first: seq 0, 1, 2
     if (!(*dp)->AllReduce(buf.data(), 1024).ok()) return 1;
@@ -26,13 +34,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: stopping participation (test mode)\n", r);
     std::this_thread::sleep_for(std::chrono::hours(1));  // killed by the others' abort
   }
-  loom::Status st = (*dp)->AllReduce(buf.data(), 1024);
-  if (st.ok()) {
-    std::printf("rank %d: all_reduce #3 completed (not in the hung rank's group)\n", r);
-    std::fflush(stdout);
+  loom::HandlePtr dp3 = (*dp)->AllReduceAsync(buf.data(), 1024, loom::ReduceOp::kSum);
+  float one = 1.f;
+  loom::Status tp0 = (*tp)->AllReduce(&one, 1);
+  loom::Status st = dp3->Wait((*dp)->DefaultDeadline());
+  std::fprintf(stderr, "rank %d: dp: %s\nrank %d: tp: %s\n", r, st.ToString().c_str(), r,
+               tp0.ToString().c_str());
+  loom::Status next = (*dp)->AllReduce(buf.data(), 1024);
+  std::fprintf(stderr, "rank %d: next: %s\n", r, next.ToString().c_str());
+  std::fflush(stderr);
+  // The hung rank's dp peer reports last (two deadlines in a row): it ends the job.
+  const std::vector<int>& peers = (*dp)->members();
+  if (std::find(peers.begin(), peers.end(), hang) == peers.end()) {
     std::this_thread::sleep_for(std::chrono::hours(1));  // wait for the abort
   }
-  std::fprintf(stderr, "rank %d: %s\n", r, st.ToString().c_str());
-  std::fflush(stderr);
   (*rt)->Abort(3);
 }

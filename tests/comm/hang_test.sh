@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A rank that stops participating makes the others fail within their deadline (2 s here) with an
-# error naming the op, group, members and sequence number; the job ends instead of hanging.
+# error naming the op, group, members and sequence number (and, for an operation that never
+# started, the call it was queued behind); what follows fails at once; the job ends, no hang.
 set -uo pipefail
 bin=$1
 start=$(date +%s)
@@ -11,6 +12,11 @@ echo "$out"
 echo "exit $code after ${elapsed}s"
 [[ $code -ne 0 && $code -ne 124 ]] || { echo "FAIL: job did not fail (or hung until the 120 s guard)"; exit 1; }
 # Rank 3 shares dp group [1, 3] with the hung rank 1.
-grep -q "rank 3: DeadlineExceeded: all_reduce #3 on group 'dp' \[1, 3\] (4096 bytes) did not complete within" <<<"$out" \
+grep -q "rank 3: dp: DeadlineExceeded: all_reduce #3 on group 'dp' \[1, 3\] (4096 bytes) did not complete within [0-9]* ms (world rank 3 waiting; a member is hung or dead)" <<<"$out" \
   || { echo "FAIL: rank 3 did not name op, group, members and sequence number"; exit 1; }
+# Its tp operation was queued behind dp #3 and never started: the error names the call.
+grep -q "rank 3: tp: DeadlineExceeded: all_reduce #0 on group 'tp' \[2, 3\] (4 bytes) did not complete within [0-9]* ms (world rank 3 waiting; not started: this rank is still in all_reduce #3 on group 'dp' \[1, 3\])" <<<"$out" \
+  || { echo "FAIL: rank 3's unstarted tp operation did not name the call it was queued behind"; exit 1; }
+grep -q "rank 3: next: FailedPrecondition: all_reduce #4 on group 'dp' \[1, 3\] was not started: all_reduce #0 on group 'tp' \[2, 3\] passed its deadline on this rank before it" <<<"$out" \
+  || { echo "FAIL: rank 3's next operation did not fail unstarted, naming the timed-out one"; exit 1; }
 echo PASS
