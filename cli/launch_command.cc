@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -155,7 +156,7 @@ class Monitor {
 // Why the job failed, from what the ranks said (or did not say).
 std::string DescribeFailure(const JobState& job) {
   std::string out;
-  int silent = 0;
+  std::vector<int> silent;
   const std::vector<RankStatus> ranks = job.Ranks();
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankStatus& s = ranks[r];
@@ -167,12 +168,19 @@ std::string DescribeFailure(const JobState& job) {
                          : std::string("before its first step")) +
              ": " + s.error;
     } else if (!s.done) {
-      ++silent;
+      silent.push_back(static_cast<int>(r));
     }
   }
-  if (silent > 0) {
-    out += "\n  " + std::to_string(silent) + " rank(s) ended without reporting (killed, or " +
-           "stopped by the others' failure)";
+  if (!silent.empty()) {
+    // Named, since a hung rank is often among them (the others report its deadline).
+    constexpr size_t kNamed = 8;
+    std::string list;
+    for (size_t i = 0; i < std::min(silent.size(), kNamed); ++i) {
+      list += (i ? ", " : "") + std::to_string(silent[i]);
+    }
+    if (silent.size() > kNamed) list += " and " + std::to_string(silent.size() - kNamed) + " more";
+    out += "\n  " + std::string(silent.size() == 1 ? "rank " : "ranks ") + list +
+           " ended without reporting (hung or killed, or stopped by the others' failure)";
   }
   return out;
 }

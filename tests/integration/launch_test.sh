@@ -88,6 +88,10 @@ waited=$(grep -o "did not complete within [0-9]* ms" "$dir/hang.log" | head -1 |
 [[ -n $waited && $waited -ge 3000 && $waited -lt 6000 ]] \
   && echo "PASS the hang is reported after the 3 s deadline (${waited} ms)" \
   || { echo "FAIL hung worker: waited '${waited}' ms, expected 3000..6000"; fail=1; }
+# The ranks that never reported are named; the hung rank 1 is one of them.
+grep -Eq "ranks? ([0-9]+, )*1(, [0-9]+)*( and [0-9]+ more)? ended without reporting" "$dir/hang.log" \
+  && echo "PASS the silent ranks are named, the hung rank 1 among them" \
+  || { echo "FAIL hung worker: rank 1 not named among the silent ranks"; fail=1; }
 
 # 4. Ctrl-C.
 sed "s/^steps: .*/steps: 100000/" "$dir/fixed.yaml" > "$dir/endless.yaml"
