@@ -466,6 +466,12 @@ Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const Rank
   return w->Finish();
 }
 
+void RemoveRankFiles(const std::string& tmp_dir, int rank) {
+  ::unlink(JoinPath(tmp_dir, RankFileName(rank)).c_str());
+  ::unlink(JoinPath(tmp_dir, FragmentName(rank)).c_str());
+  ::rmdir(tmp_dir.c_str());  // fails while another rank's files are there
+}
+
 Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir, int world,
                         const ModelConfig& model, proto::CheckpointMetadata base) {
   std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(world));

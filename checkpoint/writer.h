@@ -106,6 +106,11 @@ class RankFileWriter {
 Result<uint64_t> WriteRankFiles(const std::string& tmp_dir, int rank, const RankShardPlan& plan,
                                 const PieceSource& source);
 
+// After a save that will not be committed: removes rank `rank`'s data file and index fragment from
+// `tmp_dir`, then `tmp_dir` itself if nothing else is left in it (the last rank to clean up
+// removes it). Frees the space at once (a full disk) rather than at the next run's start.
+void RemoveRankFiles(const std::string& tmp_dir, int rank);
+
 // The output root of a tool that writes one new checkpoint (loom ckpt reshard, import): made if
 // absent, locked (flock) until this is destroyed, and holding no checkpoint. `reads`: the step
 // directory the tool reads ("" none); the root must lie outside it and every checkpoint.

@@ -1,6 +1,7 @@
 // Checkpoint saving and resuming in the training loop.
 #include "worker/checkpointer.h"
 
+#include <sys/statvfs.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -123,8 +124,10 @@ Checkpointer::~Checkpointer() {
   // step_<N>.tmp directory is never loaded and is removed by the next run.
   if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // poll_value_ must outlive it
   if (stop_poll_) (void)stop_poll_->Wait(world_->DefaultDeadline());
-  (void)writer_.WaitIdle(WriterTimeoutMs());
+  const bool idle = writer_.WaitIdle(WriterTimeoutMs()).ok();
   (void)committer_.WaitIdle(WriterTimeoutMs());
+  // A save the ranks agreed failed (often a full disk): its files go now, not at the next run.
+  if (idle && !failed_tmp_.empty()) RemoveRankFiles(failed_tmp_, rank_);
 }
 
 Result<int> Checkpointer::AllMax(int v) {
@@ -179,6 +182,38 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
   r->set_seed(job_.seed);
   r->set_generator("splitmix64-counter (seed, stream, index): the seed is the whole state");
   return m;
+}
+
+void Checkpointer::WarnIfShortOfSpace(int64_t start_step) const {
+  const CheckpointConfig& c = job_.checkpoint;
+  const int64_t left = job_.steps - start_step;
+  int64_t saves = (c.every > 0 ? left / c.every : 0) + (c.final ? 1 : 0);
+  if (c.keep > 0) {  // at most keep + 1 at once, the checkpoints already there among them
+    const int64_t there = static_cast<int64_t>(ListCheckpoints(c.dir).size());
+    saves = std::min<int64_t>(saves, std::max<int64_t>(0, c.keep + 1 - there));
+  }
+  if (saves <= 0) return;
+  // About 12 bytes per parameter (fp32 weight, Adam m and v) plus the index.
+  const double per_save = 12.0 * static_cast<double>(ParamLayout::ForModel(job_.model, 1).total);
+  fs::path at = fs::absolute(c.dir);
+  std::error_code ec;
+  while (!fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path()) {
+    at = at.parent_path();  // the directory is made at the first save
+  }
+  struct statvfs sv {};
+  if (::statvfs(at.c_str(), &sv) != 0) return;
+  const double free = static_cast<double>(sv.f_bavail) * static_cast<double>(sv.f_frsize);
+  if (free >= per_save * static_cast<double>(saves)) return;
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "checkpoint.dir %s: %.1f MB free, but this run's saves need about %.1f MB "
+                "(%lld checkpoints of %.1f MB at once%s); a save that finds the disk full "
+                "fails the job",
+                c.dir.c_str(), free / 1e6, per_save * static_cast<double>(saves) / 1e6,
+                static_cast<long long>(saves), per_save / 1e6,
+                c.keep > 0 ? ": the next one is written before the oldest is deleted"
+                           : "; keep is 0, none is deleted");
+  LOOM_LOG(WARN, CKPT) << buf;
 }
 
 void Checkpointer::RemoveLeftovers() const {
@@ -645,6 +680,7 @@ Status Checkpointer::Resolve(int all) {
   const int64_t step = pending_step_;
   pending_step_ = -1;
   if (all >= kFailed) {
+    failed_tmp_ = TempStepDir(job_.checkpoint.dir, step);  // the job ends: see the destructor
     Status mine = write_error_;
     write_error_ = Status::Ok();
     if (!mine.ok()) return mine.WithContext("checkpoint step " + std::to_string(step));

@@ -95,6 +95,10 @@ class Checkpointer {
   // every optimizer update; returns at once unless the copy of the latest save is still running.
   Status BeforeUpdate();
 
+  // Warns (a log line) when checkpoint.dir's file system has less room than the saves from
+  // `start_step` on will need at once, retention and the checkpoints already there counted.
+  void WarnIfShortOfSpace(int64_t start_step) const;
+
   const CheckpointStats& stats() const { return stats_; }
 
  private:
@@ -160,6 +164,7 @@ class Checkpointer {
   std::string origin_;            // checkpoint.load this run started from ("": none)
   bool origin_recorded_ = false;  // origin_ written to checkpoint.dir's load_origin
   Status write_error_;            // this rank's failed write, until reported
+  std::string failed_tmp_;        // a save agreed failed: its files are removed on destruction
   HandlePtr poll_;                // the vote in flight (an all-reduce over the world)
   float poll_value_ = 0;          // its buffer
   HandlePtr stop_poll_;           // StopVote's vote in flight

@@ -80,6 +80,7 @@ Status Trainer::Setup() {
                              std::to_string(start_step_) + ", past the job's " +
                              std::to_string(job_.steps) + " steps");
     }
+    if (!c.dir.empty() && place_.world_rank == 0) ckpt_->WarnIfShortOfSpace(start_step_);
   }
   return Status::Ok();
 }
