@@ -41,6 +41,8 @@ Result<Layout> ResolveLayout(const JobConfig& job, int world) {
 Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummary& summary) {
   if (!opt.dump_params.empty()) {
     std::vector<float> full;
+    KeepIfAbandoned keep(trainer.placement().world);
+    keep(full);
     LOOM_RETURN_IF_ERROR(trainer.GatherFullParams(&full));  // collective
     if (trainer.is_root()) {
       const ParamLayout canonical = ParamLayout::ForModel(trainer.job().model, 1);

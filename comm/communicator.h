@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,34 @@ class Communicator {
 
  protected:
   std::chrono::milliseconds timeout_{30000};  // LOOM_COMM_TIMEOUT_MS
+};
+
+// Keeps a function's local buffers alive when an operation on them timed out: registered buffers
+// are moved, when the guard ends and communication was abandoned (Communicator::Abandoned), into
+// heap objects that are never freed, since the timed-out operation may still write into them.
+// Declare the guard after the buffers it guards, so that it ends before they do:
+//   std::vector<float> buf(n);
+//   KeepIfAbandoned keep(comm);
+//   keep(buf);
+class KeepIfAbandoned {
+ public:
+  explicit KeepIfAbandoned(const Communicator* comm) : comm_(comm) {}
+  KeepIfAbandoned(const KeepIfAbandoned&) = delete;
+  KeepIfAbandoned& operator=(const KeepIfAbandoned&) = delete;
+  ~KeepIfAbandoned() {
+    if (comm_ == nullptr || !comm_->Abandoned()) return;
+    for (auto& keep : keeps_) keep();
+  }
+  // Guards `buffer` (any movable container whose move keeps its storage: vector, map, Tensor).
+  template <class T>
+  T& operator()(T& buffer) {
+    keeps_.push_back([&buffer] { (void)new T(std::move(buffer)); });  // leaked on purpose
+    return buffer;
+  }
+
+ private:
+  const Communicator* comm_;
+  std::vector<std::function<void()>> keeps_;
 };
 
 // "[0, 2, 4, 6]"

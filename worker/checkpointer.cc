@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -122,8 +123,10 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
 Checkpointer::~Checkpointer() {
   // Finish the write in flight so no thread touches snapshot_ after it is gone; an uncommitted
   // step_<N>.tmp directory is never loaded and is removed by the next run.
-  if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // poll_value_ must outlive it
+  if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // bufs_->poll must outlive it
   if (stop_poll_) (void)stop_poll_->Wait(world_->DefaultDeadline());
+  // A vote that timed out (here or before) may still write into its buffer: keep it.
+  if (world_ != nullptr && world_->Abandoned()) (void)bufs_.release();
   const bool idle = writer_.WaitIdle(WriterTimeoutMs()).ok();
   (void)committer_.WaitIdle(WriterTimeoutMs());
   // A save the ranks agreed failed (often a full disk): its files go now, not at the next run.
@@ -135,10 +138,10 @@ Result<int> Checkpointer::AllMax(int v) {
   // The buffer is a member: after a timed-out wait the communication thread may still write it.
   // The deadline is the checkpoint's, not the communicator's: ranks reach these votes after
   // local I/O of very different lengths (deleting leftovers, loading, writing).
-  vote_ = static_cast<float>(v);
-  LOOM_RETURN_IF_ERROR(world_->AllReduceAsync(&vote_, 1, ReduceOp::kMax)
+  bufs_->vote = static_cast<float>(v);
+  LOOM_RETURN_IF_ERROR(world_->AllReduceAsync(&bufs_->vote, 1, ReduceOp::kMax)
                            ->Wait(Clock::now() + std::chrono::milliseconds(WriterTimeoutMs())));
-  return static_cast<int>(vote_);
+  return static_cast<int>(bufs_->vote);
 }
 
 proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
@@ -186,11 +189,20 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
 
 void Checkpointer::WarnIfShortOfSpace(int64_t start_step) const {
   const CheckpointConfig& c = job_.checkpoint;
-  const int64_t left = job_.steps - start_step;
-  int64_t saves = (c.every > 0 ? left / c.every : 0) + (c.final ? 1 : 0);
-  if (c.keep > 0) {  // at most keep + 1 at once, the checkpoints already there among them
+  const int64_t steps = job_.steps;
+  // The saves from here on: every `every` steps, and the final one unless it is one of them.
+  int64_t saves = c.every > 0 ? steps / c.every - start_step / c.every : 0;
+  if (c.final && steps > start_step && (c.every == 0 || steps % c.every != 0)) ++saves;
+  if (c.keep > 0) {
+    // Retention leaves `keep` (the next one is written before the oldest goes), counting those
+    // already there, plus the milestones (keep_every), never deleted.
     const int64_t there = static_cast<int64_t>(ListCheckpoints(c.dir).size());
-    saves = std::min<int64_t>(saves, std::max<int64_t>(0, c.keep + 1 - there));
+    int64_t milestones = 0;
+    if (c.keep_every > 0 && c.every > 0) {
+      const int64_t l = std::lcm(c.every, c.keep_every);
+      milestones = steps / l - start_step / l;
+    }
+    saves = std::min(saves, std::max<int64_t>(1, c.keep + 1 - there) + milestones);
   }
   if (saves <= 0) return;
   // About 12 bytes per parameter (fp32 weight, Adam m and v) plus the index.
@@ -505,28 +517,28 @@ Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps, const Status& lis
   // step / 2^24 and step % 2^24, each exact (floats hold integers exactly up to 2^24).
   constexpr size_t kMax = 4096;
   constexpr int64_t kHalf = int64_t{1} << 24;
-  agreed_.assign(2 * kMax + 1, 0.0f);
+  bufs_->agreed.assign(2 * kMax + 1, 0.0f);
   if (rank_ == 0) {
     const size_t n = std::min(kMax, steps->size());
-    agreed_[0] = listed.ok() ? static_cast<float>(n) : -1.0f;
+    bufs_->agreed[0] = listed.ok() ? static_cast<float>(n) : -1.0f;
     for (size_t i = 0; i < n; ++i) {
-      agreed_[2 * i + 1] = static_cast<float>((*steps)[i] / kHalf);
-      agreed_[2 * i + 2] = static_cast<float>((*steps)[i] % kHalf);
+      bufs_->agreed[2 * i + 1] = static_cast<float>((*steps)[i] / kHalf);
+      bufs_->agreed[2 * i + 2] = static_cast<float>((*steps)[i] % kHalf);
     }
   }
   LOOM_RETURN_IF_ERROR(
-      world_->BroadcastAsync(agreed_.data(), static_cast<int64_t>(agreed_.size()), 0)
+      world_->BroadcastAsync(bufs_->agreed.data(), static_cast<int64_t>(bufs_->agreed.size()), 0)
           ->Wait(Clock::now() + std::chrono::milliseconds(WriterTimeoutMs())));
-  if (agreed_[0] < 0) {
+  if (bufs_->agreed[0] < 0) {
     return rank_ == 0 ? listed
                       : DataLoss(
                             "world rank 0 could not read the checkpoint to load (its "
                             "error names the file)");
   }
   steps->clear();
-  for (size_t i = 0; i < static_cast<size_t>(agreed_[0]); ++i) {
-    steps->push_back(static_cast<int64_t>(agreed_[2 * i + 1]) * kHalf +
-                     static_cast<int64_t>(agreed_[2 * i + 2]));
+  for (size_t i = 0; i < static_cast<size_t>(bufs_->agreed[0]); ++i) {
+    steps->push_back(static_cast<int64_t>(bufs_->agreed[2 * i + 1]) * kHalf +
+                     static_cast<int64_t>(bufs_->agreed[2 * i + 2]));
   }
   return Status::Ok();
 }
@@ -733,7 +745,7 @@ Status Checkpointer::Complete(bool wait) {
     Status st = poll_->Wait(world_->DefaultDeadline());
     LOOM_RETURN_IF_ERROR(st);  // the handle is kept: the destructor waits for it again
     poll_.reset();
-    LOOM_RETURN_IF_ERROR(Resolve(static_cast<int>(poll_value_)));
+    LOOM_RETURN_IF_ERROR(Resolve(static_cast<int>(bufs_->poll)));
     if (pending_step_ < 0) return Status::Ok();
   }
   if (wait) {  // every rank waits for its writer, so the vote can only be written or failed
@@ -747,8 +759,8 @@ Status Checkpointer::Complete(bool wait) {
     return Resolve(all);
   }
   if (world_ == nullptr) return Resolve(LocalFlag());
-  poll_value_ = static_cast<float>(LocalFlag());
-  poll_ = world_->AllReduceAsync(&poll_value_, 1, ReduceOp::kMax);
+  bufs_->poll = static_cast<float>(LocalFlag());
+  poll_ = world_->AllReduceAsync(&bufs_->poll, 1, ReduceOp::kMax);
   return Status::Ok();
 }
 
@@ -772,11 +784,11 @@ Result<int> Checkpointer::StopVote(int signal) {
     Status st = stop_poll_->Wait(world_->DefaultDeadline());
     LOOM_RETURN_IF_ERROR(st.WithContext("stop-signal vote"));  // kept, as poll_
     stop_poll_.reset();
-    agreed = static_cast<int>(stop_value_);
+    agreed = static_cast<int>(bufs_->stop);
   }
   if (agreed == 0) {
-    stop_value_ = static_cast<float>(signal);
-    stop_poll_ = world_->AllReduceAsync(&stop_value_, 1, ReduceOp::kMax);
+    bufs_->stop = static_cast<float>(signal);
+    stop_poll_ = world_->AllReduceAsync(&bufs_->stop, 1, ReduceOp::kMax);
   }
   return agreed;
 }

@@ -166,11 +166,16 @@ class Checkpointer {
   Status write_error_;            // this rank's failed write, until reported
   std::string failed_tmp_;        // a save agreed failed: its files are removed on destruction
   HandlePtr poll_;                // the vote in flight (an all-reduce over the world)
-  float poll_value_ = 0;          // its buffer
   HandlePtr stop_poll_;           // StopVote's vote in flight
-  float stop_value_ = 0;          // its buffer
-  float vote_ = 0;                // AllMax's buffer (outlives a timed-out wait)
-  std::vector<float> agreed_;     // AgreeOnSteps' buffer
+  // The votes' buffers, on the heap: after a timed-out wait the communication thread may still
+  // write into them, so the destructor then leaves them allocated.
+  struct VoteBuffers {
+    float poll = 0;             // poll_'s
+    float stop = 0;             // stop_poll_'s
+    float vote = 0;             // AllMax's
+    std::vector<float> agreed;  // AgreeOnSteps'
+  };
+  std::unique_ptr<VoteBuffers> bufs_ = std::make_unique<VoteBuffers>();
   CheckpointStats stats_;
   BackgroundWriter committer_;  // rank 0: commits and retention
   BackgroundWriter writer_;     // last: joined first on destruction

@@ -46,6 +46,10 @@ class ShardedParamStore : public ParamStore {
         if (h) (void)h->Wait(deadline);
       }
     }
+    // A transfer that timed out (here or before) may still write into the buffers: keep them.
+    KeepIfAbandoned keep(opt_.dp);
+    for (Tensor* t : {&params_, &pshard_, &grads_, &gshard_}) keep(*t);
+    for (std::vector<Tensor>* list : {&gathered_, &gtemp_, &rs_out_}) keep(*list);
   }
 
   Status Init() {
@@ -222,6 +226,8 @@ class ShardedParamStore : public ParamStore {
       const int64_t size = layout_.buckets[b].second - layout_.buckets[b].first;
       const float* src = nullptr;
       Tensor tmp;
+      KeepIfAbandoned keep(opt_.dp);
+      keep(tmp);
       if (opt_.zero == 3) {
         LOOM_ASSIGN_OR_RETURN(tmp, Tensor::Zeros({padded_[b]}, DType::kF32, MemTag::kComm));
         LOOM_RETURN_IF_ERROR(
@@ -325,6 +331,8 @@ class ShardedParamStore : public ParamStore {
     if (!opt_.sp || !opt_.tp || opt_.tp->size() == 1) return Status::Ok();
     float* g = Grads(b);
     std::vector<float> packed;
+    KeepIfAbandoned keep(opt_.tp);
+    keep(packed);
     for (const ParamInfo& p : layout_.params) {
       if (p.bucket == b && p.shard == ShardKind::kReplicated) {
         packed.insert(packed.end(), g + p.bucket_offset, g + p.bucket_offset + p.numel());

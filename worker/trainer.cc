@@ -284,6 +284,10 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
   const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
   auto key = [&](int mb, int k) { return mb * lay.vpp + k; };
   std::map<int, std::vector<float>> act_in, grad_in, grad_out;
+  KeepIfAbandoned keep(&pp);  // receives land in act_in and grad_in, sends read grad_out
+  keep(act_in);
+  keep(grad_in);
+  keep(grad_out);
   std::map<int, HandlePtr> recvs;
   std::vector<HandlePtr> sends;
   std::map<int, std::vector<HandlePtr>> slot_sends;  // sends reading a slot's output activation
@@ -376,6 +380,8 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
           // bucket is reduced across data-parallel ranks.
           const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
           std::vector<float> dwte(static_cast<size_t>(p.numel()));
+          KeepIfAbandoned keep_dwte(&pp);
+          keep_dwte(dwte);
           LOOM_RETURN_IF_ERROR(wait(pp.RecvAsync(dwte.data(), p.numel(), lay.pp - 1, kTagDwte)));
           Axpy(store_->Grads(p.bucket) + p.bucket_offset, dwte.data(), 1.0f, p.numel());
         }
@@ -423,6 +429,8 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   const int64_t width = models_[0]->ActivationRows(d.micro_batch, local_seq()) * job_.model.hidden;
   std::vector<int32_t> bin(in.size()), btgt(tgt.size()), lin, ltgt;
   std::vector<float> buf(static_cast<size_t>(width));
+  KeepIfAbandoned keep(&pp);
+  keep(buf);
   double sum = 0;
   const int wte = layout_.IndexOf("wte");
   if (wte >= 0) {

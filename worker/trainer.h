@@ -97,6 +97,7 @@ class Trainer {
   ParamStore& store() { return *store_; }
   const ParamLayout& layout() const { return layout_; }
   const JobConfig& job() const { return job_; }
+  const Placement& placement() const { return place_; }
   bool is_root() const { return place_.world_rank == 0; }
   int64_t start_step() const { return start_step_; }
   Checkpointer* checkpointer() { return ckpt_.get(); }  // null without a checkpoint section

@@ -43,10 +43,18 @@ class EngineState {
     return abandoned_what_;
   }
 
-  // `what` must stay valid until the next call (nullptr: in no call).
-  void SetCurrent(const std::string* what) {
+  // Before the communication thread starts a call: false (and nothing recorded) once abandoned,
+  // checked under the lock Abandon takes, so no call starts after an abandonment. `what` must
+  // stay valid until Leave.
+  bool Enter(const std::string* what) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (abandoned_.load()) return false;
     current_ = what;
+    return true;
+  }
+  void Leave() {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = nullptr;
   }
   std::string Current() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -153,12 +161,9 @@ class MpiEngine {
       stop_ = true;
     }
     cv_.notify_one();
-    // After an abandonment the thread may be blocked inside MPI for good (the job is aborted).
-    if (state_->Abandoned()) {
-      thread_.detach();
-    } else {
-      thread_.join();
-    }
+    // Never reached after an abandonment: the owners leak the engine then (the thread may be
+    // blocked inside MPI for good, using the members).
+    thread_.join();
   }
 
   void Submit(Op op) {
@@ -225,7 +230,7 @@ class MpiEngine {
       }
       for (size_t k = 0; k < fresh.size(); ++k) {
         Op& op = fresh[k];
-        if (state_->Abandoned()) {  // given up while the previous call blocked
+        if (!state_->Enter(&op.what)) {  // given up while the previous call blocked
           std::deque<Op> rest(std::make_move_iterator(fresh.begin() + static_cast<long>(k)),
                               std::make_move_iterator(fresh.end()));
           fresh.resize(k);
@@ -233,9 +238,8 @@ class MpiEngine {
           break;
         }
         op.handle->MarkStarted();
-        state_->SetCurrent(&op.what);
         int rc = op.start(&op.request);
-        state_->SetCurrent(nullptr);
+        state_->Leave();
         if (rc != MPI_SUCCESS) {
           op.handle->Complete(MpiError(rc, op.what));
         } else if (op.request == MPI_REQUEST_NULL) {
@@ -290,7 +294,13 @@ class MpiCommunicator : public Communicator {
   // After an abandonment the abandoned call may be using this communicator: it is left to the
   // job's abort.
   ~MpiCommunicator() override {
-    if (!Abandoned()) MPI_Comm_free(&comm_);
+    if (Abandoned()) {
+      // Neither the communicator nor the engine (whose thread may be blocked in MPI for good)
+      // may go; the job is being aborted.
+      (void)new std::shared_ptr<MpiEngine>(std::move(engine_));
+      return;
+    }
+    MPI_Comm_free(&comm_);
   }
   bool Abandoned() const override { return engine_->state()->Abandoned(); }
 
@@ -427,9 +437,12 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
 MpiRuntime::~MpiRuntime() {
   // After an abandonment a call may still be inside MPI: finalizing then is erroneous (the
   // callers abort the job instead; this is the fallback for those that do not).
-  const bool abandoned = engine_->state()->Abandoned();
-  engine_.reset();  // joins the communication thread (detaches it after an abandonment)
-  if (!abandoned) MPI_Finalize();
+  if (abandoned()) {  // the engine's thread may be blocked in MPI for good: leave it and MPI be
+    (void)new std::shared_ptr<MpiEngine>(std::move(engine_));
+    return;
+  }
+  engine_.reset();  // joins the communication thread (null when Init failed before making it)
+  MPI_Finalize();
 }
 
 bool MpiRuntime::abandoned() const {

@@ -3,7 +3,8 @@
 #  1. world rank 1 stops participating at step 3: the others fail within their deadline (3 s) with
 #     errors naming the operation, group, members and sequence number; the job ends, no hang;
 #  2. the same rank comes back after the others' deadline: still their errors and the abort, no
-#     crash (the collective they abandoned completes late inside MPI);
+#     crash (what they abandoned completes late inside MPI), with collectives and with a
+#     pipeline; a bad LOOM_COMM_TIMEOUT_MS is refused by name;
 #  3. a layout that does not divide fails on every rank before training, naming the constraint.
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -25,19 +26,34 @@ grep -Eq "loom train: error: [a-z_]+ #[0-9]+ on group '(tp|dp|world)' \[[0-9, ]+
 n=$(grep -c "did not complete within" <<<"$out")
 [[ $n -ge 2 ]] || { echo "FAIL: only $n ranks reported the hang"; fail=1; }
 
-# A rank that comes back after the others gave up (a 5 s stall, 3 s deadline): the collective
-# they abandoned then completes inside MPI, into buffers and communicators they no longer use.
+# A rank that comes back after the others gave up (a 5 s stall, 3 s deadline): the collectives
+# they abandoned then complete inside MPI, into buffers and communicators they no longer use.
 # The job must still end with the deadline errors and the abort's exit status, not a crash.
-out=$(LOOM_FAULT_HANG=1:3:5000 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=8000 \
-      timeout 120 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" 2>&1)
+# Twice: tp2 dp2 zero2 (collectives), and pp2 dp2 zero3 (pipeline receives into the step's
+# buffers, ZeRO-3 gathers).
+late_rank() {  # late_rank LABEL PARALLEL
+  sed "s/^parallel: .*/parallel: {$2}/" "$dir/job.yaml" > "$dir/late_$1.yaml"
+  out=$(LOOM_FAULT_HANG=1:3:5000 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=8000 \
+        timeout 120 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/late_$1.yaml" 2>&1)
+  code=$?
+  echo "$out" | grep -E "fault injection|error|Segmentation|signal" | head -20
+  echo "late rank ($2): exit $code"
+  [[ $code -eq 1 ]] || { echo "FAIL: a late rank ($2) ended the job with exit $code, expected the abort's 1"; fail=1; }
+  grep -Eq "Segmentation fault|exited on signal" <<<"$out" && { echo "FAIL: a rank crashed after the deadline ($2)"; fail=1; }
+  grep -q "stops participating at step 3 for 5000 ms" <<<"$out" || { echo "FAIL: no late-rank injection"; fail=1; }
+  n=$(grep -c "did not complete within" <<<"$out")
+  [[ $n -ge 2 ]] || { echo "FAIL: only $n ranks reported the deadline with a late rank ($2)"; fail=1; }
+}
+late_rank collectives "tp: 2, dp: 2, zero: 2"
+late_rank pipeline "pp: 2, dp: 2, zero: 3"
+
+# A bad deadline setting is refused by name (the runtime, half made, must not crash).
+out=$(LOOM_COMM_TIMEOUT_MS=abc timeout 60 mpirun --oversubscribe -np 2 "$loom" train --config "$dir/job.yaml" 2>&1)
 code=$?
-echo "$out" | grep -E "fault injection|error|Segmentation|signal" | head -20
-echo "late rank: exit $code"
-[[ $code -eq 1 ]] || { echo "FAIL: a late rank ended the job with exit $code, expected the abort's 1"; fail=1; }
-grep -Eq "Segmentation fault|exited on signal" <<<"$out" && { echo "FAIL: a rank crashed after the deadline"; fail=1; }
-grep -q "stops participating at step 3 for 5000 ms" <<<"$out" || { echo "FAIL: no late-rank injection"; fail=1; }
-n=$(grep -c "did not complete within" <<<"$out")
-[[ $n -ge 2 ]] || { echo "FAIL: only $n ranks reported the deadline with a late rank"; fail=1; }
+grep -q "LOOM_COMM_TIMEOUT_MS: expected a number of ms from 1 to" <<<"$out" && [[ $code -ne 0 ]] \
+  && ! grep -Eq "Segmentation fault|exited on signal" <<<"$out" \
+  && echo "bad LOOM_COMM_TIMEOUT_MS: refused (exit $code)" \
+  || { echo "FAIL: a bad LOOM_COMM_TIMEOUT_MS was not refused cleanly (exit $code): $out"; fail=1; }
 
 sed "s/^parallel: .*/parallel: {tp: 3}/" "$dir/job.yaml" > "$dir/bad.yaml"
 out=$(timeout 60 mpirun --oversubscribe -np 3 "$loom" train --config "$dir/bad.yaml" 2>&1)
