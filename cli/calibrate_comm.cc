@@ -68,6 +68,9 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
   const double layer_bytes = job != nullptr ? 4 * LayerParams(job->model) : 4 << 20;
   const int64_t n = static_cast<int64_t>(layer_bytes / 4) / g * g;
   std::vector<float> buf(static_cast<size_t>(n), 1.0f), out(static_cast<size_t>(n));
+  KeepIfAbandoned keep(&comm);  // a late peer may still write them after a timeout
+  keep(buf);
+  keep(out);
   HandlePtr recv;  // send/recv: the receive of the exchange
   auto wait = [&](const HandlePtr& hd) -> Status {
     LOOM_RETURN_IF_ERROR(hd->Wait(comm.DefaultDeadline()));
@@ -127,6 +130,9 @@ Status MeasureComm(MpiRuntime& mpi, int64_t max_bytes, const PlanJob* job, Calib
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t n = bytes / 4 / g * g;
       std::vector<float> buf(static_cast<size_t>(n), 1.0f), out(static_cast<size_t>(n));
+      KeepIfAbandoned keep(comm.get());  // a late peer may still write them after a timeout
+      keep(buf);
+      keep(out);
       struct Op {
         const char* name;
         std::function<Status()> run;

@@ -123,8 +123,9 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
 Checkpointer::~Checkpointer() {
   // Finish the write in flight so no thread touches snapshot_ after it is gone; an uncommitted
   // step_<N>.tmp directory is never loaded and is removed by the next run.
-  if (poll_) (void)poll_->Wait(world_->DefaultDeadline());  // bufs_->poll must outlive it
-  if (stop_poll_) (void)stop_poll_->Wait(world_->DefaultDeadline());
+  // (Not after an abandonment: then they may never complete, and bufs_ is kept below.)
+  if (poll_ && !world_->Abandoned()) (void)poll_->Wait(world_->DefaultDeadline());
+  if (stop_poll_ && !world_->Abandoned()) (void)stop_poll_->Wait(world_->DefaultDeadline());
   // A vote that timed out (here or before) may still write into its buffer: keep it.
   if (world_ != nullptr && world_->Abandoned()) (void)bufs_.release();
   const bool idle = writer_.WaitIdle(WriterTimeoutMs()).ok();

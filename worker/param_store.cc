@@ -43,7 +43,7 @@ class ShardedParamStore : public ParamStore {
     const Deadline deadline = opt_.dp->DefaultDeadline();
     for (auto* list : {&pending_, &gather_pending_}) {
       for (HandlePtr& h : *list) {
-        if (h) (void)h->Wait(deadline);
+        if (h && !opt_.dp->Abandoned()) (void)h->Wait(deadline);  // abandoned: kept below
       }
     }
     // A transfer that timed out (here or before) may still write into the buffers: keep them.

@@ -292,6 +292,26 @@ Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* target
   std::vector<HandlePtr> sends;
   std::map<int, std::vector<HandlePtr>> slot_sends;  // sends reading a slot's output activation
   auto wait = [&](const HandlePtr& h) { return h->Wait(pp.DefaultDeadline()); };
+  // On an early return (an error) receives posted ahead and sends may still be running: wait
+  // for them (one deadline for all) before their buffers go. A timeout there abandons the
+  // communication, and `keep` then keeps the buffers instead.
+  struct Drain {
+    Communicator& comm;
+    std::map<int, HandlePtr>& recvs;
+    std::vector<HandlePtr>& sends;
+    std::map<int, std::vector<HandlePtr>>& slot_sends;
+    ~Drain() {
+      const Deadline deadline = comm.DefaultDeadline();
+      auto finish = [&](const HandlePtr& h) {
+        if (!comm.Abandoned()) (void)h->Wait(deadline);  // abandoned: `keep` keeps the buffers
+      };
+      for (auto& [id, h] : recvs) finish(h);
+      for (HandlePtr& h : sends) finish(h);
+      for (auto& [slot, list] : slot_sends) {
+        for (HandlePtr& h : list) finish(h);
+      }
+    }
+  } drain{pp, recvs, sends, slot_sends};
 
   // Tied embeddings: the first stage owns wte and sends it to the last stage for its LM head.
   const int wte = layout_.IndexOf("wte");
@@ -479,6 +499,8 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
   }
   // Any other layout: gather the weights and sample with a one-process model on world rank 0.
   std::vector<float> full;
+  KeepIfAbandoned keep(place_.world);
+  keep(full);
   LOOM_RETURN_IF_ERROR(GatherFullParams(&full));  // collective
   if (place_.world_rank != 0) return std::string();
   const ParamLayout layout = ParamLayout::ForModel(job_.model, 1);

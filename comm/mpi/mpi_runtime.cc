@@ -4,7 +4,9 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdlib>
@@ -68,6 +70,9 @@ class EngineState {
   const std::string* current_ = nullptr;  // GUARDED_BY(mu_)
 };
 
+// How often a waiter checks whether its unstarted operation was abandoned (MpiHandle::Wait).
+constexpr std::chrono::milliseconds kAbandonPoll{100};
+
 class MpiHandle : public CommHandle {
  public:
   MpiHandle(TraceRecord rec, std::vector<int> members, int world_rank, TraceRing* trace,
@@ -81,13 +86,35 @@ class MpiHandle : public CommHandle {
   Status Wait(Deadline deadline) override {
     const int64_t t0 = NowNs();
     std::unique_lock<std::mutex> lock(mu_);
-    const bool finished = cv_.wait_until(lock, deadline, [&] { return done_; });
+    // After an abandonment an operation that has not started never will, and the engine may be
+    // blocked in the abandoned call, unable to fail it: its waiter looks every kAbandonPoll
+    // rather than wait out its deadline.
+    bool finished = false, never_started = false;
+    for (;;) {
+      const Deadline slice = std::min(deadline, Clock::now() + kAbandonPoll);
+      finished = cv_.wait_until(lock, slice, [&] { return done_; });
+      if (finished || Clock::now() >= deadline) break;
+      if (rec_.start_ns == 0 && engine_->Abandoned()) {
+        never_started = true;
+        break;
+      }
+    }
     if (!recorded_) {
       recorded_ = true;
       TraceRecord r = rec_;
       r.wait_ns = NowNs() - t0;
-      if (!finished) r.end_ns = 0;  // never finished: what the hang detector looks for
+      if (never_started) {
+        r.start_ns = r.end_ns = NowNs();  // not a hang: no time in flight
+      } else if (!finished) {
+        r.end_ns = 0;  // never finished: what the hang detector looks for
+      }
       trace_->Add(r);
+    }
+    if (never_started) {
+      return FailedPrecondition(std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
+                                " on group '" + rec_.group + "' " + FormatMembers(members_) +
+                                " was not started: " + engine_->AbandonedWhat() +
+                                " passed its deadline on this rank before it");
     }
     if (!finished) {
       const int64_t waited_ms = (NowNs() - rec_.enqueue_ns) / 1000000;

@@ -1,9 +1,10 @@
 // Fault test program: rank LOOM_TEST_HANG_RANK stops participating (sleeps instead of calling
 // the collective). On 4 ranks (tp groups [0, 1] [2, 3], dp groups [0, 2] [1, 3]) every rank
-// then issues dp all_reduce #3 and, behind it, tp all_reduce #0 (one float on the stack):
+// then issues dp all_reduce #3 and, behind it, tp all_reduce #0 and #1:
 // - a rank whose wait expires must say which operation, group, members and sequence number;
-// - rank 3's tp operation never starts (its communication thread is blocked in dp #3 with the
-//   hung rank): its error names that call;
+// - rank 3's tp operations never start (its communication thread is blocked in dp #3 with the
+//   hung rank): the error of #0, which times out first, names that call; the wait for #1,
+//   queued before that deadline, fails at once without starting;
 // - after a deadline the next operation fails at once without starting, naming the first
 //   operation that timed out (which may still be inside MPI);
 // then the hung rank's dp peer aborts the job.
@@ -35,11 +36,17 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::hours(1));  // killed by the others' abort
   }
   loom::HandlePtr dp3 = (*dp)->AllReduceAsync(buf.data(), 1024, loom::ReduceOp::kSum);
-  float one = 1.f;
-  loom::Status tp0 = (*tp)->AllReduce(&one, 1);
+  // Both queued behind dp #3 before any deadline passed.
+  std::vector<float> small(2, 1.f);
+  loom::HandlePtr tp0h = (*tp)->AllReduceAsync(small.data(), 1, loom::ReduceOp::kSum);
+  loom::HandlePtr tp1 = (*tp)->AllReduceAsync(small.data() + 1, 1, loom::ReduceOp::kSum);
+  loom::Status tp0 = tp0h->Wait((*tp)->DefaultDeadline());
   loom::Status st = dp3->Wait((*dp)->DefaultDeadline());
-  std::fprintf(stderr, "rank %d: dp: %s\nrank %d: tp: %s\n", r, st.ToString().c_str(), r,
-               tp0.ToString().c_str());
+  // Never started, and the thread that would start it is blocked in dp #3: its waiter must
+  // learn that at once, not at its own deadline.
+  loom::Status st1 = tp1->Wait((*tp)->DefaultDeadline());
+  std::fprintf(stderr, "rank %d: dp: %s\nrank %d: tp: %s\nrank %d: tp1: %s\n", r,
+               st.ToString().c_str(), r, tp0.ToString().c_str(), r, st1.ToString().c_str());
   loom::Status next = (*dp)->AllReduce(buf.data(), 1024);
   std::fprintf(stderr, "rank %d: next: %s\n", r, next.ToString().c_str());
   std::fflush(stderr);

@@ -17,6 +17,8 @@ grep -q "rank 3: dp: DeadlineExceeded: all_reduce #3 on group 'dp' \[1, 3\] (409
 # Its tp operation was queued behind dp #3 and never started: the error names the call.
 grep -q "rank 3: tp: DeadlineExceeded: all_reduce #0 on group 'tp' \[2, 3\] (4 bytes) did not complete within [0-9]* ms (world rank 3 waiting; not started: this rank is still in all_reduce #3 on group 'dp' \[1, 3\])" <<<"$out" \
   || { echo "FAIL: rank 3's unstarted tp operation did not name the call it was queued behind"; exit 1; }
+grep -q "rank 3: tp1: FailedPrecondition: all_reduce #1 on group 'tp' \[2, 3\] was not started: all_reduce #0 on group 'tp' \[2, 3\] passed its deadline on this rank before it" <<<"$out" \
+  || { echo "FAIL: rank 3's queued tp operation did not fail unstarted once another timed out"; exit 1; }
 grep -q "rank 3: next: FailedPrecondition: all_reduce #4 on group 'dp' \[1, 3\] was not started: all_reduce #0 on group 'tp' \[2, 3\] passed its deadline on this rank before it" <<<"$out" \
   || { echo "FAIL: rank 3's next operation did not fail unstarted, naming the timed-out one"; exit 1; }
 echo PASS
