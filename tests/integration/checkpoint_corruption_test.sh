@@ -12,14 +12,7 @@ sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/parallel: {tp: 2, dp: 2,
   "$job" > "$dir/job.yaml"
 fail=0
 mpi() { timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" "$@"; }
-expect() {  # expect LABEL FILE PATTERN...: every pattern occurs in FILE
-  local label=$1 file=$2
-  shift 2
-  for p in "$@"; do
-    grep -qF -- "$p" "$file" || { echo "FAIL $label: '$p' not in the output:"; tail -5 "$file"; fail=1; return; }
-  done
-  echo "PASS $label"
-}
+. "$(dirname "$0")/expect.sh"
 mpi --checkpoint-dir "$dir/reference" --dump-losses "$dir/reference.txt" > "$dir/reference.log" 2>&1 \
   || { tail "$dir/reference.log"; echo "FAIL: reference run"; exit 1; }
 mpi --checkpoint-dir "$dir/base" --steps 6 > "$dir/base.log" 2>&1 || { echo "FAIL: base run"; exit 1; }

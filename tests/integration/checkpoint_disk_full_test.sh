@@ -16,14 +16,7 @@ umount "$mnt" 2>/dev/null
 rm -rf "$dir" && mkdir -p "$mnt"
 jobdir=$(cd "$(dirname "$job")" && pwd)
 fail=0
-expect() {  # expect LABEL FILE PATTERN...: every pattern occurs in FILE
-  local label=$1 file=$2
-  shift 2
-  for p in "$@"; do
-    grep -qF -- "$p" "$file" || { echo "FAIL $label: '$p' not in the output:"; tail -5 "$file"; fail=1; return; }
-  done
-  echo "PASS $label"
-}
+. "$(dirname "$0")/expect.sh"
 # job NAME CKPT_DIR: the job saving under CKPT_DIR
 job() {
   sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s#^steps: .*#parallel: {dp: 2, zero: 1}\ncheckpoint: {every: 5, keep: 2, dir: $2}\nsteps: 20#" \

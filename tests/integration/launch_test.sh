@@ -17,14 +17,7 @@ rm -rf "$dir" && mkdir -p "$dir"
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#" "$job" > "$dir/job.yaml"
 fail=0
-expect() {  # expect LABEL FILE PATTERN...
-  local label=$1 file=$2
-  shift 2
-  for p in "$@"; do
-    grep -qF -- "$p" "$file" || { echo "FAIL $label: '$p' not in the output:"; tail -8 "$file"; fail=1; return; }
-  done
-  echo "PASS $label"
-}
+. "$(dirname "$0")/expect.sh"
 wait_for() {  # wait_for FILE PATTERN: up to 60 s
   for _ in $(seq 600); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
   return 1
