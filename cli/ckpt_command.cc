@@ -6,6 +6,7 @@
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
 //   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16]   model.safetensors + config.json
 //   loom ckpt import FILE.safetensors OUT [--heads N]
+//   loom ckpt diff A B [--rtol R] [--atol T] [--all]   tensor by tensor, any two layouts
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
 
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "checkpoint/diff.h"
 #include "checkpoint/export.h"
 #include "checkpoint/format.h"
 #include "checkpoint/import.h"
@@ -31,6 +33,7 @@ struct CkptOptions {
   std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32";
   int64_t heads = 0;
   bool all = false;
+  double rtol = 0, atol = 0;
 };
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -157,6 +160,54 @@ Status RunImport(const CkptOptions& o) {
   return Status::Ok();
 }
 
+// Two checkpoints, tensor by tensor: the differing tensor states (every one with --all) and a
+// verdict. *same: no element differs (bit for bit), or, with a tolerance, none beyond it.
+Status RunDiff(const CkptOptions& o, bool* same) {
+  InstallInterruptHandlers();
+  LOOM_ASSIGN_OR_RETURN(DiffReport r, DiffCheckpoints(o.dir, o.out, o.rtol, o.atol));
+  std::printf("A: %s\nB: %s\n", r.a.c_str(), r.b.c_str());
+  for (const std::string& n : r.notes) std::printf("metadata differs: %s\n", n.c_str());
+  const bool tol = o.rtol > 0 || o.atol > 0;
+  int differing_states = 0;
+  bool header = false;
+  const StateDiff* worst = nullptr;
+  for (const StateDiff& d : r.states) {
+    if (d.differing > 0) ++differing_states;
+    if (d.differing > 0 && (worst == nullptr || d.max_abs > worst->max_abs)) worst = &d;
+    if (d.differing == 0 && !o.all) continue;
+    if (!header) {
+      std::printf("%-28s %-10s %12s %12s %12s %10s%s\n", "tensor", "state", "elements", "differing",
+                  "max |a-b|", "max rel", tol ? "  beyond tolerance" : "");
+      header = true;
+    }
+    std::printf("%-28s %-10s %12lld %12lld %12.4g %10.3g", d.tensor.c_str(), StateName(d.state),
+                static_cast<long long>(d.elements), static_cast<long long>(d.differing), d.max_abs,
+                d.max_rel);
+    if (tol) std::printf("  %lld", static_cast<long long>(d.beyond_tol));
+    std::printf("\n");
+  }
+  const int tensors = static_cast<int>(r.states.size()) / kNumStates;
+  if (worst == nullptr) {
+    std::printf("identical: all %d tensors x %d states, %lld elements, bit for bit\n", tensors,
+                kNumStates, static_cast<long long>(r.elements));
+    *same = true;
+  } else {
+    std::printf(
+        "differ: %d of %d tensor states, %lld of %lld elements; largest |a-b| %.4g in %s %s "
+        "at element %lld\n",
+        differing_states, static_cast<int>(r.states.size()), static_cast<long long>(r.differing),
+        static_cast<long long>(r.elements), worst->max_abs, worst->tensor.c_str(),
+        StateName(worst->state), static_cast<long long>(worst->worst));
+    *same = tol && r.beyond_tol == 0;
+    if (tol) {
+      const std::string verdict =
+          *same ? "every element" : std::to_string(r.beyond_tol) + " elements beyond it";
+      std::printf("within rtol %g, atol %g: %s\n", o.rtol, o.atol, verdict.c_str());
+    }
+  }
+  return Status::Ok();
+}
+
 // The exit code: 0, 1 on an error, 128 + the signal when interrupted (the shell's convention).
 int Finish(const std::string& command, const Status& st) {
   if (st.ok()) return 0;
@@ -206,6 +257,33 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
   exp->add_option("--dtype", o->dtype,
                   "f32: the fp32 master weights, exact (default); bf16 or f16: rounded to "
                   "nearest-even, half the size");
+  CLI::App* diff = cmd->add_subcommand(
+      "diff",
+      "Compare two checkpoints tensor by tensor, whatever their layouts (exit 0: the same, 1: "
+      "they differ, 2: an error)");
+  diff->add_option("a", o->dir, "A step directory or a checkpoint root (its newest)")
+      ->required()
+      ->check(NonEmptyPath());
+  diff->add_option("b", o->out, "The other one")->required()->check(NonEmptyPath());
+  diff->add_option("--rtol", o->rtol,
+                   "Relative tolerance: the same when |a-b| <= atol + rtol*|b| everywhere "
+                   "(default: bit for bit)")
+      ->check(NonNegativeNumber());
+  diff->add_option("--atol", o->atol, "Absolute tolerance (see --rtol)")
+      ->check(NonNegativeNumber());
+  diff->add_flag("--all", o->all, "List every tensor state, not only those that differ");
+  diff->callback([o, exit_code] {
+    ConfigureThreads(1);
+    bool same = false;
+    const Status st = RunDiff(*o, &same);
+    if (!st.ok()) {
+      // 2, as diff(1) and cmp(1) report trouble (1 means the checkpoints differ).
+      const int code = Finish("ckpt diff", st);
+      *exit_code = code == 1 ? 2 : code;
+      return;
+    }
+    *exit_code = same ? 0 : 1;
+  });
   CLI::App* imp = cmd->add_subcommand(
       "import", "Make a checkpoint from GPT-2 weights in a safetensors file (to fine-tune from)");
   imp->add_option("file", o->dir,

@@ -24,6 +24,21 @@ inline CLI::Validator PositiveInteger() {
       "POSITIVE");
 }
 
+// A finite number >= 0 (a tolerance).
+inline CLI::Validator NonNegativeNumber() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || errno == ERANGE || !(v >= 0) || v > 1e300) {
+          return "expected a number >= 0, got '" + s + "'";
+        }
+        return std::string();
+      },
+      "NUMBER");
+}
+
 // A path (for options where an empty value would otherwise read as "not given").
 inline CLI::Validator NonEmptyPath() {
   return CLI::Validator(

@@ -29,6 +29,11 @@ corrupt_and_resume() {
     expect "$name: verify names the problem" "$ck.verify.log" "$why"
   fi
   "$loom" ckpt verify "$ck/step_00000004" > /dev/null || { echo "FAIL $name: step 4 broken"; fail=1; }
+  # loom ckpt diff reads through the same checks: an error (exit 2) naming the problem.
+  "$loom" ckpt diff "$dir/base/step_00000006" "$ck/step_00000006" > "$ck.diff.log" 2>&1
+  local code=$?
+  [[ $code -eq 2 ]] || { echo "FAIL $name: loom ckpt diff exited $code, expected 2"; fail=1; }
+  expect "$name: loom ckpt diff names the problem" "$ck.diff.log" "loom ckpt diff: error: " "$why"
   if ! mpi --checkpoint-dir "$ck" --dump-losses "$ck.losses" > "$ck.log" 2>&1; then
     tail "$ck.log"; echo "FAIL $name: training did not fall back"; fail=1; return
   fi

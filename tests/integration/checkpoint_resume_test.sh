@@ -8,6 +8,7 @@
 #   * another global batch (16 instead of 8): the sample stream continues after the checkpoint's
 #     consumed samples, and the next checkpoint records them;
 #   * the same command with --load run again continues the run it started, not the loaded step.
+#   * `loom ckpt diff` of two of its steps reports them different, naming what differs.
 # Every resumed run must say it resumed from step 10 and report steps 11-20 only.
 # Usage: checkpoint_resume_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
@@ -183,4 +184,38 @@ fi
 
 /usr/bin/python3 "$here/compare_runs.py" "$dir/full1.txt" "$dir/full1.st" "$dir/full8.txt" \
   "$dir/resume8.st" --label "8-rank resumed run vs one uninterrupted process" || fail=1
+
+# loom ckpt diff of two steps of one run: they differ (exit 1) in every tensor state, and the
+# metadata's step, optimizer step count and data position are named; a tolerance wider than
+# the change accepts them (exit 0), a narrow one does not (exit 1); a missing checkpoint is an
+# error (exit 2).
+"$loom" ckpt diff "$dir/ck1/step_00000015" "$dir/ck1" > "$dir/diff.log" 2>&1
+code=$?
+[[ $code -eq 1 ]] && grep -q "^differ: 300 of 300 tensor states, " "$dir/diff.log" \
+  && grep -q "^metadata differs: step: 15 vs 20$" "$dir/diff.log" \
+  && grep -q "^metadata differs: optimizer step count: 15 vs 20$" "$dir/diff.log" \
+  && grep -q "^metadata differs: consumed samples: 120 vs 160$" "$dir/diff.log" \
+  && grep -Eq "^wte +param +8224 +[0-9]+ " "$dir/diff.log" \
+  && echo "PASS loom ckpt diff: steps 15 and 20 differ, named" \
+  || { echo "FAIL loom ckpt diff 15 20 (exit $code):"; tail -5 "$dir/diff.log"; fail=1; }
+"$loom" ckpt diff "$dir/ck1/step_00000015" "$dir/ck1" --atol 1 > "$dir/diff_tol.log" 2>&1
+code=$?
+[[ $code -eq 0 ]] && grep -q "^within rtol 0, atol 1: every element$" "$dir/diff_tol.log" \
+  && echo "PASS loom ckpt diff --atol 1 accepts them" \
+  || { echo "FAIL loom ckpt diff --atol 1 (exit $code): $(tail -2 "$dir/diff_tol.log")"; fail=1; }
+"$loom" ckpt diff "$dir/ck1/step_00000015" "$dir/ck1" --atol 1e-6 > "$dir/diff_tol.log" 2>&1
+code=$?
+[[ $code -eq 1 ]] && grep -Eq "^within rtol 0, atol 1e-06: [0-9]+ elements beyond it$" "$dir/diff_tol.log" \
+  && echo "PASS loom ckpt diff --atol 1e-6 does not" \
+  || { echo "FAIL loom ckpt diff --atol 1e-6 (exit $code): $(tail -2 "$dir/diff_tol.log")"; fail=1; }
+"$loom" ckpt diff "$dir/ck1" "$dir/no_such_ck" > "$dir/diff_err.log" 2>&1
+code=$?
+[[ $code -eq 2 ]] && grep -q "loom ckpt diff: error: $dir/no_such_ck" "$dir/diff_err.log" \
+  && echo "PASS loom ckpt diff: a missing checkpoint is an error (exit 2)" \
+  || { echo "FAIL loom ckpt diff missing (exit $code): $(cat "$dir/diff_err.log")"; fail=1; }
+"$loom" ckpt diff "$dir/ck1" "$dir/ck1" --rtol -1 > "$dir/diff_err.log" 2>&1
+code=$?
+[[ $code -eq 2 ]] && grep -q -- "--rtol: expected a number >= 0, got '-1'" "$dir/diff_err.log" \
+  && echo "PASS loom ckpt diff: a negative tolerance is refused by name" \
+  || { echo "FAIL loom ckpt diff --rtol -1 (exit $code): $(cat "$dir/diff_err.log")"; fail=1; }
 exit $fail

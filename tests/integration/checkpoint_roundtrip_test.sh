@@ -8,7 +8,8 @@
 #     the original (both consolidated with `loom ckpt reshard --to tp=1`), and the final
 #     checkpoint in layout A is byte-identical to the first one, file for file;
 #   * `loom ckpt reshard` of each link's input gives the same bytes as loading with the link's
-#     layout and saving.
+#     layout and saving;
+#   * `loom ckpt diff` finds A and C (two layouts of one state) identical.
 # Usage: checkpoint_roundtrip_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -63,4 +64,13 @@ same_files "$dir/A.consolidated/step_00000004" "$dir/A2.consolidated/step_000000
   "consolidated weights, exp_avg and exp_avg_sq after the chain"
 # The consolidated file holds non-trivial moments (4 updates were applied).
 grep -q '"step_count": "4"' "$dir/A2/step_00000004/metadata.json" || { echo "FAIL: step count"; fail=1; }
+# loom ckpt diff reads both layouts' tensors whole: the state saved as A and as C is identical,
+# and only the saved layout differs in the metadata.
+out=$("$loom" ckpt diff "$dir/A" "$dir/C" 2>&1)
+code=$?
+[[ $code -eq 0 ]] && grep -q "^identical: all 100 tensors x 3 states, [0-9]* elements, bit for bit$" <<<"$out" \
+  && grep -q "^metadata differs: saved layout: tp2 cp1 pp2 vpp1 dp2 zero1 vs tp4 cp1 pp1 vpp1 dp2 zero2$" <<<"$out" \
+  && [[ $(grep -c "^metadata differs" <<<"$out") -eq 1 ]] \
+  && echo "PASS loom ckpt diff: A and C identical across layouts" \
+  || { echo "FAIL loom ckpt diff A C (exit $code): $out"; fail=1; }
 exit $fail
