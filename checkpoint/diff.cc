@@ -1,10 +1,14 @@
 // Comparing two checkpoints tensor by tensor (checkpoint/diff.h).
 #include "checkpoint/diff.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "checkpoint/format.h"
@@ -15,67 +19,125 @@
 namespace loom {
 namespace {
 
-std::string LayoutText(const proto::LayoutSpec& l) {
-  return "tp" + std::to_string(l.tp()) + " cp" + std::to_string(l.cp()) + " pp" +
-         std::to_string(l.pp()) + " vpp" + std::to_string(l.vpp()) + " dp" +
-         std::to_string(l.dp()) + " zero" + std::to_string(l.zero()) + (l.sp() ? " sp" : "");
+// A scalar field's value as text (repeated and message fields are not in these messages).
+std::string FieldText(const google::protobuf::Message& m,
+                      const google::protobuf::FieldDescriptor* f) {
+  using FD = google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  char buf[40];
+  switch (f->cpp_type()) {
+    case FD::CPPTYPE_INT32:
+      return std::to_string(r->GetInt32(m, f));
+    case FD::CPPTYPE_INT64:
+      return std::to_string(r->GetInt64(m, f));
+    case FD::CPPTYPE_UINT32:
+      return std::to_string(r->GetUInt32(m, f));
+    case FD::CPPTYPE_UINT64:
+      return std::to_string(r->GetUInt64(m, f));
+    case FD::CPPTYPE_BOOL:
+      return r->GetBool(m, f) ? "true" : "false";
+    case FD::CPPTYPE_STRING:
+      return "'" + r->GetString(m, f) + "'";
+    case FD::CPPTYPE_DOUBLE:
+      std::snprintf(buf, sizeof(buf), "%.9g", r->GetDouble(m, f));
+      return buf;
+    case FD::CPPTYPE_FLOAT:
+      std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(r->GetFloat(m, f)));
+      return buf;
+    default:
+      return "(" + std::string(f->type_name()) + ")";
+  }
 }
 
-// What a resume takes from the metadata besides the tensors, where the two differ.
-std::vector<std::string> MetadataNotes(const proto::CheckpointMetadata& a,
-                                       const proto::CheckpointMetadata& b) {
-  std::vector<std::string> notes;
-  auto note = [&](const std::string& what, const std::string& x, const std::string& y) {
-    if (x != y) notes.push_back(what + ": " + x + " vs " + y);
-  };
-  auto num = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.9g", v);
-    return std::string(buf);
-  };
-  note("step", std::to_string(a.step()), std::to_string(b.step()));
-  note("saved layout", LayoutText(a.saved_layout()), LayoutText(b.saved_layout()));
-  const proto::OptimizerState &oa = a.optimizer(), &ob = b.optimizer();
-  note("optimizer step count", std::to_string(oa.step_count()), std::to_string(ob.step_count()));
-  note("optimizer lr", num(oa.lr()), num(ob.lr()));
-  note("optimizer betas", num(oa.beta1()) + ", " + num(oa.beta2()),
-       num(ob.beta1()) + ", " + num(ob.beta2()));
-  note("optimizer weight_decay", num(oa.weight_decay()), num(ob.weight_decay()));
-  note("consumed samples", std::to_string(a.data().consumed_samples()),
-       std::to_string(b.data().consumed_samples()));
-  note("data seed", std::to_string(a.data().seed()), std::to_string(b.data().seed()));
-  return notes;
+// Every scalar field of `a` and `b` (one message type) that differs, as "prefix.field: x vs y"
+// ("field: x vs y" without a prefix), but `skip`.
+void NoteFields(const std::string& prefix, const google::protobuf::Message& a,
+                const google::protobuf::Message& b, std::vector<std::string>* notes,
+                const std::string& skip = "") {
+  const google::protobuf::Descriptor* d = a.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated() || f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE ||
+        f->name() == skip) {
+      continue;
+    }
+    const std::string x = FieldText(a, f), y = FieldText(b, f);
+    if (x != y) {
+      notes->push_back((prefix.empty() ? "" : prefix + ".") + f->name() + ": " + x + " vs " + y);
+    }
+  }
+}
+
+// `loom ckpt import` writes no data section and says so in the RNG generator.
+bool Imported(const proto::CheckpointMetadata& m) {
+  return !m.has_data();
 }
 
 }  // namespace
 
+void CompareValues(const float* a, const float* b, int64_t n, double rtol, double atol,
+                   StateDiff* d) {
+  if (std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0) return;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    ++d->differing;
+    const double x = a[i], y = b[i];
+    double diff;
+    if (std::isnan(x) || std::isnan(y)) {
+      diff = std::isnan(x) && std::isnan(y) ? 0 : inf;
+    } else if (x == y) {
+      diff = 0;  // -0.0 and 0.0
+    } else {
+      diff = std::isinf(x) || std::isinf(y) ? inf : std::fabs(x - y);
+    }
+    if (diff == 0) continue;  // the same value in other bits
+    ++d->unequal;
+    if (!(diff <= atol + rtol * std::fabs(y))) ++d->beyond_tol;
+    const double rel = y != 0 && std::isfinite(diff) ? diff / std::fabs(y) : inf;
+    if (d->worst < 0 || diff > d->max_abs) {
+      d->max_abs = diff;
+      d->worst = i;
+    }
+    d->max_rel = std::max(d->max_rel, rel);
+  }
+}
+
 Result<DiffReport> DiffCheckpoints(const std::string& a_path, const std::string& b_path,
-                                   double rtol, double atol) {
+                                   double rtol, double atol, bool weights_only) {
   DiffReport out;
   LOOM_ASSIGN_OR_RETURN(out.a, ResolveCheckpointDir(a_path));
   LOOM_ASSIGN_OR_RETURN(out.b, ResolveCheckpointDir(b_path));
+  LOOM_RETURN_IF_ERROR(CheckNotTemporary(out.a));
+  LOOM_RETURN_IF_ERROR(CheckNotTemporary(out.b));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> ra, CheckpointReader::Open(out.a));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> rb, CheckpointReader::Open(out.b));
-  const proto::ModelSpec &ma = ra->meta().model(), &mb = rb->meta().model();
-  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
-      {"vocab", {ma.vocab(), mb.vocab()}},    {"max_seq", {ma.max_seq(), mb.max_seq()}},
-      {"layers", {ma.layers(), mb.layers()}}, {"heads", {ma.heads(), mb.heads()}},
-      {"hidden", {ma.hidden(), mb.hidden()}},
-  };
-  for (const auto& [name, v] : fields) {
-    if (v.first != v.second) {
-      return InvalidArgument(JoinPath(out.b, kMetadataFile) + ": field 'model." + name + "' is " +
-                             std::to_string(v.second) + ", but " + out.a + " has " +
-                             std::to_string(v.first) + ": different models cannot be compared");
-    }
+  const proto::CheckpointMetadata &meta_a = ra->meta(), &meta_b = rb->meta();
+  const proto::ModelSpec &ma = meta_a.model(), &mb = meta_b.model();
+  std::vector<std::string> model_notes;
+  NoteFields("model", ma, mb, &model_notes);
+  if (!model_notes.empty()) {
+    std::string list;
+    for (const std::string& n : model_notes) list += (list.empty() ? "" : "; ") + n;
+    return InvalidArgument(out.a + " and " + out.b + " hold different models (" + list +
+                           "): their tensors cannot be compared");
   }
-  out.notes = MetadataNotes(ra->meta(), rb->meta());
+  out.a_imported = Imported(meta_a);
+  out.b_imported = Imported(meta_b);
+  // The top level's scalars (step, format version, block size), not the file's own checksum.
+  NoteFields("", meta_a, meta_b, &out.notes, "metadata_crc32c");
+  NoteFields("saved_layout", meta_a.saved_layout(), meta_b.saved_layout(), &out.notes);
+  if (!out.a_imported && !out.b_imported) {  // an imported checkpoint has no training state
+    NoteFields("optimizer", meta_a.optimizer(), meta_b.optimizer(), &out.notes);
+    NoteFields("data", meta_a.data(), meta_b.data(), &out.notes);
+    NoteFields("rng", meta_a.rng(), meta_b.rng(), &out.notes);
+  }
   const ParamLayout canonical =
       ParamLayout::ForModel({ma.vocab(), ma.max_seq(), ma.layers(), ma.heads(), ma.hidden()}, 1);
   std::vector<float> va, vb;
   for (const ParamInfo& p : canonical.params) {
-    for (int s = 0; s < kNumStates; ++s) {
-      LOOM_RETURN_IF_ERROR(CheckInterrupted("the comparison"));
+    for (int s = 0; s < (weights_only ? 1 : kNumStates); ++s) {
+      LOOM_RETURN_IF_ERROR(CheckInterrupted("the checkpoints", /*writing=*/false));
       const StateKind state = static_cast<StateKind>(s);
       const Region r = WholeRegion(p);
       va.resize(static_cast<size_t>(r.flat_end));
@@ -85,25 +147,13 @@ Result<DiffReport> DiffCheckpoints(const std::string& a_path, const std::string&
       StateDiff d;
       d.tensor = p.name;
       d.state = state;
+      d.rows = r.rows;
+      d.cols = r.cols;
       d.elements = static_cast<int64_t>(va.size());
-      if (std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) != 0) {
-        for (size_t i = 0; i < va.size(); ++i) {
-          if (std::memcmp(&va[i], &vb[i], sizeof(float)) == 0) continue;
-          ++d.differing;
-          const double x = va[i], y = vb[i];
-          const double diff = std::isnan(x) || std::isnan(y) ? INFINITY : std::fabs(x - y);
-          if (!(diff <= atol + rtol * std::fabs(y))) ++d.beyond_tol;
-          const double scale = std::max(std::fabs(x), std::fabs(y));
-          const double rel = scale > 0 ? diff / scale : diff;
-          if (d.worst < 0 || diff > d.max_abs) {
-            d.max_abs = diff;
-            d.worst = static_cast<int64_t>(i);
-          }
-          d.max_rel = std::max(d.max_rel, rel);
-        }
-      }
+      CompareValues(va.data(), vb.data(), d.elements, rtol, atol, &d);
       out.elements += d.elements;
       out.differing += d.differing;
+      out.unequal += d.unequal;
       out.beyond_tol += d.beyond_tol;
       out.states.push_back(std::move(d));
     }

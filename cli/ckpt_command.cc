@@ -6,7 +6,7 @@
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
 //   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16]   model.safetensors + config.json
 //   loom ckpt import FILE.safetensors OUT [--heads N]
-//   loom ckpt diff A B [--rtol R] [--atol T] [--all]   tensor by tensor, any two layouts
+//   loom ckpt diff A B [--rtol R] [--atol T] [--weights-only] [--all]   any two layouts
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
 
@@ -32,7 +32,7 @@ namespace {
 struct CkptOptions {
   std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32";
   int64_t heads = 0;
-  bool all = false;
+  bool all = false, weights_only = false;
   double rtol = 0, atol = 0;
 };
 
@@ -160,50 +160,83 @@ Status RunImport(const CkptOptions& o) {
   return Status::Ok();
 }
 
+// "element 1033 (row 4, col 9)" of a [rows, cols] tensor.
+std::string ElementText(const StateDiff& d) {
+  std::string t = "element " + std::to_string(d.worst);
+  if (d.rows > 1 && d.cols > 1) {
+    t += " (row " + std::to_string(d.worst / d.cols) + ", col " + std::to_string(d.worst % d.cols) +
+         ")";
+  }
+  return t;
+}
+
 // Two checkpoints, tensor by tensor: the differing tensor states (every one with --all) and a
-// verdict. *same: no element differs (bit for bit), or, with a tolerance, none beyond it.
-Status RunDiff(const CkptOptions& o, bool* same) {
+// verdict. *same: no element differs (bit for bit), or, with a tolerance given, none beyond it.
+Status RunDiff(const CkptOptions& o, bool tolerance, bool* same) {
   InstallInterruptHandlers();
-  LOOM_ASSIGN_OR_RETURN(DiffReport r, DiffCheckpoints(o.dir, o.out, o.rtol, o.atol));
-  std::printf("A: %s\nB: %s\n", r.a.c_str(), r.b.c_str());
+  LOOM_ASSIGN_OR_RETURN(DiffReport r,
+                        DiffCheckpoints(o.dir, o.out, o.rtol, o.atol, o.weights_only));
+  std::printf("A: %s%s\nB: %s%s\n", r.a.c_str(),
+              r.a_imported ? " (imported: weights only, no training state)" : "", r.b.c_str(),
+              r.b_imported ? " (imported: weights only, no training state)" : "");
   for (const std::string& n : r.notes) std::printf("metadata differs: %s\n", n.c_str());
-  const bool tol = o.rtol > 0 || o.atol > 0;
   int differing_states = 0;
   bool header = false;
   const StateDiff* worst = nullptr;
   for (const StateDiff& d : r.states) {
     if (d.differing > 0) ++differing_states;
-    if (d.differing > 0 && (worst == nullptr || d.max_abs > worst->max_abs)) worst = &d;
+    if (d.worst >= 0 && (worst == nullptr || d.max_abs > worst->max_abs)) worst = &d;
     if (d.differing == 0 && !o.all) continue;
     if (!header) {
-      std::printf("%-28s %-10s %12s %12s %12s %10s%s\n", "tensor", "state", "elements", "differing",
-                  "max |a-b|", "max rel", tol ? "  beyond tolerance" : "");
+      std::printf("%-28s %-10s %12s %12s %12s %12s%s\n", "tensor", "state", "elements", "differing",
+                  "max |a-b|", "max rel", tolerance ? " beyond tolerance" : "");
       header = true;
     }
-    std::printf("%-28s %-10s %12lld %12lld %12.4g %10.3g", d.tensor.c_str(), StateName(d.state),
+    std::printf("%-28s %-10s %12lld %12lld %12.4g %12.4g", d.tensor.c_str(), StateName(d.state),
                 static_cast<long long>(d.elements), static_cast<long long>(d.differing), d.max_abs,
                 d.max_rel);
-    if (tol) std::printf("  %lld", static_cast<long long>(d.beyond_tol));
+    if (tolerance) std::printf(" %16lld", static_cast<long long>(d.beyond_tol));
     std::printf("\n");
   }
-  const int tensors = static_cast<int>(r.states.size()) / kNumStates;
-  if (worst == nullptr) {
-    std::printf("identical: all %d tensors x %d states, %lld elements, bit for bit\n", tensors,
-                kNumStates, static_cast<long long>(r.elements));
+  const int states = static_cast<int>(r.states.size());
+  const std::string what = o.weights_only ? "weights" : "tensor states";
+  if (r.differing == 0) {
+    std::printf("identical: all %d %s, %lld elements, bit for bit\n", states, what.c_str(),
+                static_cast<long long>(r.elements));
     *same = true;
   } else {
-    std::printf(
-        "differ: %d of %d tensor states, %lld of %lld elements; largest |a-b| %.4g in %s %s "
-        "at element %lld\n",
-        differing_states, static_cast<int>(r.states.size()), static_cast<long long>(r.differing),
-        static_cast<long long>(r.elements), worst->max_abs, worst->tensor.c_str(),
-        StateName(worst->state), static_cast<long long>(worst->worst));
-    *same = tol && r.beyond_tol == 0;
-    if (tol) {
-      const std::string verdict =
-          *same ? "every element" : std::to_string(r.beyond_tol) + " elements beyond it";
-      std::printf("within rtol %g, atol %g: %s\n", o.rtol, o.atol, verdict.c_str());
+    std::string detail = std::to_string(differing_states) + " of " + std::to_string(states) + " " +
+                         what + ", " + std::to_string(r.differing) + " of " +
+                         std::to_string(r.elements) + " elements differ in their bits";
+    if (r.unequal < r.differing) {
+      detail += " (" + std::to_string(r.differing - r.unequal) +
+                " only as -0/+0 or NaN payloads, equal in value)";
     }
+    if (worst != nullptr) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.4g", worst->max_abs);
+      detail += "; largest |a-b| " + std::string(buf) + " in " + worst->tensor + " " +
+                StateName(worst->state) + " at " + ElementText(*worst);
+    }
+    char tol[96];
+    std::snprintf(tol, sizeof(tol), "rtol %g, atol %g", o.rtol, o.atol);
+    if (!tolerance) {
+      *same = false;
+      std::printf("differ: %s\n", detail.c_str());
+    } else if (r.beyond_tol == 0) {
+      *same = true;
+      std::printf("close: every element within %s (|a-b| <= atol + rtol*|b|); %s\n", tol,
+                  detail.c_str());
+    } else {
+      *same = false;
+      std::printf("differ: %lld elements beyond %s (|a-b| <= atol + rtol*|b|); %s\n",
+                  static_cast<long long>(r.beyond_tol), tol, detail.c_str());
+    }
+  }
+  // The verdict is the exit status: a report that could not be written is trouble (2), not
+  // "they differ" (1).
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    return IoError("could not write the report to standard output");
   }
   return Status::Ok();
 }
@@ -265,17 +298,20 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
       ->required()
       ->check(NonEmptyPath());
   diff->add_option("b", o->out, "The other one")->required()->check(NonEmptyPath());
-  diff->add_option("--rtol", o->rtol,
-                   "Relative tolerance: the same when |a-b| <= atol + rtol*|b| everywhere "
-                   "(default: bit for bit)")
-      ->check(NonNegativeNumber());
-  diff->add_option("--atol", o->atol, "Absolute tolerance (see --rtol)")
-      ->check(NonNegativeNumber());
+  CLI::Option* rtol =
+      diff->add_option("--rtol", o->rtol,
+                       "Relative tolerance: the same when |a-b| <= atol + rtol*|b| everywhere, B "
+                       "the reference as in numpy's allclose (default: bit for bit)")
+          ->check(NonNegativeNumber());
+  CLI::Option* atol = diff->add_option("--atol", o->atol, "Absolute tolerance (see --rtol)")
+                          ->check(NonNegativeNumber());
+  diff->add_flag("--weights-only", o->weights_only,
+                 "Compare the fp32 weights only, not the Adam moments (e.g. against an import)");
   diff->add_flag("--all", o->all, "List every tensor state, not only those that differ");
-  diff->callback([o, exit_code] {
+  diff->callback([o, exit_code, rtol, atol] {
     ConfigureThreads(1);
     bool same = false;
-    const Status st = RunDiff(*o, &same);
+    const Status st = RunDiff(*o, rtol->count() > 0 || atol->count() > 0, &same);
     if (!st.ok()) {
       // 2, as diff(1) and cmp(1) report trouble (1 means the checkpoints differ).
       const int code = Finish("ckpt diff", st);

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -31,7 +32,8 @@ inline CLI::Validator NonNegativeNumber() {
         char* end = nullptr;
         errno = 0;
         const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end != '\0' || errno == ERANGE || !(v >= 0) || v > 1e300) {
+        // (ERANGE on underflow is fine: a tiny tolerance is still a tolerance.)
+        if (s.empty() || *end != '\0' || !(v >= 0) || !std::isfinite(v)) {
           return "expected a number >= 0, got '" + s + "'";
         }
         return std::string();

@@ -45,7 +45,7 @@ int InterruptSignal() {
   return g_signal;
 }
 
-Status CheckInterrupted(const char* what) {
+Status CheckInterrupted(const char* what, bool writing) {
   // Fault injection for the tests: LOOM_FAULT_INTERRUPT_AT=N sends this process SIGINT at the
   // N-th check, through the handler above, as a Ctrl-C at that moment would.
   static const int raise_at = [] {
@@ -56,6 +56,10 @@ Status CheckInterrupted(const char* what) {
   if (raise_at > 0 && ++checks == raise_at) ::raise(SIGINT);
   const int sig = g_signal;
   if (sig == 0) return Status::Ok();
+  if (!writing) {
+    return IoError(std::string("interrupted by SIG") + sigabbrev_np(sig) + " while reading " +
+                   what);
+  }
   return IoError(std::string("interrupted by SIG") + sigabbrev_np(sig) + " while writing " + what +
                  "; its partial output was removed");
 }

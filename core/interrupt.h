@@ -15,9 +15,9 @@ namespace loom {
 void InstallInterruptHandlers();
 // The first signal recorded since InstallInterruptHandlers (0: none). Async-signal-safe.
 int InterruptSignal();
-// Ok, or an error "interrupted by SIGINT" (with `what`: what was being written) once a signal
-// was recorded. Called from one thread. (LOOM_FAULT_INTERRUPT_AT=N raises SIGINT at the N-th
-// call, for the tests.)
-Status CheckInterrupted(const char* what);
+// Ok, or an error "interrupted by SIGINT" once a signal was recorded, with `what`: what was
+// being written (its partial output removed), or, when !writing, read. Called from one thread.
+// (LOOM_FAULT_INTERRUPT_AT=N raises SIGINT at the N-th call, for the tests.)
+Status CheckInterrupted(const char* what, bool writing = true);
 
 }  // namespace loom

@@ -193,19 +193,20 @@ fi
 code=$?
 [[ $code -eq 1 ]] && grep -q "^differ: 300 of 300 tensor states, " "$dir/diff.log" \
   && grep -q "^metadata differs: step: 15 vs 20$" "$dir/diff.log" \
-  && grep -q "^metadata differs: optimizer step count: 15 vs 20$" "$dir/diff.log" \
-  && grep -q "^metadata differs: consumed samples: 120 vs 160$" "$dir/diff.log" \
+  && grep -q "^metadata differs: optimizer.step_count: 15 vs 20$" "$dir/diff.log" \
+  && grep -q "^metadata differs: data.consumed_samples: 120 vs 160$" "$dir/diff.log" \
+  && [[ $(grep -c "^metadata differs" "$dir/diff.log") -eq 3 ]] \
   && grep -Eq "^wte +param +8224 +[0-9]+ " "$dir/diff.log" \
   && echo "PASS loom ckpt diff: steps 15 and 20 differ, named" \
   || { echo "FAIL loom ckpt diff 15 20 (exit $code):"; tail -5 "$dir/diff.log"; fail=1; }
 "$loom" ckpt diff "$dir/ck1/step_00000015" "$dir/ck1" --atol 1 > "$dir/diff_tol.log" 2>&1
 code=$?
-[[ $code -eq 0 ]] && grep -q "^within rtol 0, atol 1: every element$" "$dir/diff_tol.log" \
+[[ $code -eq 0 ]] && grep -q "^close: every element within rtol 0, atol 1 " "$dir/diff_tol.log" \
   && echo "PASS loom ckpt diff --atol 1 accepts them" \
   || { echo "FAIL loom ckpt diff --atol 1 (exit $code): $(tail -2 "$dir/diff_tol.log")"; fail=1; }
 "$loom" ckpt diff "$dir/ck1/step_00000015" "$dir/ck1" --atol 1e-6 > "$dir/diff_tol.log" 2>&1
 code=$?
-[[ $code -eq 1 ]] && grep -Eq "^within rtol 0, atol 1e-06: [0-9]+ elements beyond it$" "$dir/diff_tol.log" \
+[[ $code -eq 1 ]] && grep -Eq "^differ: [0-9]+ elements beyond rtol 0, atol 1e-06 " "$dir/diff_tol.log" \
   && echo "PASS loom ckpt diff --atol 1e-6 does not" \
   || { echo "FAIL loom ckpt diff --atol 1e-6 (exit $code): $(tail -2 "$dir/diff_tol.log")"; fail=1; }
 "$loom" ckpt diff "$dir/ck1" "$dir/no_such_ck" > "$dir/diff_err.log" 2>&1
