@@ -20,6 +20,14 @@ std::vector<T> RandomVector(size_t n, uint64_t seed, double scale = 1.0) {
   return v;
 }
 
+// The float whose IEEE-754 bits are `u` (NaN payloads, signed zeros, subnormals by hand).
+inline float FloatFromBits(uint32_t u) {
+  float f;
+  static_assert(sizeof(f) == sizeof(u));
+  __builtin_memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
 inline std::vector<int32_t> RandomTokens(size_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<int32_t>(Mix64(seed * 1000003 + i) % vocab);

@@ -14,15 +14,12 @@
 #include "core/safetensors.h"
 #include "parallel/param_layout.h"
 #include "tests/checkpoint/temp_dir_test.h"
+#include "tests/test_util.h"
 
 namespace loom {
 namespace {
 
-float Bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using testing::FloatFromBits;
 
 StateDiff Compare(const std::vector<float>& a, const std::vector<float>& b, double rtol = 0,
                   double atol = 0) {
@@ -40,7 +37,8 @@ TEST(DiffValues, IdenticalBitsCountNothing) {
 }
 
 TEST(DiffValues, SignedZeroAndNanPayloadsDifferInBitsOnly) {
-  const StateDiff d = Compare({-0.0f, Bits(0x7fc00000), 3}, {0.0f, Bits(0xffc00001), 3});
+  const StateDiff d =
+      Compare({-0.0f, FloatFromBits(0x7fc00000), 3}, {0.0f, FloatFromBits(0xffc00001), 3});
   EXPECT_EQ(d.differing, 2);
   EXPECT_EQ(d.unequal, 0);
   EXPECT_EQ(d.beyond_tol, 0);

@@ -9,14 +9,12 @@
 #include <limits>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace loom {
 namespace {
 
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using testing::FloatFromBits;
 
 TEST(ExportDtype, Bf16RoundsToNearestEven) {
   const std::vector<std::pair<float, uint16_t>> cases = {
@@ -24,20 +22,20 @@ TEST(ExportDtype, Bf16RoundsToNearestEven) {
       {-2.0f, 0xc000},
       {0.0f, 0x0000},
       {-0.0f, 0x8000},
-      {FromBits(0x3f808000), 0x3f80},  // exactly half way, even below: down
-      {FromBits(0x3f818000), 0x3f82},  // exactly half way, odd below: up to even
-      {FromBits(0x3f808001), 0x3f81},  // just above half way: up
-      {FromBits(0x3f807fff), 0x3f80},  // just below half way: down
-      {FromBits(0x7f7fffff), 0x7f80},  // the largest float rounds to infinity, as it must
+      {FloatFromBits(0x3f808000), 0x3f80},  // exactly half way, even below: down
+      {FloatFromBits(0x3f818000), 0x3f82},  // exactly half way, odd below: up to even
+      {FloatFromBits(0x3f808001), 0x3f81},  // just above half way: up
+      {FloatFromBits(0x3f807fff), 0x3f80},  // just below half way: down
+      {FloatFromBits(0x7f7fffff), 0x7f80},  // the largest float rounds to infinity, as it must
       {std::numeric_limits<float>::infinity(), 0x7f80},
-      {FromBits(0x00000001), 0x0000},  // the smallest subnormal rounds to zero
+      {FloatFromBits(0x00000001), 0x0000},  // the smallest subnormal rounds to zero
   };
   for (const auto& [in, want] : cases) {
     uint16_t out = 0;
     ToBf16(&in, &out, 1);
     EXPECT_EQ(out, want) << std::hexfloat << in;
   }
-  const float nan = FromBits(0x7f800001);  // a NaN whose payload is all in the low half
+  const float nan = FloatFromBits(0x7f800001);  // a NaN whose payload is all in the low half
   uint16_t out = 0;
   ToBf16(&nan, &out, 1);
   EXPECT_EQ(out & 0x7f80, 0x7f80);
