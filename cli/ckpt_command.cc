@@ -252,7 +252,8 @@ int Finish(const std::string& command, const Status& st) {
 
 void AddCkptCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<CkptOptions>();
-  CLI::App* cmd = app.add_subcommand("ckpt", "Inspect, verify, reshard and export checkpoints");
+  CLI::App* cmd = app.add_subcommand(
+      "ckpt", "Inspect, verify, reshard, compare, export and import checkpoints");
   cmd->require_subcommand(1);
   auto add = [&](const char* name, const char* help, Status (*run)(const CkptOptions&)) {
     CLI::App* sub = cmd->add_subcommand(name, help);

@@ -13,8 +13,8 @@
 // write its buffers when the late member arrives. The backend then starts nothing more (later
 // operations fail at once, naming the one that timed out) and Abandoned() turns true; whoever
 // owns buffers of unfinished operations must then keep them (never free them) until the job is
-// aborted. The blocking forms keep small buffers (<= kStagedFloats) safe by themselves, so a
-// stack variable may be passed to them.
+// aborted. The blocking forms but Send keep buffers of up to kStagedFloats floats safe by
+// themselves (a heap copy), so a small stack variable may be passed to them.
 //
 // Thread-safety: issuing calls and waiting may happen from any thread; operations are executed in
 // issue order by the backend's communication thread, so compute continues while they run.

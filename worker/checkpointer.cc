@@ -206,7 +206,7 @@ void Checkpointer::WarnIfShortOfSpace(int64_t start_step) const {
     saves = std::min(saves, std::max<int64_t>(1, c.keep + 1 - there) + milestones);
   }
   if (saves <= 0) return;
-  // About 12 bytes per parameter (fp32 weight, Adam m and v) plus the index.
+  // 12 bytes per parameter (fp32 weight, Adam m and v); the index (metadata.json) is not counted.
   const double per_save = 12.0 * static_cast<double>(ParamLayout::ForModel(job_.model, 1).total);
   fs::path at = fs::absolute(c.dir);
   std::error_code ec;

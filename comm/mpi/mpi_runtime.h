@@ -9,7 +9,7 @@
 // together. Collectives are therefore serialised per process in issue order, which every rank
 // shares (SPMD), so they cannot deadlock across groups. A hung peer blocks the thread; waiters
 // still return at their deadline and the job is then aborted (MpiRuntime::Abort). From that
-// deadline on, the rank starts no more MPI calls: queued and later operations fail at once,
+// deadline on, the rank starts no new MPI operation: queued and later operations fail at once,
 // posted receives are cancelled, and communicators are not freed (Communicator::Abandoned).
 //
 // Tunables: LOOM_COMM_TIMEOUT_MS (default 30000) is every communicator's default deadline.

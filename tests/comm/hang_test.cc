@@ -1,6 +1,6 @@
 // Fault test program: rank LOOM_TEST_HANG_RANK stops participating (sleeps instead of calling
-// the collective). On 4 ranks (tp groups [0, 1] [2, 3], dp groups [0, 2] [1, 3]) every rank
-// then issues dp all_reduce #3 and, behind it, tp all_reduce #0 and #1:
+// the collective). On 4 ranks (tp groups [0, 1] [2, 3], dp groups [0, 2] [1, 3]) every other
+// rank then issues dp all_reduce #3 and, behind it, tp all_reduce #0 and #1:
 // - a rank whose wait expires must say which operation, group, members and sequence number;
 // - rank 3's tp operations never start (its communication thread is blocked in dp #3 with the
 //   hung rank): the error of #0, which times out first, names that call; the wait for #1,

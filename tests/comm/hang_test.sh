@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A rank that stops participating makes the others fail within their deadline (2 s here) with an
-# error naming the op, group, members and sequence number (and, for an operation that never
-# started, the call it was queued behind); what follows fails at once; the job ends, no hang.
+# A rank that stops participating (rank 1; deadline 2 s): rank 3, its dp peer, reports an error
+# naming the op, group, members and sequence number, for an operation that never started the
+# call it was queued behind, and the queued and the next operation fail unstarted, naming the
+# one that timed out; the job ends (exit non-zero) before the 120 s guard.
 set -uo pipefail
 bin=$1
 start=$(date +%s)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Corrupt, truncated and incomplete checkpoints: `loom ckpt verify` and loading both refuse them
-# naming the file and chunk; `loom train` falls back to the previous valid checkpoint, says so, and
+# Corrupt, truncated and incomplete checkpoints: `loom ckpt verify`, `loom ckpt diff` (exit 2) and
+# loading refuse them naming the file and chunk; `loom train` falls back to the previous valid checkpoint, says so, and
 # continues exactly; with no valid checkpoint left, or a checkpoint of another model, it stops with
 # an error. Offline tools refuse bad flags and leave nothing half-written.
 # Usage: checkpoint_corruption_test.sh LOOM WORK_DIR JOB

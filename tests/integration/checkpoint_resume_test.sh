@@ -8,7 +8,9 @@
 #   * another global batch (16 instead of 8): the sample stream continues after the checkpoint's
 #     consumed samples, and the next checkpoint records them;
 #   * the same command with --load run again continues the run it started, not the loaded step.
-#   * `loom ckpt diff` of two of its steps reports them different, naming what differs.
+#   * `loom ckpt diff` of two of its steps reports them different (exit 1), naming the metadata
+#     that differs; `--atol 1` accepts them (0), `--atol 1e-6` does not (1); a missing checkpoint
+#     and `--rtol -1` are refused (2).
 # Every resumed run must say it resumed from step 10 and report steps 11-20 only.
 # Usage: checkpoint_resume_test.sh LOOM WORK_DIR JOB
 set -uo pipefail

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Faults in a real training job (tp=2 x dp=2 on 4 processes):
-#  1. world rank 1 stops participating at step 3: the others fail within their deadline (3 s) with
-#     errors naming the operation, group, members and sequence number; the job ends, no hang;
-#  2. the same rank comes back after the others' deadline: still their errors and the abort, no
-#     crash (what they abandoned completes late inside MPI), with collectives and with a
-#     pipeline; a bad LOOM_COMM_TIMEOUT_MS is refused by name;
-#  3. a layout that does not divide fails on every rank before training, naming the constraint.
+# Faults in a real training job:
+#  1. tp2 dp2 zero2 on 4 processes, world rank 1 stops participating at step 3: the others fail
+#     within their deadline (3 s) with errors naming the operation, group, members and sequence
+#     number (at least two ranks); the job ends, no hang;
+#  2. the same rank comes back after the others' deadline, under tp2 dp2 zero2 and under pp2 dp2
+#     zero3: still their errors and the abort's exit 1, no crash (what they abandoned completes
+#     late inside MPI); on 2 processes a bad LOOM_COMM_TIMEOUT_MS is refused by name;
+#  3. tp3 on 3 processes, a layout that does not divide: refused before training, naming the
+#     constraint.
 set -uo pipefail
 loom=$1 dir=$2 job=$3
 rm -rf "$dir" && mkdir -p "$dir"
