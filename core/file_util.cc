@@ -135,7 +135,8 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what) {
+Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what,
+                                 bool* unsupported) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("open " + what + " '" + dir + "'", errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -145,6 +146,9 @@ Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what
       return FailedPrecondition(what + " '" + dir +
                                 "': another process is writing into it (it holds the directory's "
                                 "lock); wait for it or choose another directory");
+    }
+    if (unsupported != nullptr) {
+      *unsupported = err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS;
     }
     return ErrnoError("lock " + what + " '" + dir + "'", err);
   }

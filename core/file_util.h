@@ -37,8 +37,10 @@ Status CheckOutputFile(const std::string& path, const std::string& protect,
 class DirLock {
  public:
   // Locks `dir` (which must exist) without waiting; if another process holds it, or `dir` was
-  // replaced meanwhile, an error naming `what` and the directory.
-  static Result<DirLock> TryLock(const std::string& dir, const std::string& what);
+  // replaced meanwhile, an error naming `what` and the directory. *unsupported (if given) is
+  // set when the error is that the file system has no locks (ENOLCK, EOPNOTSUPP, ENOSYS).
+  static Result<DirLock> TryLock(const std::string& dir, const std::string& what,
+                                 bool* unsupported = nullptr);
   DirLock(DirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   DirLock& operator=(DirLock&&) = delete;
   ~DirLock();

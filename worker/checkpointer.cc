@@ -132,6 +132,9 @@ Checkpointer::~Checkpointer() {
   (void)committer_.WaitIdle(WriterTimeoutMs());
   // A save the ranks agreed failed (often a full disk): its files go now, not at the next run.
   if (idle && !failed_tmp_.empty()) RemoveRankFiles(failed_tmp_, rank_);
+  // A directory this run made and never saved into (it failed first) is not left behind.
+  if (made_dir_) ::rmdir(job_.checkpoint.dir.c_str());  // fails unless empty
+  dir_lock_.reset();
 }
 
 Result<int> Checkpointer::AllMax(int v) {
@@ -227,6 +230,30 @@ void Checkpointer::WarnIfShortOfSpace(int64_t start_step) const {
                 c.keep > 0 ? ": the next one is written before the oldest is deleted"
                            : "; keep is 0, none is deleted");
   LOOM_LOG(WARN, CKPT) << buf;
+}
+
+Status Checkpointer::LockDir() {
+  if (dir_lock_ != nullptr) return Status::Ok();  // Restore again (the benchmark's loads)
+  const std::string& dir = job_.checkpoint.dir;
+  const std::string field = job_.path + ": field 'checkpoint.dir'";
+  Result<bool> made = MakeDirHere(dir, "checkpoint.dir");
+  if (!made.ok()) return made.status().WithContext(field);
+  made_dir_ = *made;
+  bool unsupported = false;
+  Result<DirLock> lock = DirLock::TryLock(dir, "checkpoint.dir", &unsupported);
+  if (!lock.ok() && unsupported) {  // e.g. Lustre mounted without flock: run, unguarded
+    LOOM_LOG(WARN, CKPT) << lock.status().message()
+                         << ": this file system has no locks, so a second run in the same "
+                            "directory would not be refused";
+    return Status::Ok();
+  }
+  if (!lock.ok()) {
+    if (made_dir_) ::rmdir(dir.c_str());
+    made_dir_ = false;
+    return lock.status().WithContext(field);
+  }
+  dir_lock_ = std::make_unique<DirLock>(std::move(*lock));
+  return Status::Ok();
 }
 
 void Checkpointer::RemoveLeftovers() const {
@@ -449,8 +476,22 @@ Result<int64_t> Checkpointer::Restore() {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
   }
   if (!c.dir.empty()) {
-    if (rank_ == 0) RemoveLeftovers();
-    LOOM_RETURN_IF_ERROR(AllMax(0).status());  // nobody writes before the leftovers are gone
+    // One run at a time in a directory: a second one (a requeued job started while the first
+    // still runs, the same command in another terminal) would delete the first's save in
+    // progress as a leftover and its checkpoints by retention. Rank 0 holds the directory's lock
+    // for the whole run.
+    Status locked;
+    if (rank_ == 0) {
+      locked = LockDir();
+      if (locked.ok()) RemoveLeftovers();
+    }
+    // Nobody writes before the leftovers are gone; every rank stops if the lock was refused.
+    LOOM_ASSIGN_OR_RETURN(int refused, AllMax(locked.ok() ? 0 : 1));
+    LOOM_RETURN_IF_ERROR(locked);
+    if (refused != 0) {
+      return FailedPrecondition(job_.path + ": field 'checkpoint.dir': world rank 0 could not " +
+                                "lock '" + c.dir + "' (see its error)");
+    }
   }
   std::string source = c.load.empty() ? c.dir : c.load;
   source = NormalPath(source);  // "ck/step_6/" as named

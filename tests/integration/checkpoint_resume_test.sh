@@ -8,6 +8,7 @@
 #   * another global batch (16 instead of 8): the sample stream continues after the checkpoint's
 #     consumed samples, and the next checkpoint records them;
 #   * the same command with --load run again continues the run it started, not the loaded step.
+#   * a second run in a checkpoint directory in use is refused; the first is undisturbed;
 #   * `loom ckpt diff` of two of its steps reports them different (exit 1), naming the metadata
 #     that differs; `--atol 1` accepts them (0), `--atol 1e-6` does not (1); a missing checkpoint
 #     and `--rtol -1` are refused (2).
@@ -186,6 +187,27 @@ fi
 
 /usr/bin/python3 "$here/compare_runs.py" "$dir/full1.txt" "$dir/full1.st" "$dir/full8.txt" \
   "$dir/resume8.st" --label "8-rank resumed run vs one uninterrupted process" || fail=1
+
+# One run at a time in a checkpoint directory: a second run started while the first holds it (the
+# first stopped with SIGSTOP once it has saved, so it surely still runs) is refused by name and
+# touches nothing; the first then finishes, and its checkpoints verify.
+sed "s/^steps: .*/steps: 400/" "$base" > "$dir/lock.yaml"  # seconds of training: time to stop it
+timeout 300 "$loom" train --config "$dir/lock.yaml" --checkpoint-dir "$dir/lock_ck" > "$dir/lock1.log" 2>&1 &
+first=$!
+for _ in $(seq 600); do [[ -e $dir/lock_ck/latest ]] && break; sleep 0.1; done
+kill -STOP $first
+if timeout 60 "$loom" train --config "$dir/lock.yaml" --checkpoint-dir "$dir/lock_ck" > "$dir/lock2.log" 2>&1; then
+  echo "FAIL: a second run in a directory in use started"; fail=1
+else
+  grep -q "field 'checkpoint.dir': checkpoint.dir '$dir/lock_ck': another process is writing into it" "$dir/lock2.log" \
+    && echo "PASS a second run in a checkpoint directory in use is refused by name" \
+    || { echo "FAIL lock2: $(tail -2 "$dir/lock2.log")"; fail=1; }
+fi
+kill -CONT $first
+wait $first && grep -q "checkpoints: 80 saved to $dir/lock_ck" "$dir/lock1.log" \
+  && "$loom" ckpt verify --all "$dir/lock_ck" > /dev/null \
+  && echo "PASS the first run finished undisturbed, its checkpoints verify" \
+  || { echo "FAIL lock1: $(tail -3 "$dir/lock1.log")"; fail=1; }
 
 # loom ckpt diff of two steps of one run: they differ (exit 1) in every tensor state, and the
 # metadata's step, optimizer step count and data position are named; a tolerance wider than
