@@ -490,7 +490,7 @@ Result<int64_t> Checkpointer::Restore() {
     LOOM_RETURN_IF_ERROR(locked);
     if (refused != 0) {
       return FailedPrecondition(job_.path + ": field 'checkpoint.dir': world rank 0 could not " +
-                                "lock '" + c.dir + "' (see its error)");
+                                "make or lock '" + c.dir + "' (see its error)");
     }
   }
   std::string source = c.load.empty() ? c.dir : c.load;

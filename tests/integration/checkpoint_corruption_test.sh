@@ -164,13 +164,16 @@ else
   expect "another model" "$dir/other_model.log" \
     "$dir/base/step_00000006/metadata.json: field 'model.hidden': the checkpoint has 64, the job's model has 32"
 fi
-# A save that cannot be written stops training with the reason (here: the directory is under a file).
+# A checkpoint directory that cannot be made (here: it would be under a file) stops the run before
+# training, with the reason from world rank 0 (which makes and locks it) and the others naming it.
 touch "$dir/a_file"
 if mpi --checkpoint-dir "$dir/a_file/ckpt" --steps 4 > "$dir/unwritable.log" 2>&1; then
   echo "FAIL: training reported success although no checkpoint could be written"; fail=1
 else
   expect "unwritable checkpoint directory" "$dir/unwritable.log" \
-    "checkpoint step 2: create directory '$dir/a_file/ckpt/step_00000002.tmp'"
+    "field 'checkpoint.dir': create directory '$dir/a_file': Not a directory" \
+    "field 'checkpoint.dir': world rank 0 could not make or lock '$dir/a_file/ckpt' (see its error)"
+  grep -q "^step " "$dir/unwritable.log" && { echo "FAIL: training started without a checkpoint directory"; fail=1; }
 fi
 # Offline tools: bad flags and a corrupt source leave no output checkpoint.
 "$loom" ckpt reshard "$dir/base" --to tp=3 "$dir/bad_to" > "$dir/bad_to.log" 2>&1 && { echo "FAIL: tp=3 accepted"; fail=1; }
