@@ -28,6 +28,8 @@ constexpr uint64_t kChecksumBlockBytes = 1 << 20;
 // Data sections of rank files start at a multiple of this (the header is padded with spaces).
 constexpr uint64_t kDataAlignment = 4096;
 constexpr char kMetadataFile[] = "metadata.json";
+// In a checkpoint root: the lock a training run holds on it (worker/checkpointer.h).
+constexpr char kRunLockFile[] = ".loom.lock";
 constexpr char kLatestFile[] = "latest";
 // In a checkpoint root: the checkpoint.load (absolute path) the run saving there started from.
 constexpr char kLoadOriginFile[] = "load_origin";

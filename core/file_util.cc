@@ -135,8 +135,7 @@ Status MakeDirs(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what,
-                                 bool* unsupported) {
+Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError("open " + what + " '" + dir + "'", errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -146,9 +145,6 @@ Result<DirLock> DirLock::TryLock(const std::string& dir, const std::string& what
       return FailedPrecondition(what + " '" + dir +
                                 "': another process is writing into it (it holds the directory's "
                                 "lock); wait for it or choose another directory");
-    }
-    if (unsupported != nullptr) {
-      *unsupported = err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS;
     }
     return ErrnoError("lock " + what + " '" + dir + "'", err);
   }
@@ -175,6 +171,28 @@ Result<bool> MakeDirHere(const std::string& dir, const std::string& what) {
 }
 
 DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+Result<FileLock> FileLock::TryLock(const std::string& path, int* err) {
+  *err = 0;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *err = errno;
+    return ErrnoError("open lock file '" + path + "'", *err);
+  }
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;  // the whole file (l_start = l_len = 0)
+  if (::fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    *err = errno;
+    ::close(fd);
+    return ErrnoError("lock '" + path + "'", *err);
+  }
+  return FileLock(fd);
+}
+
+FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 

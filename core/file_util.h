@@ -37,16 +37,32 @@ Status CheckOutputFile(const std::string& path, const std::string& protect,
 class DirLock {
  public:
   // Locks `dir` (which must exist) without waiting; if another process holds it, or `dir` was
-  // replaced meanwhile, an error naming `what` and the directory. *unsupported (if given) is
-  // set when the error is that the file system has no locks (ENOLCK, EOPNOTSUPP, ENOSYS).
-  static Result<DirLock> TryLock(const std::string& dir, const std::string& what,
-                                 bool* unsupported = nullptr);
+  // replaced meanwhile, an error naming `what` and the directory.
+  static Result<DirLock> TryLock(const std::string& dir, const std::string& what);
   DirLock(DirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   DirLock& operator=(DirLock&&) = delete;
   ~DirLock();
 
  private:
   explicit DirLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// An exclusive lock on the file at `path` (made if absent, left in place), held until destroyed or
+// the process ends: an open-file-description record lock (fcntl F_OFD_SETLK), which NFS and
+// Lustre pass to the server, so it holds across hosts (flock on a directory does not).
+class FileLock {
+ public:
+  // Locks without waiting. On failure *err is the errno: EAGAIN/EACCES when another process
+  // holds the lock, ENOLCK/EOPNOTSUPP/ENOSYS/EINVAL when the file system has none, ENOENT when
+  // the directory is gone.
+  static Result<FileLock> TryLock(const std::string& path, int* err);
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock();
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
   int fd_ = -1;
 };
 

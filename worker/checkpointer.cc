@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -132,8 +133,19 @@ Checkpointer::~Checkpointer() {
   (void)committer_.WaitIdle(WriterTimeoutMs());
   // A save the ranks agreed failed (often a full disk): its files go now, not at the next run.
   if (idle && !failed_tmp_.empty()) RemoveRankFiles(failed_tmp_, rank_);
-  // A directory this run made and never saved into (it failed first) is not left behind.
-  if (made_dir_) ::rmdir(job_.checkpoint.dir.c_str());  // fails unless empty
+  // A directory this run made and left empty (it failed first, or saved nothing) is not left
+  // behind: the lock file goes first, while still held.
+  if (made_dir_ && dir_lock_ != nullptr) {
+    std::error_code ec;
+    bool only_lock = true;
+    for (const auto& e : fs::directory_iterator(job_.checkpoint.dir, ec)) {
+      only_lock = only_lock && e.path().filename() == kRunLockFile;
+    }
+    if (!ec && only_lock) {
+      ::unlink(JoinPath(job_.checkpoint.dir, kRunLockFile).c_str());
+      ::rmdir(job_.checkpoint.dir.c_str());
+    }
+  }
   dir_lock_.reset();
 }
 
@@ -232,28 +244,56 @@ void Checkpointer::WarnIfShortOfSpace(int64_t start_step) const {
   LOOM_LOG(WARN, CKPT) << buf;
 }
 
+namespace {
+
+// How long a run waits for checkpoint.dir's lock (LOOM_CKPT_LOCK_WAIT_MS): a job restarted at
+// once after a failure may find its predecessor's rank 0 still exiting.
+std::chrono::milliseconds LockWait() {
+  const char* v = std::getenv("LOOM_CKPT_LOCK_WAIT_MS");
+  const long long ms = v != nullptr ? std::atoll(v) : 10000;
+  return std::chrono::milliseconds(std::clamp<long long>(ms, 0, 3600000));
+}
+
+}  // namespace
+
 Status Checkpointer::LockDir() {
-  if (dir_lock_ != nullptr) return Status::Ok();  // Restore again (the benchmark's loads)
+  if (lock_tried_) return Status::Ok();  // Restore again (the benchmark's loads)
+  lock_tried_ = true;
   const std::string& dir = job_.checkpoint.dir;
   const std::string field = job_.path + ": field 'checkpoint.dir'";
-  Result<bool> made = MakeDirHere(dir, "checkpoint.dir");
-  if (!made.ok()) return made.status().WithContext(field);
-  made_dir_ = *made;
-  bool unsupported = false;
-  Result<DirLock> lock = DirLock::TryLock(dir, "checkpoint.dir", &unsupported);
-  if (!lock.ok() && unsupported) {  // e.g. Lustre mounted without flock: run, unguarded
-    LOOM_LOG(WARN, CKPT) << lock.status().message()
-                         << ": this file system has no locks, so a second run in the same "
-                            "directory would not be refused";
-    return Status::Ok();
+  const std::string path = JoinPath(dir, kRunLockFile);
+  const auto deadline = std::chrono::steady_clock::now() + LockWait();
+  bool waiting = false;
+  for (;;) {
+    Result<bool> made = MakeDirHere(dir, "checkpoint.dir");
+    if (!made.ok()) return made.status().WithContext(field);
+    made_dir_ = made_dir_ || *made;
+    int err = 0;
+    Result<FileLock> lock = FileLock::TryLock(path, &err);
+    if (lock.ok()) {
+      dir_lock_ = std::make_unique<FileLock>(std::move(*lock));
+      return Status::Ok();
+    }
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) {
+      LOOM_LOG(WARN, CKPT) << lock.status().message()
+                           << ": this file system has no locks, so a second run in the same "
+                              "directory would not be refused";
+      return Status::Ok();
+    }
+    const bool held = err == EAGAIN || err == EACCES;
+    if ((!held && err != ENOENT) || std::chrono::steady_clock::now() >= deadline) {
+      if (!held) return lock.status().WithContext(field);
+      return FailedPrecondition(field + ": '" + dir + "' is in use by another run (it holds " +
+                                path + "'s lock; waited " + std::to_string(LockWait().count()) +
+                                " ms, LOOM_CKPT_LOCK_WAIT_MS); wait for it to end or choose "
+                                "another directory");
+    }
+    if (held && !waiting) {
+      LOOM_LOG(INFO, CKPT) << "waiting for " << path << " (another run holds it)";
+      waiting = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (!lock.ok()) {
-    if (made_dir_) ::rmdir(dir.c_str());
-    made_dir_ = false;
-    return lock.status().WithContext(field);
-  }
-  dir_lock_ = std::make_unique<DirLock>(std::move(*lock));
-  return Status::Ok();
 }
 
 void Checkpointer::RemoveLeftovers() const {

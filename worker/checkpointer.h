@@ -139,8 +139,9 @@ class Checkpointer {
                        const std::vector<int64_t>& refused) const;
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
   void RemoveLeftovers() const;
-  // Rank 0: makes checkpoint.dir if absent and takes its lock (held until destruction); an error
-  // naming the field if another process holds it.
+  // Rank 0: makes checkpoint.dir if absent and takes its run lock (kRunLockFile, held until
+  // destruction), waiting up to LOOM_CKPT_LOCK_WAIT_MS (10 s) for another holder to end; then an
+  // error naming the field. A file system without locks: a warning, no lock.
   Status LockDir();
 
   JobConfig job_;
@@ -163,15 +164,16 @@ class Checkpointer {
   int64_t pending_step_ = -1;   // in flight (written, not yet agreed complete)
   proto::CheckpointMetadata pending_meta_;
   int64_t last_started_ = -1;
-  int64_t loaded_samples_ = 0;         // consumed samples of the checkpoint LoadFrom read last
-  std::string origin_;                 // checkpoint.load this run started from ("": none)
-  bool origin_recorded_ = false;       // origin_ written to checkpoint.dir's load_origin
-  Status write_error_;                 // this rank's failed write, until reported
-  std::string failed_tmp_;             // a save agreed failed: its files are removed on destruction
-  std::unique_ptr<DirLock> dir_lock_;  // rank 0: checkpoint.dir's, for the run
-  bool made_dir_ = false;              // rank 0 made checkpoint.dir (removed at the end if empty)
-  HandlePtr poll_;                     // the vote in flight (an all-reduce over the world)
-  HandlePtr stop_poll_;                // StopVote's vote in flight
+  int64_t loaded_samples_ = 0;    // consumed samples of the checkpoint LoadFrom read last
+  std::string origin_;            // checkpoint.load this run started from ("": none)
+  bool origin_recorded_ = false;  // origin_ written to checkpoint.dir's load_origin
+  Status write_error_;            // this rank's failed write, until reported
+  std::string failed_tmp_;        // a save agreed failed: its files are removed on destruction
+  std::unique_ptr<FileLock> dir_lock_;  // rank 0: checkpoint.dir's run lock, for the run
+  bool lock_tried_ = false;             // LockDir ran (once per Checkpointer)
+  bool made_dir_ = false;               // rank 0 made checkpoint.dir (removed at the end if empty)
+  HandlePtr poll_;                      // the vote in flight (an all-reduce over the world)
+  HandlePtr stop_poll_;                 // StopVote's vote in flight
   // The votes' buffers, on the heap: after a timed-out wait the communication thread may still
   // write into them, so the destructor then leaves them allocated.
   struct VoteBuffers {

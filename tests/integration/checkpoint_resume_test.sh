@@ -189,22 +189,34 @@ fi
   "$dir/resume8.st" --label "8-rank resumed run vs one uninterrupted process" || fail=1
 
 # One run at a time in a checkpoint directory: a second run started while the first holds it (the
-# first stopped with SIGSTOP once it has saved, so it surely still runs) is refused by name and
-# touches nothing; the first then finishes, and its checkpoints verify.
+# first stopped with SIGSTOP once it has saved, so it surely still runs) waits
+# LOOM_CKPT_LOCK_WAIT_MS for the lock, is refused by name and touches nothing; the first then
+# finishes, and its checkpoints verify.
 sed "s/^steps: .*/steps: 400/" "$base" > "$dir/lock.yaml"  # seconds of training: time to stop it
 timeout 300 "$loom" train --config "$dir/lock.yaml" --checkpoint-dir "$dir/lock_ck" > "$dir/lock1.log" 2>&1 &
-first=$!
-for _ in $(seq 600); do [[ -e $dir/lock_ck/latest ]] && break; sleep 0.1; done
-kill -STOP $first
-if timeout 60 "$loom" train --config "$dir/lock.yaml" --checkpoint-dir "$dir/lock_ck" > "$dir/lock2.log" 2>&1; then
+guard=$!
+first=""
+for _ in $(seq 600); do
+  [[ -z $first ]] && first=$(pgrep -P $guard -x loom)
+  [[ -n $first && -e $dir/lock_ck/latest ]] && break
+  sleep 0.1
+done
+kill -STOP "$first"
+ls -lAR --time-style=full-iso "$dir/lock_ck" > "$dir/lock_before.txt"
+if LOOM_CKPT_LOCK_WAIT_MS=1000 timeout 60 "$loom" train --config "$dir/lock.yaml" \
+    --checkpoint-dir "$dir/lock_ck" > "$dir/lock2.log" 2>&1; then
   echo "FAIL: a second run in a directory in use started"; fail=1
 else
-  grep -q "field 'checkpoint.dir': checkpoint.dir '$dir/lock_ck': another process is writing into it" "$dir/lock2.log" \
+  grep -q "field 'checkpoint.dir': '$dir/lock_ck' is in use by another run (it holds $dir/lock_ck/.loom.lock's lock; waited 1000 ms" "$dir/lock2.log" \
     && echo "PASS a second run in a checkpoint directory in use is refused by name" \
     || { echo "FAIL lock2: $(tail -2 "$dir/lock2.log")"; fail=1; }
 fi
-kill -CONT $first
-wait $first && grep -q "checkpoints: 80 saved to $dir/lock_ck" "$dir/lock1.log" \
+ls -lAR --time-style=full-iso "$dir/lock_ck" | cmp -s - "$dir/lock_before.txt" \
+  && echo "PASS the refused run changed nothing in the directory" \
+  || { echo "FAIL: the refused run changed $dir/lock_ck"; fail=1; }
+[[ $(ps -o state= -p "$first") == T* ]] || { echo "FAIL: the first run was not stopped during the check"; fail=1; }
+kill -CONT "$first"
+wait $guard && grep -q "checkpoints: 80 saved to $dir/lock_ck" "$dir/lock1.log" \
   && "$loom" ckpt verify --all "$dir/lock_ck" > /dev/null \
   && echo "PASS the first run finished undisturbed, its checkpoints verify" \
   || { echo "FAIL lock1: $(tail -3 "$dir/lock1.log")"; fail=1; }
