@@ -153,6 +153,17 @@ class Monitor {
   int64_t shown_ = -1;
 };
 
+// Whether process `pid` still runs: it exists and is not a zombie (a zombie has closed its files
+// and released its locks; its reaping, by init here, can take a while).
+bool Running(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill
+  const size_t paren = line.rfind(')');        // "pid (comm) S ...": comm may hold spaces
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+
 // Why the job failed, from what the ranks said (or did not say).
 std::string DescribeFailure(const JobState& job) {
   std::string out;
@@ -316,10 +327,20 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     workers->Stop(5000);
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
+    std::vector<pid_t> killed;
     for (const RankStatus& r : state.Ranks()) {
-      if (r.registered && r.pid > 0 && r.host == host && ::kill(r.pid, 0) == 0) {
+      if (r.registered && r.pid > 0 && r.host == host && Running(static_cast<pid_t>(r.pid))) {
         ::kill(r.pid, SIGKILL);
+        killed.push_back(static_cast<pid_t>(r.pid));
       }
+    }
+    // Gone before the closing lines say "the same command resumes": a rerun must not find rank 0
+    // still holding the checkpoint directory's lock. Bounded: a process stuck in the kernel
+    // (an NFS write) may take longer, and the rerun then waits for the lock itself.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until &&
+           std::any_of(killed.begin(), killed.end(), Running)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   };
 
