@@ -68,11 +68,6 @@ void NoteFields(const std::string& prefix, const google::protobuf::Message& a,
   }
 }
 
-// `loom ckpt import` writes no data section and says so in the RNG generator.
-bool Imported(const proto::CheckpointMetadata& m) {
-  return !m.has_data();
-}
-
 }  // namespace
 
 void CompareValues(const float* a, const float* b, int64_t n, double rtol, double atol,
@@ -122,8 +117,8 @@ Result<DiffReport> DiffCheckpoints(const std::string& a_path, const std::string&
     return InvalidArgument(out.a + " and " + out.b + " hold different models (" + list +
                            "): their tensors cannot be compared");
   }
-  out.a_imported = Imported(meta_a);
-  out.b_imported = Imported(meta_b);
+  out.a_imported = IsImportedCheckpoint(meta_a);
+  out.b_imported = IsImportedCheckpoint(meta_b);
   // The top level's scalars (step, format version, block size), not the file's own checksum.
   NoteFields("", meta_a, meta_b, &out.notes, "metadata_crc32c");
   NoteFields("saved_layout", meta_a.saved_layout(), meta_b.saved_layout(), &out.notes);

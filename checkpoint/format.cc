@@ -30,6 +30,11 @@ std::string RankFileName(int rank) {
   return buf;
 }
 
+bool IsImportedCheckpoint(const proto::CheckpointMetadata& m) {
+  const proto::OptimizerState& o = m.optimizer();
+  return o.step_count() == 0 && o.lr() == 0 && m.data().global_batch() == 0;
+}
+
 std::string JoinPath(const std::string& a, const std::string& b) {
   return (fs::path(a) / b).string();
 }

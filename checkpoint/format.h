@@ -68,6 +68,9 @@ std::string PathName(const std::string& path);
 // `path` lexically normalised, without a trailing separator ("ck/step_6/" -> "ck/step_6").
 std::string NormalPath(const std::string& path);
 
+// Whether `m` was made by `loom ckpt import`: never trained, so no optimizer or data settings.
+bool IsImportedCheckpoint(const proto::CheckpointMetadata& m);
+
 // Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
 // A missing root is an empty list.
 std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& root);

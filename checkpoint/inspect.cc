@@ -112,7 +112,7 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
                 l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off",
                 l.tp() * l.cp() * l.pp() * l.dp());
   // An imported checkpoint (loom ckpt import) was never trained: it has no settings to show.
-  if (o.step_count() == 0 && o.lr() == 0 && m.data().global_batch() == 0) {
+  if (IsImportedCheckpoint(m)) {
     out += Format("optimizer    %s, 0 updates; no settings recorded (zero moments: %s)\n",
                   o.name().c_str(), m.rng().generator().c_str());
     out += "data         none recorded (the job that trains from it sets them)\n";

@@ -44,6 +44,11 @@ class EngineState {
     std::lock_guard<std::mutex> lock(mu_);
     return abandoned_what_;
   }
+  // The error of operation `what`, never started because of the abandonment.
+  Status NotStarted(const std::string& what) const {
+    return FailedPrecondition(what + " was not started: " + AbandonedWhat() +
+                              " passed its deadline on this rank before it");
+  }
 
   // Before the communication thread starts a call: false (and nothing recorded) once abandoned,
   // checked under the lock Abandon takes, so no call starts after an abandonment. `what` must
@@ -110,16 +115,13 @@ class MpiHandle : public CommHandle {
       }
       trace_->Add(r);
     }
-    if (never_started) {
-      return FailedPrecondition(std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
-                                " on group '" + rec_.group + "' " + FormatMembers(members_) +
-                                " was not started: " + engine_->AbandonedWhat() +
-                                " passed its deadline on this rank before it");
-    }
-    if (!finished) {
+    if (finished) return status_;
+    // Only on failure: the name is not built on every wait.
+    const std::string op = std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
+                           " on group '" + rec_.group + "' " + FormatMembers(members_);
+    if (never_started) return engine_->NotStarted(op);
+    {
       const int64_t waited_ms = (NowNs() - rec_.enqueue_ns) / 1000000;
-      const std::string op = std::string(CommOpName(rec_.op)) + " #" + std::to_string(rec_.seq) +
-                             " on group '" + rec_.group + "' " + FormatMembers(members_);
       engine_->Abandon(op);
       std::string why = "a member is hung or dead";
       if (rec_.start_ns == 0) {  // queued behind a call that has not returned
@@ -132,7 +134,6 @@ class MpiHandle : public CommHandle {
           ") did not complete within " + std::to_string(waited_ms) + " ms (world rank " +
           std::to_string(world_rank_) + " waiting; " + why + ")");
     }
-    return status_;
   }
 
   bool Done() const override {
@@ -208,13 +209,9 @@ class MpiEngine {
   const std::shared_ptr<EngineState>& state() const { return state_; }
 
  private:
-  Status NotStarted(const std::string& what) const {
-    return FailedPrecondition(what + " was not started: " + state_->AbandonedWhat() +
-                              " passed its deadline on this rank before it");
-  }
   void FailUnstarted(Op& op) const {
     op.handle->MarkStarted();  // start = end: no busy time in the trace
-    op.handle->Complete(NotStarted(op.what));
+    op.handle->Complete(state_->NotStarted(op.what));
   }
 
   // After an abandonment: fail what was queued, and cancel the posted receives so that MPI writes
