@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "cli/commands.h"
+#include "core/env.h"
 #include "core/logging.h"
 #include "core/threads.h"
 
@@ -31,6 +32,11 @@ int main(int argc, char** argv) {
   loom::AddWorkerCommand(app, &exit_code);
   loom::AddPlanCommand(app, &exit_code);
   loom::AddCalibrateCommand(app, &exit_code);
+  // Before any command runs (and before `loom launch` hands the environment to its workers).
+  if (loom::Status st = loom::CheckTunables(); !st.ok()) {
+    std::fprintf(stderr, "loom: error: %s\n", st.message().c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

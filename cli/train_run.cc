@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/env.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/safetensors.h"
@@ -167,8 +168,7 @@ Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Mpi
 
 void AbortAfterGrace(MpiRuntime* mpi, int code) {
   if (mpi == nullptr || mpi->world_size() <= 1) return;
-  const char* g = std::getenv("LOOM_ABORT_GRACE_MS");
-  std::this_thread::sleep_for(std::chrono::milliseconds(g ? std::atol(g) : 5000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(TunableOr(kAbortGraceTunable)));
   mpi->Abort(code);
 }
 

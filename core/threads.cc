@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/env.h"
+
 namespace loom {
 namespace {
 std::atomic<int> g_threads{1};
@@ -45,10 +47,7 @@ int NumThreads() {
 }
 
 int DefaultThreads(int local_ranks) {
-  if (const char* env = std::getenv("LOOM_THREADS")) {
-    int v = std::atoi(env);
-    if (v >= 1) return v;
-  }
+  if (const int64_t v = TunableOr(kThreadsTunable); v >= 1) return static_cast<int>(v);
   int hw = static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, hw / std::max(1, local_ranks));
 }

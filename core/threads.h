@@ -2,7 +2,8 @@
 // keeps OpenBLAS single-threaded (kernels split GEMMs across the pool themselves), so BLAS
 // threads and OpenMP threads never compete for the same cores.
 //
-// Tunables: LOOM_THREADS overrides the default of (hardware threads / ranks on this host).
+// Tunables: LOOM_THREADS (core/env.h) overrides the default of (hardware threads / ranks on this
+// host).
 #pragma once
 
 namespace loom {

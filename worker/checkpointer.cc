@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "checkpoint/reader.h"
+#include "core/env.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 
@@ -24,10 +25,7 @@ namespace fs = std::filesystem;
 
 // Deadline for this rank's background writer when a save must complete (LOOM_CKPT_TIMEOUT_MS).
 int64_t WriterTimeoutMs() {
-  // At most 30 days: a deadline of now + more than ~292 years overflows the clock.
-  constexpr int64_t kMaxMs = 30LL * 24 * 3600 * 1000;
-  const char* v = std::getenv("LOOM_CKPT_TIMEOUT_MS");
-  return v != nullptr && std::atoll(v) > 0 ? std::min<int64_t>(std::atoll(v), kMaxMs) : 600000;
+  return TunableOr(kCkptTimeoutTunable);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -249,9 +247,7 @@ namespace {
 // How long a run waits for checkpoint.dir's lock (LOOM_CKPT_LOCK_WAIT_MS): a job restarted at
 // once after a failure may find its predecessor's rank 0 still exiting.
 std::chrono::milliseconds LockWait() {
-  const char* v = std::getenv("LOOM_CKPT_LOCK_WAIT_MS");
-  const long long ms = v != nullptr ? std::atoll(v) : 10000;
-  return std::chrono::milliseconds(std::clamp<long long>(ms, 0, 3600000));
+  return std::chrono::milliseconds(TunableOr(kCkptLockWaitTunable));
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/env.h"
+
 namespace loom {
 namespace {
 
@@ -444,16 +446,8 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &rt->world_size_);
   if (const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
     rt->local_size_ = std::max(1, std::atoi(ls));
-  if (const char* t = std::getenv("LOOM_COMM_TIMEOUT_MS")) {
-    long ms = std::atol(t);
-    // Above 30 days, now + the timeout can overflow the clock: every wait would fail at once.
-    constexpr long kMaxMs = 30L * 24 * 3600 * 1000;
-    if (ms <= 0 || ms > kMaxMs) {
-      return InvalidArgument("LOOM_COMM_TIMEOUT_MS: expected a number of ms from 1 to " +
-                             std::to_string(kMaxMs) + " (30 days), got '" + t + "'");
-    }
-    rt->timeout_ = std::chrono::milliseconds(ms);
-  }
+  LOOM_ASSIGN_OR_RETURN(const int64_t timeout_ms, ReadTunable(kCommTimeoutTunable));
+  rt->timeout_ = std::chrono::milliseconds(timeout_ms);
   rt->engine_ = std::make_shared<MpiEngine>();
   return rt;
 }

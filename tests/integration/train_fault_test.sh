@@ -49,13 +49,23 @@ late_rank() {  # late_rank LABEL PARALLEL
 late_rank collectives "tp: 2, dp: 2, zero: 2"
 late_rank pipeline "pp: 2, dp: 2, zero: 3"
 
-# A bad deadline setting is refused by name (the runtime, half made, must not crash).
+# A bad deadline setting is refused by name on every rank, before anything starts.
 out=$(LOOM_COMM_TIMEOUT_MS=abc timeout 60 mpirun --oversubscribe -np 2 "$loom" train --config "$dir/job.yaml" 2>&1)
 code=$?
-grep -q "LOOM_COMM_TIMEOUT_MS: expected a number of ms from 1 to" <<<"$out" && [[ $code -ne 0 ]] \
-  && ! grep -Eq "Segmentation fault|exited on signal" <<<"$out" \
+grep -q "environment variable LOOM_COMM_TIMEOUT_MS: expected a number of ms, a whole number from 1 to" <<<"$out" \
+  && [[ $code -ne 0 ]] && ! grep -Eq "Segmentation fault|exited on signal" <<<"$out" \
   && echo "bad LOOM_COMM_TIMEOUT_MS: refused (exit $code)" \
   || { echo "FAIL: a bad LOOM_COMM_TIMEOUT_MS was not refused cleanly (exit $code): $out"; fail=1; }
+# Other tunables: a value that is not a whole number in range is refused, not read as 0 or as
+# its default (a lock wait of "10s" used to become 10 ms; LOOM_THREADS=0 became "all cores").
+for bad in LOOM_CKPT_LOCK_WAIT_MS=10s LOOM_CKPT_TIMEOUT_MS=0 LOOM_THREADS=0 LOOM_ABORT_GRACE_MS=-1 \
+           LOOM_COMM_TIMEOUT_MS=3000abc LOOM_CKPT_DIRECT_IO=yes LOOM_LOG_LEVEL=verbose; do
+  out=$(env "$bad" timeout 60 "$loom" train --config "$dir/job.yaml" --steps 1 2>&1)
+  code=$?
+  [[ $code -eq 2 ]] && grep -q "^loom: error: environment variable ${bad%%=*}: expected .*, got '${bad#*=}'" <<<"$out" \
+    && ! grep -q "step 1" <<<"$out" && echo "bad $bad: refused" \
+    || { echo "FAIL: $bad was not refused by name with exit 2 (exit $code): $out"; fail=1; }
+done
 
 sed "s/^parallel: .*/parallel: {tp: 3}/" "$dir/job.yaml" > "$dir/bad.yaml"
 out=$(timeout 60 mpirun --oversubscribe -np 3 "$loom" train --config "$dir/bad.yaml" 2>&1)
