@@ -94,8 +94,12 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
                     std::to_string(kCheckpointFormatVersion) + ", got " +
                     std::to_string(m.format_version()));
   }
-  if (m.checksum_block_bytes() == 0) {
-    return DataLoss(path + ": field 'checksum_block_bytes': expected a positive block size");
+  // Bounded so that no block count or offset computed from it wraps (Loom writes 1 MiB).
+  constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 40;
+  if (m.checksum_block_bytes() == 0 || m.checksum_block_bytes() > kMaxBlockBytes) {
+    return DataLoss(path + ": field 'checksum_block_bytes': expected a block size from 1 to " +
+                    std::to_string(kMaxBlockBytes) + ", got " +
+                    std::to_string(m.checksum_block_bytes()));
   }
   const proto::ModelSpec& mo = m.model();
   if (mo.vocab() <= 0 || mo.layers() <= 0 || mo.heads() <= 0 || mo.hidden() <= 0 ||
@@ -136,6 +140,19 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
   if (m.step() < 0) {
     return DataLoss(path + ": field 'step': expected 0 or more, got " + std::to_string(m.step()));
   }
+  // The layout it was saved with: only reported (the index alone says where every byte is), but
+  // a damaged one must not be reported as if it were a layout. cp and vpp may be absent (0).
+  const proto::LayoutSpec& l = m.saved_layout();
+  const double ranks =
+      static_cast<double>(l.tp()) * std::max(1, l.cp()) * l.pp() * l.dp();  // cannot wrap
+  if (l.tp() < 1 || l.cp() < 0 || l.pp() < 1 || l.vpp() < 0 || l.dp() < 1 || l.zero() < 0 ||
+      l.zero() > 3 || l.vpp() > (1 << 20) || ranks > 2147483648.0) {
+    return DataLoss(path + ": field 'saved_layout': expected tp, pp and dp of at least 1, cp and " +
+                    "vpp of at least 1 or absent, at most 2^31 ranks, and zero 0 to 3, got tp=" +
+                    std::to_string(l.tp()) + " cp=" + std::to_string(l.cp()) +
+                    " pp=" + std::to_string(l.pp()) + " vpp=" + std::to_string(l.vpp()) +
+                    " dp=" + std::to_string(l.dp()) + " zero=" + std::to_string(l.zero()));
+  }
   if (m.optimizer().step_count() < 0 || m.optimizer().step_count() > m.step()) {
     return DataLoss(path + ": field 'optimizer.step_count': expected 0 to the step (" +
                     std::to_string(m.step()) + "), got " +
@@ -156,6 +173,23 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
     }
     files.push_back(f.name());
   }
+  // Each of them, with the model's shape: as many entries as the model has and none twice, so
+  // every entry is one of these, and every shape below is the model's (dims at most 2^30, the
+  // product at most 2^60: nothing computed from a region within it overflows).
+  const ParamLayout model =
+      ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  for (const ParamInfo& p : model.params) {
+    for (int s = 0; s < kNumStates; ++s) {
+      const std::string state = StateName(static_cast<StateKind>(s));
+      const auto it = index.find({p.name, state});
+      const std::string what = path + ": tensor '" + p.name + "' state '" + state + "'";
+      if (it == index.end()) return DataLoss(what + ": missing from the checkpoint");
+      const std::vector<int64_t> shape(it->second->shape().begin(), it->second->shape().end());
+      if (shape != std::vector<int64_t>(p.global_shape.begin(), p.global_shape.end())) {
+        return DataLoss(what + ": field 'shape' does not match the model");
+      }
+    }
+  }
   for (const proto::TensorEntry& t : m.tensors()) {
     if (t.dtype() != "F32") {
       return DataLoss(path + ": tensor '" + t.name() + "' field 'dtype': expected F32, got '" +
@@ -173,16 +207,27 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
       const int64_t r0 = c.region_offsets(0), rs = c.region_sizes(0);
       const int64_t c0 = t.shape_size() > 1 ? c.region_offsets(1) : 0;
       const int64_t cs = t.shape_size() > 1 ? c.region_sizes(1) : 1;
-      if (r0 < 0 || rs < 0 || c0 < 0 || cs < 0 || r0 + rs > rows || c0 + cs > cols ||
-          c.flat_begin() < 0 || c.flat_begin() >= c.flat_end() || c.flat_end() > rs * cs) {
-        return DataLoss(ChunkWhere(path, t, k) + ": region outside the tensor's shape");
+      // Compared without sums of the file's numbers, which could wrap.
+      if (r0 < 0 || rs < 0 || r0 > rows || rs > rows - r0 || c0 < 0 || cs < 0 || c0 > cols ||
+          cs > cols - c0) {
+        return DataLoss(
+            ChunkWhere(path, t, k) + ": fields 'region_offsets' and 'region_sizes': " + "rows " +
+            std::to_string(r0) + " + " + std::to_string(rs) + ", columns " + std::to_string(c0) +
+            " + " + std::to_string(cs) + " lie outside the tensor's shape (" +
+            std::to_string(rows) + ", " + std::to_string(cols) + ")");
+      }
+      if (c.flat_begin() < 0 || c.flat_begin() >= c.flat_end() || c.flat_end() > rs * cs) {
+        return DataLoss(ChunkWhere(path, t, k) + ": fields 'flat_begin' and 'flat_end': " +
+                        std::to_string(c.flat_begin()) + ".." + std::to_string(c.flat_end()) +
+                        ", expected a non-empty range within the region's " +
+                        std::to_string(rs * cs) + " elements");
       }
       const uint64_t bytes = static_cast<uint64_t>(c.flat_end() - c.flat_begin()) * 4;
       if (c.length() != bytes) {
         return DataLoss(ChunkWhere(path, t, k) + ": field 'length' is " +
                         std::to_string(c.length()) + ", expected " + std::to_string(bytes));
       }
-      const uint64_t blocks = (bytes + m.checksum_block_bytes() - 1) / m.checksum_block_bytes();
+      const uint64_t blocks = (bytes - 1) / m.checksum_block_bytes() + 1;  // bytes > 0
       if (static_cast<uint64_t>(c.crc32c_size()) != blocks) {
         return DataLoss(ChunkWhere(path, t, k) + ": expected " + std::to_string(blocks) +
                         " checksums, got " + std::to_string(c.crc32c_size()));
@@ -201,21 +246,6 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
         return DataLoss(ChunkWhere(path, t, k) + ": bytes " + std::to_string(c.offset()) + " + " +
                         std::to_string(c.length()) + " lie beyond the end of '" + c.file() + "' (" +
                         std::to_string(file_bytes) + " bytes, field 'files')");
-      }
-    }
-  }
-  // Each of them, with the model's shape.
-  const ParamLayout model =
-      ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
-  for (const ParamInfo& p : model.params) {
-    for (int s = 0; s < kNumStates; ++s) {
-      const std::string state = StateName(static_cast<StateKind>(s));
-      const auto it = index.find({p.name, state});
-      const std::string what = path + ": tensor '" + p.name + "' state '" + state + "'";
-      if (it == index.end()) return DataLoss(what + ": missing from the checkpoint");
-      const std::vector<int64_t> shape(it->second->shape().begin(), it->second->shape().end());
-      if (shape != std::vector<int64_t>(p.global_shape.begin(), p.global_shape.end())) {
-        return DataLoss(what + ": field 'shape' does not match the model");
       }
     }
   }
@@ -279,7 +309,9 @@ Result<std::string> SealMetadataJson(std::string json) {
 
 Result<proto::CheckpointMetadata> ReadMetadata(const std::string& dir) {
   const std::string path = JoinPath(dir, kMetadataFile);
-  Result<std::string> text = ReadFile(path);
+  // A regular file (a FIFO would block, a link to a device be read without end), of at most
+  // 4 GiB: ~20 GB to parse, and far beyond any index (a million chunks take ~300 MB).
+  Result<std::string> text = ReadRegularFile(path, uint64_t{4} << 30);
   if (!text.ok()) return text.status();
   proto::CheckpointMetadata m;
   google::protobuf::util::JsonParseOptions opt;
@@ -379,7 +411,8 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
 }
 
 std::string ReadLatest(const std::string& root) {
-  Result<std::string> text = ReadFile(JoinPath(root, kLatestFile));
+  // A step directory's name: anything longer, or not a regular file, is no pointer.
+  Result<std::string> text = ReadRegularFile(JoinPath(root, kLatestFile), 4096);
   if (!text.ok()) return "";
   std::string s = *text;
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

@@ -83,8 +83,11 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
   }
   if (dir != path) {  // a root: what else it holds
     std::string others, aside;
+    bool latest_listed = false;
+    const std::string latest = ReadLatest(path);
     for (const auto& [step, d] : ListCheckpoints(path)) {
       if (d != dir) others += (others.empty() ? "" : ", ") + PathName(d);
+      latest_listed = latest_listed || PathName(d) == latest;
     }
     std::error_code ec;
     std::vector<std::string> names;
@@ -94,8 +97,12 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
     }
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) aside += (aside.empty() ? "" : ", ") + n;
-    const std::string latest = ReadLatest(path);
-    out += "root         " + path + ": latest " + (latest.empty() ? "(none)" : latest) +
+    // Loads go by the directories (the newest valid one), not by this pointer: say when it is
+    // stale rather than let it suggest which checkpoint a resume takes.
+    out += "root         " + path + ": latest " +
+           (latest.empty()  ? "(none)"
+            : latest_listed ? latest
+                            : latest + " (not a checkpoint here; resumes ignore the pointer)") +
            "; older checkpoints " + (others.empty() ? "none" : others) +
            (aside.empty() ? "" : "; set aside or unfinished (never loaded): " + aside) + "\n";
   }

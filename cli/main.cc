@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "cli/commands.h"
 #include "core/env.h"
@@ -41,6 +43,14 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const std::bad_alloc&) {
+    // Errors are Status values; what still throws is the allocator (or a library's parser):
+    // report it rather than abort with a core dump.
+    std::fprintf(stderr, "loom: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom: error: %s\n", e.what());
+    return 1;
   }
   // What a command printed (a table, a report) may not have reached its destination: a full
   // disk or a closed pipe must not exit 0.

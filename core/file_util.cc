@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <system_error>
 
@@ -35,12 +37,15 @@ std::string ParentDir(const std::string& path) {
 
 }  // namespace
 
-Result<std::string> ReadFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open '" + path + "'", errno);
+namespace {
+
+// Reads `fd` to its end (closing it), refusing more than `max_bytes`.
+Result<std::string> ReadToEnd(int fd, const std::string& path, uint64_t max_bytes) {
   std::string out;
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    out.reserve(static_cast<size_t>(std::min<uint64_t>(st.st_size, max_bytes)));
+  }
   char buf[1 << 16];
   for (;;) {
     ssize_t r = ::read(fd, buf, sizeof(buf));
@@ -51,10 +56,52 @@ Result<std::string> ReadFile(const std::string& path) {
       return ErrnoError("read '" + path + "'", err);
     }
     if (r == 0) break;
+    if (out.size() + static_cast<size_t>(r) > max_bytes) {
+      ::close(fd);
+      return InvalidArgument("'" + path + "': more than " + std::to_string(max_bytes) +
+                             " bytes, expected at most that");
+    }
     out.append(buf, static_cast<size_t>(r));
   }
   ::close(fd);
   return out;
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open '" + path + "'", errno);
+  return ReadToEnd(fd, path, UINT64_MAX);
+}
+
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. The checks and the
+  // read are on the same descriptor, so the path cannot be swapped in between.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("open '" + path + "'", errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError("stat '" + path + "'", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISDIR(st.st_mode)  ? "a directory"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "something else";
+    return InvalidArgument("'" + path + "': expected a regular file, found " + kind);
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return InvalidArgument("'" + path + "': " + std::to_string(st.st_size) +
+                           " bytes, expected at most " + std::to_string(max_bytes));
+  }
+  return ReadToEnd(fd, path, max_bytes);
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data) {

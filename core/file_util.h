@@ -3,6 +3,7 @@
 // never leaves a half-written file under the final name.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -11,6 +12,10 @@
 namespace loom {
 
 Result<std::string> ReadFile(const std::string& path);
+// ReadFile for files that must be regular files of at most `max_bytes` (checkpoint metadata,
+// pointers): a FIFO is refused rather than waited on, a device (a link to /dev/zero) rather than
+// read until memory runs out. Errors name the path and what it is.
+Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes);
 Status WriteFileAtomic(const std::string& path, std::string_view data);
 // Writes `parts` one after another into one file, atomically (no concatenation copy).
 Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count);

@@ -46,7 +46,7 @@ std::string RootOf(const std::string& source) {
 // Whether `dir` holds checkpoints of a run that started from checkpoint.load `load`: its
 // load_origin file names it (as CanonicalPath gives it). Restore continues those.
 bool ContinuesLoad(const std::string& dir, const std::string& load) {
-  Result<std::string> recorded = ReadFile(JoinPath(dir, kLoadOriginFile));
+  Result<std::string> recorded = ReadRegularFile(JoinPath(dir, kLoadOriginFile), 65536);
   return recorded.ok() && *recorded == CanonicalPath(load) + "\n" && !ListCheckpoints(dir).empty();
 }
 

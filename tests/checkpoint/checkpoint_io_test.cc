@@ -4,11 +4,13 @@
 // truncated and incomplete checkpoints are refused with the file and chunk named.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -437,6 +439,130 @@ TEST_F(CheckpointIo, BadMetadataIsNamed) {
               std::string::npos)
         << r.status().message();
   }
+}
+
+// Numbers chosen so that sums and products of them wrap (found by fuzzing `loom ckpt`): each is
+// refused by ReadMetadata, naming the field, instead of passing as valid (a checksum block count
+// of 0 read no data and then crashed; a region of 2^63 rows looked in range and made the
+// coverage check allocate until memory ran out).
+TEST_F(CheckpointIo, WrappingNumbersInTheMetadataAreRefused) {
+  WriteSynthetic(Path("a"), 5, L(2, 1, 1, 1, 2, 0));
+  const std::string dir = Path("a/step_00000005"), meta_path = dir + "/metadata.json";
+  const std::string good = *ReadFile(meta_path);
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* expect;
+  };
+  auto chunk_of = [](nlohmann::json& j, const std::string& name) -> nlohmann::json& {
+    for (auto& t : j["tensors"]) {
+      if (t["name"] == name && t["state"] == "param") return t["chunks"][0];
+    }
+    ADD_FAILURE() << "no tensor " << name;
+    return j;
+  };
+  const std::vector<Case> cases = {
+      {"block size 2^64-1 with no checksums",
+       [](nlohmann::json& j) {
+         j["checksum_block_bytes"] = "18446744073709551615";
+         for (auto& t : j["tensors"]) {
+           for (auto& c : t["chunks"]) c["crc32c"] = nlohmann::json::array();
+         }
+       },
+       "field 'checksum_block_bytes': expected a block size from 1 to 1099511627776, got "
+       "18446744073709551615"},
+      {"rows 1 + (2^63-1)",
+       [&](nlohmann::json& j) {
+         nlohmann::json& c = chunk_of(j, "h.0.attn.c_attn.weight");
+         c["region_offsets"] = {"1", "0"};
+         c["region_sizes"] = {"9223372036854775807", "1"};
+         c["flat_begin"] = "0";
+         c["flat_end"] = "4611686018427453952";  // (flat_end - flat_begin) * 4 wraps as well
+       },
+       "fields 'region_offsets' and 'region_sizes': rows 1 + 9223372036854775807"},
+      {"column offset 2^63-1 in a full-width chunk",
+       [&](nlohmann::json& j) {
+         chunk_of(j, "h.0.attn.c_attn.weight")["region_offsets"][1] = "9223372036854775807";
+       },
+       "columns 9223372036854775807 + "},
+      {"rows 2^56 + (2^63 - 2^56 + 256)",
+       [&](nlohmann::json& j) {
+         nlohmann::json& c = chunk_of(j, "wte");
+         c["region_offsets"][0] = "72057594037927936";
+         c["region_sizes"][0] = "9151314442816848128";
+       },
+       "rows 72057594037927936 + 9151314442816848128"},
+      {"layout tp=0", [](nlohmann::json& j) { j["saved_layout"]["tp"] = 0; },
+       "field 'saved_layout': expected tp, pp and dp of at least 1"},
+      {"layout of 2^62 ranks",
+       [](nlohmann::json& j) {
+         j["saved_layout"]["tp"] = 2147483647;
+         j["saved_layout"]["dp"] = 2147483647;
+       },
+       "field 'saved_layout'"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = nlohmann::json::parse(good);
+    c.edit(j);
+    ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
+    for (const Status& st : {ReadMetadata(dir).status(), VerifyCheckpoint(dir).status(),
+                             CheckpointReader::Open(dir).status()}) {
+      ASSERT_FALSE(st.ok()) << c.what;
+      EXPECT_NE(st.message().find(meta_path + ": "), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.what << ": " << st.message();
+    }
+  }
+  ASSERT_TRUE(WriteFileAtomic(meta_path, good).ok());
+  EXPECT_TRUE(VerifyCheckpoint(dir).ok());
+}
+
+// metadata.json and `latest` are read only when they are regular files: a FIFO is refused at
+// once rather than waited on, a link to /dev/zero rather than read until memory runs out.
+TEST_F(CheckpointIo, MetadataThatIsNotAFileIsRefusedWithoutWaiting) {
+  WriteSynthetic(Path("a"), 5, L(1, 1, 1, 1, 1, 0));
+  const std::string dir = Path("a/step_00000005"), meta_path = dir + "/metadata.json";
+  ASSERT_EQ(ReadLatest(Path("a")), "step_00000005");
+  fs::rename(meta_path, Path("kept.json"));
+  ASSERT_EQ(::mkfifo(meta_path.c_str(), 0644), 0);
+  Result<proto::CheckpointMetadata> r = ReadMetadata(dir);  // would block without O_NONBLOCK
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "'" + meta_path + "': expected a regular file, found a FIFO");
+  fs::remove(meta_path);
+  fs::create_symlink("/dev/zero", meta_path);
+  r = ReadMetadata(dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "'" + meta_path + "': expected a regular file, found a character device");
+  auto verified = VerifyCheckpoint(Path("a"));
+  ASSERT_FALSE(verified.ok());
+  EXPECT_NE(verified.status().message().find("found a character device"), std::string::npos)
+      << verified.status().message();
+  fs::remove(meta_path);
+  fs::rename(Path("kept.json"), meta_path);
+  ASSERT_TRUE(VerifyCheckpoint(Path("a")).ok());
+  // The pointer: a FIFO, a device or a huge file is no pointer (resumes never use it).
+  const std::string latest = Path("a/latest");
+  fs::remove(latest);
+  ASSERT_EQ(::mkfifo(latest.c_str(), 0644), 0);
+  EXPECT_EQ(ReadLatest(Path("a")), "");
+  fs::remove(latest);
+  fs::create_symlink("/dev/zero", latest);
+  EXPECT_EQ(ReadLatest(Path("a")), "");
+  fs::remove(latest);
+  ASSERT_TRUE(WriteFileAtomic(latest, std::string(5000, 's')).ok());
+  EXPECT_EQ(ReadLatest(Path("a")), "");
+  // A stale pointer is shown as such by inspect.
+  ASSERT_TRUE(WriteFileAtomic(latest, "step_00000099\n").ok());
+  Status files;
+  Result<std::string> shown = DescribeCheckpoint(Path("a"), &files);
+  ASSERT_TRUE(shown.ok()) << shown.status().message();
+  EXPECT_NE(shown->find("latest step_00000099 (not a checkpoint here; resumes ignore the pointer)"),
+            std::string::npos)
+      << *shown;
+  ASSERT_TRUE(WriteFileAtomic(latest, "step_00000005\n").ok());
+  shown = DescribeCheckpoint(Path("a"), &files);
+  ASSERT_TRUE(shown.ok());
+  EXPECT_NE(shown->find("latest step_00000005;"), std::string::npos) << *shown;
 }
 
 // The metadata file carries its own CRC-32C: a changed digit that keeps the JSON valid (the step,
