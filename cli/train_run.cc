@@ -72,10 +72,11 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
 
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (opt.steps > 0) job->steps = opt.steps;
-  if (!opt.checkpoint_dir.empty()) job->checkpoint.dir = opt.checkpoint_dir;
-  if (!opt.load.empty()) job->checkpoint.load = opt.load;
-  if (!opt.init_from.empty()) job->checkpoint.init_from = opt.init_from;
-  if (opt.no_resume) job->checkpoint.resume = false;
+  CheckpointConfig& c = job->checkpoint;
+  if (!opt.checkpoint_dir.empty()) c.dir = opt.checkpoint_dir, c.dir_from_flag = true;
+  if (!opt.load.empty()) c.load = opt.load, c.load_from_flag = true;
+  if (!opt.init_from.empty()) c.init_from = opt.init_from, c.init_from_from_flag = true;
+  if (opt.no_resume) c.resume = false, c.resume_from_flag = true;
   // The output files are written after training: a path that cannot take them is an error now,
   // not after the run.
   for (const auto& [flag, path] :

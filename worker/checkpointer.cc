@@ -256,7 +256,7 @@ Status Checkpointer::LockDir() {
   if (lock_tried_) return Status::Ok();  // Restore again (the benchmark's loads)
   lock_tried_ = true;
   const std::string& dir = job_.checkpoint.dir;
-  const std::string field = job_.path + ": field 'checkpoint.dir'";
+  const std::string field = CheckpointSetting(job_, "dir");
   const std::string path = JoinPath(dir, kRunLockFile);
   const auto deadline = std::chrono::steady_clock::now() + LockWait();
   bool waiting = false;
@@ -518,15 +518,18 @@ Result<int64_t> Checkpointer::Restore() {
     // for the whole run.
     Status locked;
     if (rank_ == 0) {
-      locked = LockDir();
+      // Not inside a checkpoint (--checkpoint-dir mixed up with --load: the new run's files and
+      // lock would land in a step directory, and go when retention deletes it).
+      locked = CheckOutsideCheckpoints(c.dir, "", CheckpointSetting(job_, "dir"));
+      if (locked.ok()) locked = LockDir();
       if (locked.ok()) RemoveLeftovers();
     }
     // Nobody writes before the leftovers are gone; every rank stops if the lock was refused.
     LOOM_ASSIGN_OR_RETURN(int refused, AllMax(locked.ok() ? 0 : 1));
     LOOM_RETURN_IF_ERROR(locked);
     if (refused != 0) {
-      return FailedPrecondition(job_.path + ": field 'checkpoint.dir': world rank 0 could not " +
-                                "make or lock '" + c.dir + "' (see its error)");
+      return FailedPrecondition(CheckpointSetting(job_, "dir") + ": world rank 0 could not " +
+                                "use '" + c.dir + "' (see its error)");
     }
   }
   std::string source = c.load.empty() ? c.dir : c.load;
@@ -550,8 +553,7 @@ Result<int64_t> Checkpointer::Restore() {
       explicit_load = false;
     }
   }
-  const std::string where =
-      job_.path + ": field 'checkpoint." + (explicit_load ? "load" : "dir") + "'";
+  const std::string where = CheckpointSetting(job_, explicit_load ? "load" : "dir");
   std::vector<int64_t> steps;
   if (c.resume && !source.empty()) {
     LOOM_ASSIGN_OR_RETURN(steps, Candidates(source, explicit_load, where));
@@ -562,12 +564,14 @@ Result<int64_t> Checkpointer::Restore() {
   auto existing = c.dir.empty() ? decltype(ListCheckpoints(""))() : ListCheckpoints(c.dir);
   const bool same_root = !explicit_load || fs::equivalent(root, c.dir, ec);
   if (!existing.empty() && (steps.empty() || !same_root)) {
-    return FailedPrecondition(job_.path + ": field 'checkpoint.dir': '" + c.dir +
-                              "' already holds checkpoints (newest: " + existing.front().second +
-                              ")" + (c.resume ? " of another run" : "") + "; " +
-                              (c.resume ? "resume from it (leave checkpoint.load unset)"
-                                        : "set checkpoint.resume: true to continue it") +
-                              ", remove them, or choose another directory");
+    return FailedPrecondition(
+        CheckpointSetting(job_, "dir") + ": '" + c.dir + "' already holds checkpoints (newest: " +
+        existing.front().second + ")" + (c.resume ? " of another run" : "") + "; " +
+        (c.resume ? (c.load_from_flag ? "resume from it (drop --load)"
+                                      : "resume from it (leave checkpoint.load unset)")
+                  : (c.resume_from_flag ? "drop --no-resume to continue it"
+                                        : "set checkpoint.resume: true to continue it")) +
+        ", remove them, or choose another directory");
   }
   // A run that does not continue checkpoint.dir's own checkpoints (a new run, or one loading
   // from checkpoint.load) must not inherit a record of how an earlier run in it started: that
@@ -584,7 +588,7 @@ Result<int64_t> Checkpointer::Restore() {
   }
   // Nothing to resume: a new run, from a checkpoint's weights where one is named (fine-tuning).
   if (c.init_from.empty()) return int64_t{0};
-  const std::string init_where = job_.path + ": field 'checkpoint.init_from'";
+  const std::string init_where = CheckpointSetting(job_, "init_from");
   LOOM_ASSIGN_OR_RETURN(steps, Candidates(c.init_from, true, init_where));
   return LoadNewest(c.init_from, steps, init_where, LoadKind::kWeightsOnly);
 }

@@ -200,17 +200,27 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
 
 }  // namespace
 
+std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
+  const CheckpointConfig& c = job.checkpoint;
+  if (key == "dir" && c.dir_from_flag) return "--checkpoint-dir";
+  if (key == "load" && c.load_from_flag) return "--load";
+  if (key == "init_from" && c.init_from_from_flag) return "--init-from";
+  if (key == "resume" && c.resume_from_flag) return "--no-resume";
+  return job.path + ": field 'checkpoint." + std::string(key) + "'";
+}
+
 Status CheckCheckpointConfig(const JobConfig& job) {
   const CheckpointConfig& c = job.checkpoint;
   if (!c.resume && !c.load.empty()) {
-    return InvalidArgument(job.path +
-                           ": field 'checkpoint.load': set, but checkpoint.resume is false (or "
-                           "--no-resume): say which you mean");
+    return InvalidArgument(
+        CheckpointSetting(job, "load") + ": set, but " +
+        (c.resume_from_flag ? std::string("--no-resume is given") : "checkpoint.resume is false") +
+        ": say which you mean");
   }
   if (!c.load.empty() && !c.init_from.empty()) {
-    return InvalidArgument(job.path +
-                           ": field 'checkpoint.init_from': set together with checkpoint.load (or "
-                           "--load): load resumes a run, init_from starts a new one from a "
+    return InvalidArgument(CheckpointSetting(job, "init_from") + ": set together with " +
+                           (c.load_from_flag ? "--load" : "checkpoint.load") +
+                           ": load resumes a run, init_from starts a new one from a "
                            "checkpoint's weights only; say which you mean");
   }
   if (c.dir.empty() && (c.every > 0 || c.keep > 0 || c.keep_every > 0)) {

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "parallel/param_layout.h"
@@ -84,6 +85,10 @@ struct CheckpointConfig {
   // On this signal (0: none) the ranks agree at a step boundary, save, and exit 128 + signal
   // (worker/stop_signal.h). Only with `dir`.
   int stop_signal = SIGUSR1;
+  // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume) rather
+  // than the job file: errors then name the flag the user typed.
+  bool dir_from_flag = false, load_from_flag = false, init_from_from_flag = false;
+  bool resume_from_flag = false;
 };
 
 struct JobConfig {
@@ -101,6 +106,10 @@ struct JobConfig {
   uint64_t seed = 1337;
   std::string launcher;  // how `loom launch` starts the workers: mpirun | srun | none ("": mpirun)
 };
+
+// Where a checkpoint setting came from, for errors: "--load" when the flag set it, else
+// "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from or resume.
+std::string CheckpointSetting(const JobConfig& job, std::string_view key);
 
 Result<JobConfig> LoadJobConfig(const std::string& path);
 // The same from the file's text (e.g. sent by the coordinator); relative paths are resolved

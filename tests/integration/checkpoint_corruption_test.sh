@@ -144,7 +144,7 @@ fi
 if mpi --checkpoint-dir "$dir/x" --load "$dir/base" --no-resume > "$dir/contra.log" 2>&1; then
   echo "FAIL: --load with --no-resume accepted"; fail=1
 else
-  expect "--load with --no-resume" "$dir/contra.log" "field 'checkpoint.load': set, but checkpoint.resume is false"
+  expect "--load with --no-resume" "$dir/contra.log" "--load: set, but --no-resume is given"
 fi
 
 # No valid checkpoint left: an error, not a silent fresh start.
@@ -171,9 +171,20 @@ if mpi --checkpoint-dir "$dir/a_file/ckpt" --steps 4 > "$dir/unwritable.log" 2>&
   echo "FAIL: training reported success although no checkpoint could be written"; fail=1
 else
   expect "unwritable checkpoint directory" "$dir/unwritable.log" \
-    "field 'checkpoint.dir': create directory '$dir/a_file': Not a directory" \
-    "field 'checkpoint.dir': world rank 0 could not make or lock '$dir/a_file/ckpt' (see its error)"
+    "--checkpoint-dir: create directory '$dir/a_file': Not a directory" \
+    "--checkpoint-dir: world rank 0 could not use '$dir/a_file/ckpt' (see its error)"
   grep -q "^step " "$dir/unwritable.log" && { echo "FAIL: training started without a checkpoint directory"; fail=1; }
+fi
+# A checkpoint directory inside a checkpoint (--checkpoint-dir mixed up with --load) is refused
+# before anything is written there.
+ls -lAR --time-style=full-iso "$dir/base" > "$dir/inside_before.txt"
+if mpi --checkpoint-dir "$dir/base/step_00000006" --steps 8 > "$dir/inside.log" 2>&1; then
+  echo "FAIL: a run saved inside a checkpoint"; fail=1
+else
+  expect "checkpoint directory inside a checkpoint" "$dir/inside.log" \
+    "--checkpoint-dir '$dir/base/step_00000006': inside the checkpoint '$(realpath "$dir/base/step_00000006")'; choose a path outside every checkpoint"
+  ls -lAR --time-style=full-iso "$dir/base" | cmp -s - "$dir/inside_before.txt" \
+    || { echo "FAIL: the refused run changed $dir/base"; fail=1; }
 fi
 # Offline tools: bad flags and a corrupt source leave no output checkpoint.
 "$loom" ckpt reshard "$dir/base" --to tp=3 "$dir/bad_to" > "$dir/bad_to.log" 2>&1 && { echo "FAIL: tp=3 accepted"; fail=1; }

@@ -207,7 +207,7 @@ if LOOM_CKPT_LOCK_WAIT_MS=1000 timeout 60 "$loom" train --config "$dir/lock.yaml
     --checkpoint-dir "$dir/lock_ck" > "$dir/lock2.log" 2>&1; then
   echo "FAIL: a second run in a directory in use started"; fail=1
 else
-  grep -q "field 'checkpoint.dir': '$dir/lock_ck' is in use by another run (it holds $dir/lock_ck/.loom.lock's lock; waited 1000 ms" "$dir/lock2.log" \
+  grep -q -- "--checkpoint-dir: '$dir/lock_ck' is in use by another run (it holds $dir/lock_ck/.loom.lock's lock; waited 1000 ms" "$dir/lock2.log" \
     && echo "PASS a second run in a checkpoint directory in use is refused by name" \
     || { echo "FAIL lock2: $(tail -2 "$dir/lock2.log")"; fail=1; }
 fi

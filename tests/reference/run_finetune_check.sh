@@ -167,7 +167,7 @@ expect_error() {
   if compgen -G "$dir/$name/step_*" > /dev/null; then echo "FAIL: $name: something was saved"; fail=1; fi
   echo "$name: $(grep -F -- "$pattern" "$dir/$name.log" | head -1)"
 }
-expect_error with_load "field 'checkpoint.init_from': set together with checkpoint.load" \
+expect_error with_load "--init-from: set together with --load" \
   --init-from "$dir/a" --load "$dir/a"
 sed "s/hidden: 64/hidden: 32/" "$dir/job.yaml" > "$dir/other_model.yaml"
 if timeout 120 "$loom" train --config "$dir/other_model.yaml" --steps 1 --init-from "$dir/a" \
@@ -176,10 +176,10 @@ if timeout 120 "$loom" train --config "$dir/other_model.yaml" --steps 1 --init-f
 fi
 grep -qF "$dir/a/step_00000005/metadata.json: field 'model.hidden': the checkpoint has 64, the job's model has 32" \
   "$dir/other_model.log" || { echo "FAIL: other_model: $(tail -3 "$dir/other_model.log")"; fail=1; }
-grep -qF "field 'checkpoint.init_from': no valid checkpoint in '$dir/a'" "$dir/other_model.log" \
-  || { echo "FAIL: other_model: the error does not name checkpoint.init_from"; fail=1; }
+grep -qF -- "--init-from: no valid checkpoint in '$dir/a'" "$dir/other_model.log" \
+  || { echo "FAIL: other_model: the error does not name --init-from"; fail=1; }
 mkdir -p "$dir/empty"
-expect_error empty "field 'checkpoint.init_from': no checkpoint in '$dir/empty'" \
+expect_error empty "--init-from: no checkpoint in '$dir/empty'" \
   --init-from "$dir/empty"
 
 [[ $fail -eq 0 ]] && echo "PASS: runs started from a checkpoint's weights in two other layouts match PyTorch, and start a new run"
