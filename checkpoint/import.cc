@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "checkpoint/export.h"
@@ -94,8 +95,42 @@ class TensorReader {
 
 }  // namespace
 
-Result<ImportResult> ImportSafetensors(const std::string& file, const std::string& out_root,
+Result<ImportResult> ImportSafetensors(const std::string& input, const std::string& out_root,
                                        int64_t heads) {
+  // A Hugging Face model directory (as the hub ships GPT-2, or as `export --hf-dir` writes it):
+  // its model.safetensors, and the heads from its config.json when the file does not say.
+  std::string file = input;
+  int64_t config_heads = 0;
+  std::error_code ec;
+  if (fs::is_directory(input, ec)) {
+    file = JoinPath(input, "model.safetensors");
+    if (!fs::is_regular_file(file, ec)) {
+      return InvalidArgument(input + ": a directory without model.safetensors: expected a " +
+                             "safetensors file or a Hugging Face model directory holding one " +
+                             "(sharded model-*-of-*.safetensors are not supported)");
+    }
+    const std::string config = JoinPath(input, "config.json");
+    if (fs::exists(config, ec)) {
+      LOOM_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(config, 1 << 20));
+      const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object()) {
+        return InvalidArgument(config + ": not a JSON object");
+      }
+      if (j.contains("n_head")) {
+        const nlohmann::json& n = j["n_head"];
+        if (!n.is_number_integer() || n.get<int64_t>() <= 0) {
+          return InvalidArgument(config + ": field 'n_head': expected a positive integer, got " +
+                                 n.dump());
+        }
+        config_heads = n.get<int64_t>();
+      }
+    }
+  }
+  if (heads != 0 && config_heads != 0 && heads != config_heads) {
+    return InvalidArgument(input + "/config.json: --heads " + std::to_string(heads) +
+                           " contradicts field 'n_head' " + std::to_string(config_heads));
+  }
+  if (heads == 0) heads = config_heads;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<TensorReader> reader, TensorReader::Open(file));
   const TensorReader& ix = *reader;
   const auto& entries = ix.tensors();

@@ -29,8 +29,10 @@ struct ImportResult {
   int skipped = 0;  // buffers and a tied head
 };
 
-// `heads`: 0 to take n_head from the file's metadata. Errors name the file and tensor.
-Result<ImportResult> ImportSafetensors(const std::string& file, const std::string& out_root,
+// `source`: a safetensors file, or a Hugging Face model directory (its model.safetensors, and
+// n_head from its config.json). `heads`: 0 to take n_head from the file's metadata or the
+// directory's config.json. Errors name the file and tensor.
+Result<ImportResult> ImportSafetensors(const std::string& source, const std::string& out_root,
                                        int64_t heads);
 
 }  // namespace loom

@@ -5,7 +5,7 @@
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
 //   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16]   model.safetensors + config.json
-//   loom ckpt import FILE.safetensors OUT [--heads N]
+//   loom ckpt import FILE.safetensors|HF_DIR OUT [--heads N]
 //   loom ckpt diff A B [--rtol R] [--atol T] [--weights-only] [--all]   any two layouts
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "core/interrupt.h"
+#include "core/logging.h"
 #include "core/memory.h"
 #include "core/threads.h"
 
@@ -77,7 +78,7 @@ Status RunVerify(const CkptOptions& o) {
   for (const auto& [step, dir] : ListCheckpoints(o.dir)) {
     ++n;
     if (Status st = VerifyOne(dir); !st.ok()) {
-      std::printf("FAILED %s: %s\n", dir.c_str(), st.message().c_str());
+      std::printf("FAILED %s: %s\n", dir.c_str(), ForUser(st, LogSubsys::CLI).c_str());
       failed += (failed.empty() ? "" : ", ") + PathName(dir);
     }
   }
@@ -324,13 +325,14 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
   CLI::App* imp = cmd->add_subcommand(
       "import", "Make a checkpoint from GPT-2 weights in a safetensors file (to fine-tune from)");
   imp->add_option("file", o->dir,
-                  "Safetensors file: Hugging Face GPT-2 names (as the hub ships "
-                  "them, or as export writes them) or Loom's")
+                  "Safetensors file, or a Hugging Face model directory holding model.safetensors "
+                  "(and config.json): Hugging Face GPT-2 names (as the hub ships them, or as "
+                  "export writes them) or Loom's")
       ->required();
   imp->add_option("out", o->out, "Output root (must not hold checkpoints)")
       ->required()
       ->check(NonEmptyPath());
-  imp->add_option("--heads", o->heads, "Attention heads (default: the file's n_head metadata)")
+  imp->add_option("--heads", o->heads, "Attention heads (default: the file's n_head metadata, or config.json's n_head)")
       ->check(PositiveInteger());
   imp->callback([o, exit_code] {
     ConfigureThreads(1);

@@ -8,11 +8,7 @@
 namespace loom {
 
 int ReportError(const std::string& command, const Status& status) {
-  std::string msg = status.message();
-  if (!LogEnabled(LogLevel::DEBUG, LogSubsys::CLI)) {
-    size_t at = msg.find(" [at ");
-    if (at != std::string::npos) msg.erase(at);
-  }
+  const std::string msg = ForUser(status, LogSubsys::CLI);
   std::fprintf(stderr, "loom %s: error: %s\n", command.c_str(), msg.c_str());
   return 1;
 }

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/status.h"
+
 namespace loom {
 namespace {
 
@@ -79,6 +81,15 @@ bool LogEnabled(LogLevel level, LogSubsys subsys) {
   const LogSettings& s = Settings();
   return static_cast<int>(level) >= s.level.load(std::memory_order_relaxed) &&
          (s.subsys_mask.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys)) != 0;
+}
+
+std::string ForUser(const Status& status, LogSubsys subsys) {
+  std::string msg = status.message();
+  if (!LogEnabled(LogLevel::DEBUG, subsys)) {
+    const size_t at = msg.find(" [at ");
+    if (at != std::string::npos) msg.erase(at);
+  }
+  return msg;
 }
 
 void SetLogRank(int rank) {

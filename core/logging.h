@@ -8,9 +8,12 @@
 #pragma once
 
 #include <sstream>
+#include <string>
 #include <string_view>
 
 namespace loom {
+
+class Status;
 
 enum class LogLevel { DEBUG = 0, INFO = 1, WARN = 2, ERROR = 3 };
 enum class LogSubsys : unsigned {
@@ -25,6 +28,9 @@ enum class LogSubsys : unsigned {
 
 // True when a message of this level and subsystem would be printed.
 bool LogEnabled(LogLevel level, LogSubsys subsys);
+// A status's message for people: without its " [at file:line]" trail, unless DEBUG logging is on
+// for `subsys` (LOOM_LOG_LEVEL=DEBUG), where the trail helps a bug report.
+std::string ForUser(const Status& status, LogSubsys subsys);
 // Sets the rank shown in each line (-1: none). Call once after the communicator is up.
 void SetLogRank(int rank);
 // Overrides the environment's level (used by --verbose / tests).

@@ -271,7 +271,7 @@ Status Checkpointer::LockDir() {
       return Status::Ok();
     }
     if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) {
-      LOOM_LOG(WARN, CKPT) << lock.status().message()
+      LOOM_LOG(WARN, CKPT) << ForUser(lock.status(), LogSubsys::CKPT)
                            << ": this file system has no locks, so a second run in the same "
                               "directory would not be refused";
       return Status::Ok();
@@ -316,6 +316,16 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
   const proto::CheckpointMetadata& meta = reader->meta();
   const std::string path = JoinPath(dir, kMetadataFile);
   const proto::ModelSpec& mo = meta.model();
+  const proto::LayoutSpec& sl = meta.saved_layout();
+  Layout saved;
+  saved.tp = sl.tp();
+  saved.cp = std::max(1, sl.cp());  // absent in some test-written files
+  saved.pp = sl.pp();
+  saved.vpp = std::max(1, sl.vpp());
+  saved.dp = sl.dp();
+  saved.zero = sl.zero();
+  saved.sp = sl.sp();
+  stats_.resumed_layout = saved.ToString();
   const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
       {"vocab", {mo.vocab(), job_.model.vocab}},    {"max_seq", {mo.max_seq(), job_.model.max_seq}},
       {"layers", {mo.layers(), job_.model.layers}}, {"heads", {mo.heads(), job_.model.heads}},
@@ -397,8 +407,11 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
                            << meta.step() + 1 << " on follows the job's schedule and settings";
     }
     if (rank_ == 0 && (d.seed() != job_.seed || d.seq() != job_.data.seq)) {
-      LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (seed " << d.seed() << " -> "
-                           << job_.seed << ", seq " << d.seq() << " -> " << job_.data.seq
+      std::ostringstream what;  // only what changed
+      if (d.seed() != job_.seed) what << "seed " << d.seed() << " -> " << job_.seed;
+      if (d.seed() != job_.seed && d.seq() != job_.data.seq) what << ", ";
+      if (d.seq() != job_.data.seq) what << "seq " << d.seq() << " -> " << job_.data.seq;
+      LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (" << what.str()
                            << "): training continues at step " << meta.step()
                            << " with the job's settings, so the data order is not continued";
     } else if (rank_ == 0 && d.global_batch() != job_.data.global_batch) {
@@ -430,8 +443,18 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
   }
   LOOM_RETURN_IF_ERROR(AgreeOnSteps(&steps, listed));
   if (steps.empty() && required) {
-    return NotFound(where + ": no checkpoint in '" + source + "' (expected a step directory with " +
-                    kMetadataFile + " or a directory holding step_<N> ones)");
+    // Weights from elsewhere (a Hugging Face file or directory, an export) are not a checkpoint
+    // yet: say how to make one.
+    std::error_code ec;
+    const bool weights = (fs::is_regular_file(source, ec) && fs::path(source).extension() ==
+                                                                 ".safetensors") ||
+                         fs::is_regular_file(JoinPath(source, "model.safetensors"), ec);
+    return NotFound(
+        where + ": no checkpoint in '" + source + "' (expected a step directory with " +
+        kMetadataFile + " or a directory holding step_<N> ones)" +
+        (weights ? "; for weights in a safetensors file, make a checkpoint first: loom ckpt "
+                   "import FILE OUT, then use OUT"
+                 : ""));
   }
   return steps;
 }
@@ -488,7 +511,7 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
       return step;
     }
     if (!st.ok()) {
-      LOOM_LOG(ERROR, CKPT) << "checkpoint " << dir << " refused: " << st.message();
+      LOOM_LOG(ERROR, CKPT) << "checkpoint " << dir << " refused: " << ForUser(st, LogSubsys::CKPT);
     }
     if (rank_ == 0) {
       LOOM_LOG(WARN, CKPT) << "checkpoint " << dir << " cannot be loaded"
@@ -800,7 +823,7 @@ Status Checkpointer::Resolve(int all) {
       if (st.ok()) st = CommitCheckpoint(root, tmp, world, model, meta);
       if (!st.ok()) {
         LOOM_LOG(ERROR, CKPT) << "committing " << JoinPath(root, StepDirName(meta.step()))
-                              << " failed: " << st.message();
+                              << " failed: " << ForUser(st, LogSubsys::CKPT);
         return st;
       }
       LOOM_LOG(INFO, CKPT) << "saved " << JoinPath(root, StepDirName(meta.step()));
@@ -810,7 +833,7 @@ Status Checkpointer::Resolve(int all) {
     committer_.Submit([=] {
       Status st = ApplyRetention(root, keep, keep_every, meta.step());
       if (!st.ok()) {
-        LOOM_LOG(WARN, CKPT) << "retention: " << st.message();
+        LOOM_LOG(WARN, CKPT) << "retention: " << ForUser(st, LogSubsys::CKPT);
       }
       return Status::Ok();  // an old checkpoint left behind is not worth stopping training
     });

@@ -53,6 +53,7 @@ struct CheckpointStats {
   int64_t resumed_step = 0;
   int64_t resumed_samples = 0;   // training samples the resumed checkpoint had consumed
   std::string resumed_from;      // "" when starting fresh
+  std::string resumed_layout;    // the layout it was saved with, as Layout::ToString writes it
   std::string initialized_from;  // checkpoint.init_from's step directory whose weights were loaded
 };
 

@@ -102,7 +102,7 @@ void CoordinatorClient::Loop() {
     lock.lock();
     if (!st.ok() && status_.ok()) {
       status_ = st;
-      LOOM_LOG(ERROR, COORD) << "lost the coordinator: " << st.message();
+      LOOM_LOG(ERROR, COORD) << "lost the coordinator: " << ForUser(st, LogSubsys::COORD);
     }
   }
 }

@@ -122,7 +122,7 @@ class Session : public std::enable_shared_from_this<Session> {
                           std::to_string(kMaxUnregisteredBytes) + ")");
     }
     if (!n.ok()) {
-      LOOM_LOG(WARN, COORD) << who() << ": rejected: " << n.status().message();
+      LOOM_LOG(WARN, COORD) << who() << ": rejected: " << ForUser(n.status(), LogSubsys::COORD);
       impl_->Count(&ServiceStats::rejected_oversized);
       return Close();
     }
@@ -140,7 +140,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnBody() {
     Result<proto::Envelope> msg = ParseMessage(body_, who());
     if (!msg.ok()) {
-      LOOM_LOG(WARN, COORD) << "rejected: " << msg.status().message();
+      LOOM_LOG(WARN, COORD) << "rejected: " << ForUser(msg.status(), LogSubsys::COORD);
       impl_->Count(&ServiceStats::rejected_malformed);
       return Close();
     }

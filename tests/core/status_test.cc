@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/logging.h"
+
 namespace loom {
 namespace {
 
@@ -28,6 +30,17 @@ TEST(Status, PropagationAddsLocationOnce) {
   EXPECT_NE(s.message().find("expected 1 [at tests/core/status_test.cc:"), std::string::npos)
       << s.message();
   EXPECT_EQ(s.message().find("[at", s.message().find("[at") + 1), std::string::npos);
+}
+
+// What people see (errors, warnings in the log) leaves the trail out unless DEBUG logging is on.
+TEST(Status, ForUserDropsTheLocationUnlessDebugging) {
+  const Status s = Outer();
+  SetLogLevel(LogLevel::INFO);
+  EXPECT_EQ(ForUser(s, LogSubsys::CKPT), "job.yaml: field 'x': expected 1");
+  SetLogLevel(LogLevel::DEBUG);
+  EXPECT_EQ(ForUser(s, LogSubsys::CKPT), s.message());
+  SetLogLevel(LogLevel::INFO);
+  EXPECT_EQ(ForUser(Inner(), LogSubsys::CLI), "job.yaml: field 'x': expected 1");
 }
 
 TEST(Status, ContextIsPrefixed) {

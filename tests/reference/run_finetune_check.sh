@@ -114,6 +114,19 @@ grep -q "the number of attention heads is not in the file's metadata (n_head): g
 grep -q "28 tensors (5 buffers or tied head skipped)" "$dir/hub.log" \
   || { echo "FAIL: hub import: $(cat "$dir/hub.log")"; fail=1; }
 "$loom" ckpt export "$dir/hub" --names loom --safetensors "$dir/hub_loom.safetensors" > /dev/null
+# The hub's directory layout: model.safetensors without n_head, config.json with it.
+mkdir -p "$dir/hub_dir"
+cp "$dir/hub.safetensors" "$dir/hub_dir/model.safetensors"
+echo '{"model_type": "gpt2", "n_head": 4, "n_layer": 2}' > "$dir/hub_dir/config.json"
+"$loom" ckpt import "$dir/hub_dir" "$dir/hub_from_dir" > "$dir/hub_dir.log" 2>&1 \
+  && grep -q "GPT-2 of 2 layers, 4 heads, .* 28 tensors (5 buffers or tied head skipped)" "$dir/hub_dir.log" \
+  && "$loom" ckpt diff "$dir/hub_from_dir" "$dir/hub" > "$dir/hub_dir_diff.log" 2>&1 \
+  && echo "hub directory import: $(tail -1 "$dir/hub_dir_diff.log")" \
+  || { echo "FAIL: import of a hub-style directory: $(cat "$dir/hub_dir.log" "$dir/hub_dir_diff.log")"; fail=1; }
+"$loom" ckpt import "$dir/hub_dir" "$dir/hub_dir2" --heads 2 > "$dir/hub_dir2.log" 2>&1 \
+  && { echo "FAIL: --heads 2 against config.json's n_head 4 accepted"; fail=1; }
+grep -q "hub_dir/config.json: --heads 2 contradicts field 'n_head' 4" "$dir/hub_dir2.log" \
+  || { echo "FAIL: hub_dir2: $(cat "$dir/hub_dir2.log")"; fail=1; }
 PYTHONPATH="$here" /usr/bin/python3 - "$dir" <<'PY' || fail=1
 import sys
 import numpy as np
@@ -181,6 +194,8 @@ grep -qF -- "--init-from: no valid checkpoint in '$dir/a'" "$dir/other_model.log
 mkdir -p "$dir/empty"
 expect_error empty "--init-from: no checkpoint in '$dir/empty'" \
   --init-from "$dir/empty"
+expect_error weights_file "; for weights in a safetensors file, make a checkpoint first: loom ckpt import FILE OUT, then use OUT" \
+  --init-from "$dir/a_hf.safetensors"
 
 [[ $fail -eq 0 ]] && echo "PASS: runs started from a checkpoint's weights in two other layouts match PyTorch, and start a new run"
 exit $fail
