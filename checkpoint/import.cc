@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "checkpoint/export.h"

@@ -332,7 +332,8 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
   imp->add_option("out", o->out, "Output root (must not hold checkpoints)")
       ->required()
       ->check(NonEmptyPath());
-  imp->add_option("--heads", o->heads, "Attention heads (default: the file's n_head metadata, or config.json's n_head)")
+  imp->add_option("--heads", o->heads,
+                  "Attention heads (default: the file's n_head metadata, or config.json's n_head)")
       ->check(PositiveInteger());
   imp->callback([o, exit_code] {
     ConfigureThreads(1);

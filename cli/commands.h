@@ -12,6 +12,8 @@ class App;
 
 namespace loom {
 
+struct TrainOptions;
+
 // Registers `loom train` on the app; the callback runs the command.
 void AddTrainCommand(CLI::App& app, int* exit_code);
 // Registers `loom data prepare`.
@@ -29,6 +31,10 @@ void AddCkptCommand(CLI::App& app, int* exit_code);
 void AddPlanCommand(CLI::App& app, int* exit_code);
 // Registers `loom calibrate` (measures this machine for the planner).
 void AddCalibrateCommand(CLI::App& app, int* exit_code);
+
+// The job settings `loom train`, `loom launch` and `loom coordinator` take as flags: --steps,
+// --checkpoint-dir, --load, --init-from, --no-resume (into `opt`, applied by ApplyOverrides).
+void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt);
 
 // Prints an error for the user: the message without the source-location trail (kept with
 // LOOM_LOG_LEVEL=DEBUG).

@@ -25,8 +25,11 @@
 #include <random>
 #include <thread>
 
+#include <yaml-cpp/yaml.h>
 #include "checkpoint/format.h"
+
 #include "cli/commands.h"
+#include "cli/train_run.h"
 #include "cli/validators.h"
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
@@ -44,7 +47,35 @@ struct LaunchOptions {
   int np = 0, port = 0, threads = 0;
   int heartbeat_ms = 2000;
   double silence_s = 60;  // a rank not heard from this long is declared lost
+  // The job's settings `loom train` also takes as flags: --steps, --checkpoint-dir, --load,
+  // --init-from, --no-resume (the other fields of TrainOptions stay empty).
+  TrainOptions overrides;
 };
+
+// Writes the command-line overrides into the job text every worker parses. Paths are made
+// absolute: the flags are relative to this directory, the job's own paths to the job file's.
+Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
+  if (t.steps == 0 && t.checkpoint_dir.empty() && t.load.empty() && t.init_from.empty() &&
+      !t.no_resume) {
+    return Status::Ok();
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(*job_yaml);
+  } catch (const YAML::Exception& e) {
+    return Internal(std::string("the planned job: ") + e.what());
+  }
+  auto absolute = [](const std::string& p) { return std::filesystem::absolute(p).string(); };
+  if (t.steps > 0) root["steps"] = t.steps;
+  if (!t.checkpoint_dir.empty()) root["checkpoint"]["dir"] = absolute(t.checkpoint_dir);
+  if (!t.load.empty()) root["checkpoint"]["load"] = absolute(t.load);
+  if (!t.init_from.empty()) root["checkpoint"]["init_from"] = absolute(t.init_from);
+  if (t.no_resume) root["checkpoint"]["resume"] = false;
+  YAML::Emitter emit;
+  emit << root;
+  *job_yaml = emit.c_str();
+  return Status::Ok();
+}
 
 std::string RandomToken() {
   std::random_device rd;
@@ -227,6 +258,17 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // Everything is checked before anything starts: the job as the workers will read it, the
   // manifest, the layout.
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(o.job));
+  LOOM_RETURN_IF_ERROR(ApplyOverrides(o.overrides, &job));
+  // What the workers would each refuse, named by the flag the user typed.
+  for (const auto& [flag, path] :
+       {std::pair<const char*, const std::string*>{"--load", &o.overrides.load},
+        {"--init-from", &o.overrides.init_from}}) {
+    std::error_code ec;
+    if (!path->empty() && !std::filesystem::exists(*path, ec)) {
+      return NotFound(std::string(flag) + ": no checkpoint in '" + *path +
+                      "': no such file or directory");
+    }
+  }
   Cluster cluster;
   if (o.cluster.empty()) {
     LOOM_ASSIGN_OR_RETURN(cluster, LocalhostCluster(o.np > 0 ? o.np : 4));
@@ -238,6 +280,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
   }
   LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(o.job, cluster, cal, o.np));
+  LOOM_RETURN_IF_ERROR(WriteOverrides(o.overrides, &plan.spec.job_yaml));
   // The job as every worker will parse it, checked here first.
   Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
   if (!planned.ok()) return planned.status().WithContext("the planned job");
@@ -540,6 +583,7 @@ void AddOptions(CLI::App* cmd, LaunchOptions* o) {
       ->check(CLI::Range(100, 600000));
   cmd->add_option("--silence-s", o->silence_s, "A worker not heard from this long is declared lost")
       ->check(CLI::Range(1.0, 86400.0));
+  AddJobOverrideOptions(cmd, &o->overrides);  // as `loom train` takes them
 }
 
 }  // namespace

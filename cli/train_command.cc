@@ -27,14 +27,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* 
 
 }  // namespace
 
-void AddTrainCommand(CLI::App& app, int* exit_code) {
-  auto opt = std::make_shared<TrainOptions>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a GPT model described by a job file");
-  cmd->add_option("-c,--config", opt->config, "Job file (YAML)")->required();
-  cmd->add_option("--threads", opt->threads,
-                  "Threads per rank (default: runtime.threads or "
-                  "cores / ranks on this host)")
-      ->check(PositiveInteger());
+void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
   cmd->add_option("--steps", opt->steps, "Override the job's number of steps")
       ->check(PositiveInteger());
   cmd->add_option("--checkpoint-dir", opt->checkpoint_dir,
@@ -48,6 +41,17 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
                   "(fine-tuning; overrides checkpoint.init_from)")
       ->check(NonEmptyPath());
   cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
+}
+
+void AddTrainCommand(CLI::App& app, int* exit_code) {
+  auto opt = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a GPT model described by a job file");
+  cmd->add_option("-c,--config", opt->config, "Job file (YAML)")->required();
+  cmd->add_option("--threads", opt->threads,
+                  "Threads per rank (default: runtime.threads or "
+                  "cores / ranks on this host)")
+      ->check(PositiveInteger());
+  AddJobOverrideOptions(cmd, opt.get());
   cmd->add_option("--dump-losses", opt->dump_losses,
                   "Write per-step losses (\"step loss\" lines) to this file")
       ->check(NonEmptyPath());

@@ -446,9 +446,9 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
     // Weights from elsewhere (a Hugging Face file or directory, an export) are not a checkpoint
     // yet: say how to make one.
     std::error_code ec;
-    const bool weights = (fs::is_regular_file(source, ec) && fs::path(source).extension() ==
-                                                                 ".safetensors") ||
-                         fs::is_regular_file(JoinPath(source, "model.safetensors"), ec);
+    const bool weights =
+        (fs::is_regular_file(source, ec) && fs::path(source).extension() == ".safetensors") ||
+        fs::is_regular_file(JoinPath(source, "model.safetensors"), ec);
     return NotFound(
         where + ": no checkpoint in '" + source + "' (expected a step directory with " +
         kMetadataFile + " or a directory holding step_<N> ones)" +

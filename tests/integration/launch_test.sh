@@ -199,4 +199,22 @@ sed "s#every: 2}#every: 2, resume: false}#" "$dir/again.yaml" > "$dir/noresume.y
 expect "a refused directory is named without a resume promise" "$dir/noresume.log" \
   "already holds checkpoints" "the newest committed checkpoint is $dir/again_ck/step_00000008"
 grep -q "the same command resumes from it" "$dir/noresume.log" && { echo "FAIL: noresume promises a resume"; fail=1; }
+
+# 8. The job settings loom train takes as flags, given to loom launch: they reach every worker;
+#    paths are relative to where the command runs (here a subdirectory), not to the job file.
+mkdir -p "$dir/sub"
+(cd "$dir/sub" && "$loom" launch ../job.yaml --np 2 --steps 4 --checkpoint-dir flags_ck) \
+  > "$dir/flags1.log" 2>&1 || { echo "FAIL: flags1"; tail -3 "$dir/flags1.log"; fail=1; }
+expect "launch --steps --checkpoint-dir" "$dir/flags1.log" ": 4 steps | train loss" \
+  "saved $dir/sub/flags_ck/step_00000004"
+(cd "$dir/sub" && "$loom" launch ../job.yaml --np 2 --steps 6 --load flags_ck --checkpoint-dir flags_ck2) \
+  > "$dir/flags2.log" 2>&1 || { echo "FAIL: flags2"; tail -3 "$dir/flags2.log"; fail=1; }
+expect "launch --load" "$dir/flags2.log" "resumed from $dir/sub/flags_ck/step_00000004" \
+  ": steps 5-6 (resumed at step 4) | train loss" "saved $dir/sub/flags_ck2/step_00000006"
+"$loom" launch "$dir/job.yaml" --np 2 --load "$dir/nope" > "$dir/flags3.log" 2>&1 \
+  && { echo "FAIL: launch --load of a missing checkpoint started"; fail=1; }
+expect "launch --load of nothing" "$dir/flags3.log" "--load: no checkpoint in '$dir/nope': no such file or directory"
+"$loom" launch "$dir/job.yaml" --np 2 --load "$dir/sub/flags_ck" --no-resume > "$dir/flags4.log" 2>&1 \
+  && { echo "FAIL: launch --load --no-resume started"; fail=1; }
+expect "launch --load --no-resume" "$dir/flags4.log" "--load: set, but --no-resume is given"
 exit $fail
