@@ -19,6 +19,35 @@
 #include "core/logging.h"
 #include "core/threads.h"
 
+namespace {
+
+// CLI11 reports a mistyped subcommand (`loom ckpt inspekt`) as "A subcommand is required": name
+// it and list the choices instead. Walks the leading words of the command line down the tree.
+bool ReportUnknownSubcommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "loom";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return false;  // a command's own arguments from here
+    CLI::App* next = nullptr;
+    std::string names;
+    for (const CLI::App* s : subs) {
+      if (s->get_name() == argv[i]) next = const_cast<CLI::App*>(s);
+      names += (names.empty() ? "" : ", ") + s->get_name();
+    }
+    if (next == nullptr) {
+      std::fprintf(stderr, "%s: error: unknown command '%s' (expected one of: %s)\n", path.c_str(),
+                   argv[i], names.c_str());
+      return true;
+    }
+    at = next;
+    path += " " + next->get_name();
+  }
+  return false;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   loom::StopBlasServerThreads();
   CLI::App app{"Loom: distributed training orchestrator for GPT-style transformers", "loom"};
@@ -39,6 +68,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "loom: error: %s\n", st.message().c_str());
     return 2;
   }
+  if (ReportUnknownSubcommand(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -81,6 +81,14 @@ Status Trainer::Setup() {
                              std::to_string(job_.steps) + " steps");
     }
     if (!c.dir.empty() && place_.world_rank == 0) ckpt_->WarnIfShortOfSpace(start_step_);
+    if (!c.dir.empty() && place_.world_rank == 0 && c.every == 0 && !c.final &&
+        start_step_ < job_.steps) {
+      LOOM_LOG(WARN, CKPT) << "checkpoint.dir " << c.dir
+                           << " is set, but checkpoint.every is 0 and checkpoint.final is false: "
+                           << (c.stop_signal != 0
+                                   ? "only a stop signal (checkpoint.signal) saves this run"
+                                   : "this run saves nothing");
+    }
   }
   return Status::Ok();
 }

@@ -30,7 +30,8 @@ sed 's/lr: fast/lr: 0.001/; s/corpus.txt/missing.txt/' "$dir/bad_field.yaml" > "
 expect 1 "missing.txt" -- "$loom" train --config "$dir/nodata.yaml"
 expect 1 "cannot open" -- "$loom" train --config "$dir/does_not_exist.yaml"
 expect 2 "config is required" -- "$loom" train
-expect 2 "" -- "$loom" frobnicate
+expect 2 "loom: error: unknown command 'frobnicate' (expected one of: train, data," -- "$loom" frobnicate
+expect 2 "loom ckpt: error: unknown command 'inspekt' (expected one of: inspect, verify, reshard, export, diff, import)" -- "$loom" ckpt inspekt "$dir"
 expect 1 "nope.txt" -- "$loom" data prepare --input "$dir/nope.txt" --output-dir "$dir/out"
 [[ -e "$dir/out" ]] && { echo "FAIL: output directory created for a failed prepare"; fail=1; }
 printf 'LOOMTOK\0\1\0\0\0\2\0\0\0\xff\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' > "$dir/short.bin"
@@ -54,4 +55,9 @@ out=$("$loom" train --config "$dir/good.yaml" --dump-losses "$dir/no/such/dir/lo
 [[ $? -eq 1 && $out == *"--dump-losses '$dir/no/such/dir/losses.txt': No such file or directory"* && $out != *"step "* ]] \
   && echo "ok: --dump-losses into a missing directory refused before training" \
   || { echo "FAIL: --dump-losses into a missing directory: $out"; fail=1; }
+# A checkpoint directory that nothing will save into is said so at the start.
+printf "checkpoint: {dir: ck_none, final: false}\n" >> "$dir/good.yaml"
+expect 0 "checkpoint.every is 0 and checkpoint.final is false: only a stop signal (checkpoint.signal) saves this run" \
+  -- "$loom" train --config "$dir/good.yaml" --steps 1
+sed -i '$d' "$dir/good.yaml"
 exit $fail
