@@ -604,7 +604,9 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
   TrainSummary summary;
   summary.first_step = start_step_;
   const bool root = is_root() && print;
-  const bool tty = root && isatty(STDOUT_FILENO) != 0;
+  // A line updated in place only on a terminal of one process: under mpirun a rank's output is a
+  // pseudo-terminal even when mpirun's own is a log file, which would fill with '\r' lines.
+  const bool tty = root && place_.world == nullptr && isatty(STDOUT_FILENO) != 0;
   const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
   if (root) {
     std::printf(
