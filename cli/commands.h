@@ -33,7 +33,8 @@ void AddPlanCommand(CLI::App& app, int* exit_code);
 void AddCalibrateCommand(CLI::App& app, int* exit_code);
 
 // The job settings `loom train`, `loom launch` and `loom coordinator` take as flags: --steps,
-// --checkpoint-dir, --load, --init-from, --no-resume (into `opt`, applied by ApplyOverrides).
+// --checkpoint-dir, --load, --init-from, --no-resume, --exit-after-minutes (into `opt`, applied
+// by ApplyOverrides).
 void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt);
 
 // Prints an error for the user: the message without the source-location trail (kept with

@@ -47,8 +47,8 @@ struct LaunchOptions {
   int np = 0, port = 0, threads = 0;
   int heartbeat_ms = 2000;
   double silence_s = 60;  // a rank not heard from this long is declared lost
-  // The job's settings `loom train` also takes as flags: --steps, --checkpoint-dir, --load,
-  // --init-from, --no-resume (the other fields of TrainOptions stay empty).
+  // The job's settings `loom train` also takes as flags (AddJobOverrideOptions; the other fields
+  // of TrainOptions stay empty).
   TrainOptions overrides;
 };
 
@@ -56,7 +56,7 @@ struct LaunchOptions {
 // absolute: the flags are relative to this directory, the job's own paths to the job file's.
 Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
   if (t.steps == 0 && t.checkpoint_dir.empty() && t.load.empty() && t.init_from.empty() &&
-      !t.no_resume) {
+      !t.no_resume && t.exit_after_minutes == 0) {
     return Status::Ok();
   }
   YAML::Node root;
@@ -71,6 +71,7 @@ Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
   if (!t.load.empty()) root["checkpoint"]["load"] = absolute(t.load);
   if (!t.init_from.empty()) root["checkpoint"]["init_from"] = absolute(t.init_from);
   if (t.no_resume) root["checkpoint"]["resume"] = false;
+  if (t.exit_after_minutes > 0) root["checkpoint"]["exit_after_minutes"] = t.exit_after_minutes;
   YAML::Emitter emit;
   emit << root;
   *job_yaml = emit.c_str();
@@ -605,7 +606,7 @@ void AddLaunchCommand(CLI::App& app, int* exit_code) {
     int stopped_by = 0;
     Status st =
         kind.ok() ? RunLaunch(*o, *kind, &stopped_by) : kind.status().WithContext("--launcher");
-    *exit_code = st.ok()               ? (stopped_by != 0 ? 128 + stopped_by : 0)  // as loom train
+    *exit_code = st.ok()               ? StopExitCode(stopped_by)  // as loom train
                  : InterruptedExit(st) ? InterruptedExit(st)
                                        : ReportError("launch", st);
   });
@@ -619,7 +620,7 @@ void AddCoordinatorCommand(CLI::App& app, int* exit_code) {
   cmd->callback([o, exit_code] {
     int stopped_by = 0;
     Status st = RunLaunch(*o, LauncherKind::kNone, &stopped_by);
-    *exit_code = st.ok()               ? (stopped_by != 0 ? 128 + stopped_by : 0)
+    *exit_code = st.ok()               ? StopExitCode(stopped_by)
                  : InterruptedExit(st) ? InterruptedExit(st)
                                        : ReportError("coordinator", st);
   });

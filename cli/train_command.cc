@@ -41,6 +41,10 @@ void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
                   "(fine-tuning; overrides checkpoint.init_from)")
       ->check(NonEmptyPath());
   cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
+  cmd->add_option("--exit-after-minutes", opt->exit_after_minutes,
+                  "Save and stop (exit 75) after the first step that ends this long after the "
+                  "start (overrides checkpoint.exit_after_minutes)")
+      ->check(PositiveNumber(366.0 * 24 * 60));
 }
 
 void AddTrainCommand(CLI::App& app, int* exit_code) {
@@ -67,9 +71,10 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
       AbortAfterGrace(mpi.get(), *exit_code);
       return;
     }
-    // Stopped early on checkpoint.signal, with the checkpoint committed: 128 + the signal, as a
-    // process killed by it would report, so schedulers see the run as interrupted.
-    *exit_code = stopped_by != 0 ? 128 + stopped_by : 0;
+    // Stopped early on checkpoint.signal or the time limit, with the checkpoint committed: 128 +
+    // the signal, as a process killed by it would report, or 75, so schedulers see the run as
+    // interrupted.
+    *exit_code = StopExitCode(stopped_by);
   });
 }
 

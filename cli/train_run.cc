@@ -77,6 +77,9 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (!opt.load.empty()) c.load = opt.load, c.load_from_flag = true;
   if (!opt.init_from.empty()) c.init_from = opt.init_from, c.init_from_from_flag = true;
   if (opt.no_resume) c.resume = false, c.resume_from_flag = true;
+  if (opt.exit_after_minutes > 0) {
+    c.exit_after_minutes = opt.exit_after_minutes, c.exit_after_from_flag = true;
+  }
   // The output files are written after training: a path that cannot take them is an error now,
   // not after the run.
   for (const auto& [flag, path] :

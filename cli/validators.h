@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -39,6 +40,22 @@ inline CLI::Validator NonNegativeNumber() {
         return std::string();
       },
       "NUMBER");
+}
+
+// A finite number above zero and at most `max` (a duration).
+inline CLI::Validator PositiveNumber(double max) {
+  return CLI::Validator(
+      [max](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !(v > 0) || !(v <= max)) {
+          char buf[64];
+          std::snprintf(buf, sizeof(buf), "%g", max);
+          return "expected a number above 0 and at most " + std::string(buf) + ", got '" + s + "'";
+        }
+        return std::string();
+      },
+      "POSITIVE");
 }
 
 // A path (for options where an empty value would otherwise read as "not given").

@@ -154,7 +154,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     int stopped_by = 0;
     Status st = RunWorker(*o, &mpi, &client, &step, &stopped_by);
     if (st.ok()) {
-      *exit_code = stopped_by != 0 ? 128 + stopped_by : 0;  // as loom train
+      *exit_code = StopExitCode(stopped_by);  // as loom train
       return;
     }
     *exit_code = ReportError("worker", st);

@@ -882,7 +882,10 @@ Status Checkpointer::AfterStep(int64_t step) {
 }
 
 Result<int> Checkpointer::StopVote(int signal) {
-  if (job_.checkpoint.dir.empty() || job_.checkpoint.stop_signal == 0) return 0;
+  if (job_.checkpoint.dir.empty() ||
+      (job_.checkpoint.stop_signal == 0 && job_.checkpoint.exit_after_minutes <= 0)) {
+    return 0;
+  }
   if (world_ == nullptr) return signal;
   int agreed = 0;
   if (stop_poll_) {  // started after the previous step: every rank has passed that point

@@ -87,10 +87,10 @@ class Checkpointer {
   // Collective: saves `step` (if checkpoint.final or `save`, and not saved yet) and returns once
   // every save is committed.
   Status Finish(int64_t step, bool save = false);
-  // Collective, after every step's AfterStep: whether to stop on checkpoint.signal. `signal` is
-  // this rank's (PendingStopSignal, 0: none). The vote started after one step is read after the
-  // next, so it never waits; every rank gets the same answer at the same step. Returns the
-  // largest signal any rank received (0: go on).
+  // Collective, after every step's AfterStep: whether to stop on checkpoint.signal or the time
+  // limit. `signal` is this rank's reason (PendingStopSignal, kStopTimeLimit, 0: none). The vote
+  // started after one step is read after the next, so it never waits; every rank gets the same
+  // answer at the same step. Returns the largest reason of any rank (0: go on).
   Result<int> StopVote(int signal);
   // Local: the optimizer must not change the state while a save is copying it. Call before
   // every optimizer update; returns at once unless the copy of the latest save is still running.

@@ -165,6 +165,8 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
       return InvalidArgument(ck.Where(key) + ": expected a directory path, got an empty string");
     }
   }
+  LOOM_RETURN_IF_ERROR(
+      ck.Double("exit_after_minutes", &c.exit_after_minutes, false, 0, 366.0 * 24 * 60));
   std::string stop_signal;
   LOOM_RETURN_IF_ERROR(ck.String("signal", &stop_signal, false));
   if (ck.Has("signal")) {  // '' too: a name is expected
@@ -206,6 +208,7 @@ std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
   if (key == "load" && c.load_from_flag) return "--load";
   if (key == "init_from" && c.init_from_from_flag) return "--init-from";
   if (key == "resume" && c.resume_from_flag) return "--no-resume";
+  if (key == "exit_after_minutes" && c.exit_after_from_flag) return "--exit-after-minutes";
   return job.path + ": field 'checkpoint." + std::string(key) + "'";
 }
 
@@ -222,6 +225,11 @@ Status CheckCheckpointConfig(const JobConfig& job) {
                            (c.load_from_flag ? "--load" : "checkpoint.load") +
                            ": load resumes a run, init_from starts a new one from a "
                            "checkpoint's weights only; say which you mean");
+  }
+  if (c.dir.empty() && c.exit_after_minutes > 0) {
+    return InvalidArgument(CheckpointSetting(job, "exit_after_minutes") +
+                           ": set, but no checkpoint.dir (or --checkpoint-dir) to save the step it "
+                           "stops after");
   }
   if (c.dir.empty() && (c.every > 0 || c.keep > 0 || c.keep_every > 0)) {
     return InvalidArgument(job.path +

@@ -85,10 +85,13 @@ struct CheckpointConfig {
   // On this signal (0: none) the ranks agree at a step boundary, save, and exit 128 + signal
   // (worker/stop_signal.h). Only with `dir`.
   int stop_signal = SIGUSR1;
+  // Stop after the first step that ends this many minutes after the process started, saving it
+  // (Megatron's --exit-duration-in-mins; 0: no limit). Only with `dir`.
+  double exit_after_minutes = 0;
   // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume) rather
   // than the job file: errors then name the flag the user typed.
   bool dir_from_flag = false, load_from_flag = false, init_from_from_flag = false;
-  bool resume_from_flag = false;
+  bool resume_from_flag = false, exit_after_from_flag = false;
 };
 
 struct JobConfig {

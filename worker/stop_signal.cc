@@ -33,7 +33,13 @@ Result<int> ParseStopSignal(const std::string& name, const std::string& where) {
                          name + "'");
 }
 
+int StopExitCode(int reason) {
+  if (reason == 0) return 0;
+  return reason == kStopTimeLimit ? 75 : 128 + reason;
+}
+
 std::string StopSignalName(int sig) {
+  if (sig == kStopTimeLimit) return "the time limit";
   for (const auto& [n, s] : kSignals) {
     if (s == sig) return std::string("SIG") + n;
   }

@@ -55,6 +55,18 @@ FaultHang FaultHangPoint() {
 
 }  // namespace
 
+namespace {
+
+// When this process started, near enough (static initialisation), for
+// checkpoint.exit_after_minutes: the limit covers start-up and loading, as a job's time limit does.
+const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
+
+std::chrono::steady_clock::time_point ProcessStart() {
+  return g_process_start;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place) {
   std::unique_ptr<Trainer> t(new Trainer(job, place));
   if (Status st = t->Setup(); !st.ok()) {
@@ -689,8 +701,14 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
                     static_cast<long long>(step + 1), vl);
       }
     }
-    if (ckpt_) {  // preemption: every rank agrees, saves this step and stops
-      LOOM_ASSIGN_OR_RETURN(const int sig, ckpt_->StopVote(PendingStopSignal()));
+    if (ckpt_) {  // preemption or time limit: every rank agrees, saves this step and stops
+      int reason = PendingStopSignal();
+      if (reason == 0 && job_.checkpoint.exit_after_minutes > 0 &&
+          std::chrono::duration<double>(Clock::now() - ProcessStart()).count() >=
+              job_.checkpoint.exit_after_minutes * 60) {
+        reason = kStopTimeLimit;
+      }
+      LOOM_ASSIGN_OR_RETURN(const int sig, ckpt_->StopVote(reason));
       if (sig != 0 && step + 1 < steps) {
         LOOM_RETURN_IF_ERROR(ckpt_->Finish(step + 1, /*save=*/true));
         summary.stopped_by_signal = sig;

@@ -139,11 +139,12 @@ Status JobState::Done(const proto::Done& done, double now) {
                            ": field 'step': success at step " + std::to_string(done.step()) +
                            ", the job has " + std::to_string(spec_.steps) + " steps");
   }
-  if (done.stopped_by_signal() < 0 || done.stopped_by_signal() > 64 ||
+  // 65: the time limit (kStopTimeLimit in worker/stop_signal.h; proto/control.proto).
+  if (done.stopped_by_signal() < 0 || done.stopped_by_signal() > 65 ||
       (done.stopped_by_signal() != 0 && done.ok())) {
     return InvalidArgument("done from rank " + std::to_string(done.rank()) +
                            ": field 'stopped_by_signal': expected 0, or a signal number 1-64 "
-                           "with ok false, got " +
+                           "or 65 (the time limit) with ok false, got " +
                            std::to_string(done.stopped_by_signal()) +
                            (done.ok() ? " with ok true" : ""));
   }

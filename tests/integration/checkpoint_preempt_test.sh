@@ -9,6 +9,8 @@
 #      every worker reports the stop and the
 #      checkpoint it saved, which verifies; the launcher names it and exits 138 as loom train does.
 #   4. checkpoint.signal: SIGUSR2 stops on SIGUSR2 instead (exit 140).
+#   (and) checkpoint.exit_after_minutes: the time limit stops the same way, exit 75, under
+#      loom train (twice: the same command resumes) and under loom launch.
 #   5. checkpoint.signal: none: SIGUSR1 keeps its default action (the run dies, nothing stopped
 #      cleanly); a bad value is an error naming the field.
 # Usage: checkpoint_preempt_test.sh LOOM WORK_DIR JOB
@@ -138,6 +140,35 @@ launched() {
   echo "run $name (SIGUSR1 to $target): loom launch exited 138, all 4 ranks stopped after step $step, $(basename "$ck") committed"
 }
 launched launched mpirun
+
+# The time limit (checkpoint.exit_after_minutes, --exit-after-minutes; Megatron's
+# --exit-duration-in-mins): no signal; the ranks agree, save the step and exit 75 (EX_TEMPFAIL);
+# the same command resumes from it and stops again at its own limit.
+start tl "$dir/job.yaml" --exit-after-minutes 0.15
+stopped tl 75 "the time limit"
+s=$stop_step
+if [[ -n $s ]]; then
+  timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" \
+    --checkpoint-dir "$dir/tl" --exit-after-minutes 0.15 > "$dir/tl_again.log" 2>&1
+  rc=$?
+  s2=$(sed -n "s/^stopped after step \([0-9]*\) on the time limit: saved .*/\1/p" "$dir/tl_again.log")
+  [[ $rc == 75 ]] && grep -q "^resumed from $dir/tl/$(printf 'step_%08d' "$s"): continuing at step $((s + 1))" "$dir/tl_again.log" \
+    && [[ -n $s2 && $s2 -gt $s ]] && "$loom" ckpt verify "$dir/tl/$(printf 'step_%08d' "$s2")" > /dev/null \
+    && echo "run tl again: resumed after step $s, stopped after step $s2 on the time limit (exit 75)" \
+    || { echo "FAIL: tl again (exit $rc): $(grep -v '^step' "$dir/tl_again.log" | tail -4)"; fail=1; }
+fi
+# From the job file, under loom launch: every worker stops; the launcher says so and exits 75.
+launch_bg tl_launch ", exit_after_minutes: 0.15"
+wait "$lb_pid"
+rc=$?
+[[ $rc == 75 ]] && grep -q "^stopped after step [0-9]* of 3000 in .* on the time limit (all 4 ranks): saved $dir/tl_launch/step_" "$dir/tl_launch.log" \
+  && echo "run tl_launch: loom launch exited 75 on the time limit" \
+  || { echo "FAIL: tl_launch (exit $rc): $(tail -4 "$dir/tl_launch.log")"; fail=1; }
+# Without a directory to save into it is refused, naming the flag.
+out=$("$loom" train --config "$dir/job.yaml" --exit-after-minutes 1 2>&1)
+[[ $? -eq 1 && $out == *"--exit-after-minutes: set, but no checkpoint.dir (or --checkpoint-dir) to save the step it stops after"* ]] \
+  && echo "--exit-after-minutes without a checkpoint directory: refused" \
+  || { echo "FAIL: --exit-after-minutes without a directory: $out"; fail=1; }
 launched launched_self launch
 grep -q "loom launch: SIGUSR1: the workers save the step they are at and stop" "$dir/launched_self.log" \
   || { echo "FAIL: launched_self: the launcher does not say it passed the signal on"; fail=1; }
