@@ -141,7 +141,7 @@ TEST(JobState, AStopOnASignalIsRecordedWithItsStep) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("field 'stopped_by_signal'"), std::string::npos) << st.message();
   done.set_ok(false);
-  done.set_stopped_by_signal(65);
+  done.set_stopped_by_signal(66);  // 1-64: signals; 65: the time limit
   EXPECT_FALSE(job.Done(done, 2).ok());
   done.set_stopped_by_signal(-1);
   EXPECT_FALSE(job.Done(done, 2).ok());
