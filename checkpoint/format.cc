@@ -111,8 +111,8 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
   if (mo.arch() != "gpt2") {
     return DataLoss(path + ": field 'model.arch': expected gpt2, got '" + mo.arch() + "'");
   }
-  // Far beyond any model, and small enough that no size computed from them overflows 64 bits
-  // (4 x hidden^2 elements x 4 bytes at most 2^64 / 4).
+  // Far beyond any model, and small enough that element counts fit in 63 bits (4 x hidden^2 is
+  // at most 2^62; its byte count is checked per chunk below).
   constexpr int64_t kMaxDim = int64_t{1} << 30;
   if (mo.vocab() > kMaxDim || mo.max_seq() > kMaxDim || mo.hidden() > kMaxDim ||
       mo.hidden() % mo.heads() != 0) {
@@ -174,8 +174,8 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
     files.push_back(f.name());
   }
   // Each of them, with the model's shape: as many entries as the model has and none twice, so
-  // every entry is one of these, and every shape below is the model's (dims at most 2^30, the
-  // product at most 2^60: nothing computed from a region within it overflows).
+  // every entry is one of these, and every shape below is the model's (dims at most 2^32, the
+  // product at most 2^62: no element count computed from a region within it overflows).
   const ParamLayout model =
       ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
   for (const ParamInfo& p : model.params) {
@@ -222,7 +222,13 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
                         ", expected a non-empty range within the region's " +
                         std::to_string(rs * cs) + " elements");
       }
-      const uint64_t bytes = static_cast<uint64_t>(c.flat_end() - c.flat_begin()) * 4;
+      // At most 2^62 elements (4 hidden^2 with hidden 2^30), whose byte count would wrap to 0.
+      const uint64_t elements = static_cast<uint64_t>(c.flat_end() - c.flat_begin());
+      if (elements > UINT64_MAX / 4) {
+        return DataLoss(ChunkWhere(path, t, k) + ": fields 'flat_begin' and 'flat_end': " +
+                        std::to_string(elements) + " elements, more bytes than 64 bits count");
+      }
+      const uint64_t bytes = elements * 4;  // > 0: the range is not empty
       if (c.length() != bytes) {
         return DataLoss(ChunkWhere(path, t, k) + ": field 'length' is " +
                         std::to_string(c.length()) + ", expected " + std::to_string(bytes));

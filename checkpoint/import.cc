@@ -99,7 +99,7 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
                                        int64_t heads) {
   // A Hugging Face model directory (as the hub ships GPT-2, or as `export --hf-dir` writes it):
   // its model.safetensors, and the heads from its config.json when the file does not say.
-  std::string file = input;
+  std::string file = input, config;
   int64_t config_heads = 0;
   std::error_code ec;
   if (fs::is_directory(input, ec)) {
@@ -109,7 +109,7 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
                              "safetensors file or a Hugging Face model directory holding one " +
                              "(sharded model-*-of-*.safetensors are not supported)");
     }
-    const std::string config = JoinPath(input, "config.json");
+    config = JoinPath(input, "config.json");
     if (fs::exists(config, ec)) {
       LOOM_ASSIGN_OR_RETURN(std::string text, ReadRegularFile(config, 1 << 20));
       const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -127,9 +127,13 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
     }
   }
   if (heads != 0 && config_heads != 0 && heads != config_heads) {
-    return InvalidArgument(input + "/config.json: --heads " + std::to_string(heads) +
+    return InvalidArgument(config + ": --heads " + std::to_string(heads) +
                            " contradicts field 'n_head' " + std::to_string(config_heads));
   }
+  // Where the head count came from, for a contradiction with the file's own metadata.
+  const std::string heads_from = heads != 0
+                                     ? "--heads " + std::to_string(heads)
+                                     : config + ": field 'n_head' " + std::to_string(config_heads);
   if (heads == 0) heads = config_heads;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<TensorReader> reader, TensorReader::Open(file));
   const TensorReader& ix = *reader;
@@ -181,8 +185,8 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
           file + ": metadata field 'n_head': expected a positive integer, got '" + v + "'");
     }
     if (heads != 0 && heads != in_file) {
-      return InvalidArgument(file + ": --heads " + std::to_string(heads) +
-                             " contradicts the file's metadata n_head " + v);
+      return InvalidArgument(file + ": " + heads_from + " contradicts the file's metadata n_head " +
+                             v);
     }
     heads = in_file;
   } else if (heads == 0) {

@@ -260,14 +260,18 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   // manifest, the layout.
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(o.job));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(o.overrides, &job));
-  // What the workers would each refuse, named by the flag the user typed.
+  // What the workers would each refuse, named by the flag the user typed, before any starts.
+  if (!job.checkpoint.dir.empty()) {
+    LOOM_RETURN_IF_ERROR(
+        CheckOutsideCheckpoints(job.checkpoint.dir, "", CheckpointSetting(job, "dir")));
+  }
   for (const auto& [flag, path] :
        {std::pair<const char*, const std::string*>{"--load", &o.overrides.load},
         {"--init-from", &o.overrides.init_from}}) {
     std::error_code ec;
     if (!path->empty() && !std::filesystem::exists(*path, ec)) {
       return NotFound(std::string(flag) + ": no checkpoint in '" + *path +
-                      "': no such file or directory");
+                      "': " + (ec ? ec.message() : std::string("no such file or directory")));
     }
   }
   Cluster cluster;
@@ -282,6 +286,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   }
   LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(o.job, cluster, cal, o.np));
   LOOM_RETURN_IF_ERROR(WriteOverrides(o.overrides, &plan.spec.job_yaml));
+  plan.spec.flag_overrides = OverrideFlags(o.overrides);
   // The job as every worker will parse it, checked here first.
   Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
   if (!planned.ok()) return planned.status().WithContext("the planned job");

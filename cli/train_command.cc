@@ -65,7 +65,7 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
   cmd->callback([opt, exit_code] {
     std::unique_ptr<MpiRuntime> mpi;
     int stopped_by = 0;
-    Status st = RunTrain(*opt, &mpi, &stopped_by);
+    Status st = RunCatching([&] { return RunTrain(*opt, &mpi, &stopped_by); });
     if (!st.ok()) {
       *exit_code = ReportError("train", st);
       AbortAfterGrace(mpi.get(), *exit_code);

@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -70,6 +72,16 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
 
 }  // namespace
 
+std::vector<std::string> OverrideFlags(const TrainOptions& opt) {
+  std::vector<std::string> out;
+  if (!opt.checkpoint_dir.empty()) out.push_back("--checkpoint-dir");
+  if (!opt.load.empty()) out.push_back("--load");
+  if (!opt.init_from.empty()) out.push_back("--init-from");
+  if (opt.no_resume) out.push_back("--no-resume");
+  if (opt.exit_after_minutes > 0) out.push_back("--exit-after-minutes");
+  return out;
+}
+
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (opt.steps > 0) job->steps = opt.steps;
   CheckpointConfig& c = job->checkpoint;
@@ -103,10 +115,6 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
     ::unlink(probe.c_str());
   }
   return CheckCheckpointConfig(*job);
-}
-
-bool LaunchedByMpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK") || std::getenv("PMIX_RANK");
 }
 
 Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local) {
@@ -168,6 +176,16 @@ Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Mpi
     for (auto& g : groups) (void)g.release();
   }
   return summary;
+}
+
+Status RunCatching(const std::function<Status()>& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Internal("out of memory");
+  } catch (const std::exception& e) {
+    return Internal(e.what());
+  }
 }
 
 void AbortAfterGrace(MpiRuntime* mpi, int code) {

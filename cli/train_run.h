@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/mpi/mpi_runtime.h"
 #include "core/status.h"
@@ -28,9 +29,9 @@ struct TrainOptions {
 
 // Applies the command-line overrides of `opt` to `job` and checks the result.
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job);
+// The checkpoint flags `opt` gives ("--load", ...), for MarkSetByFlag in a worker.
+std::vector<std::string> OverrideFlags(const TrainOptions& opt);
 
-// True when this process was started as one rank of an MPI job (mpirun, srun --mpi=pmix).
-bool LaunchedByMpi();
 // Starts MPI when launched by it or when `force`; sets *world and *local (ranks on this host).
 Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local);
 
@@ -43,6 +44,11 @@ struct RunHooks {
 // the communicators, runs, and writes the requested outputs. The trainer's summary is returned.
 Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, MpiRuntime* mpi,
                               int world, int local, const RunHooks& hooks);
+
+// Runs `fn`, turning an exception that escapes it (std::bad_alloc: memory ran out) into an
+// error, so that the caller's MPI runtime is still there to abort the job (AbortAfterGrace)
+// rather than being finalized while the other ranks wait in a collective.
+Status RunCatching(const std::function<Status()>& fn);
 
 // After a failure under MPI: outstanding operations can be neither completed nor cancelled, so
 // the job is aborted after a grace period (LOOM_ABORT_GRACE_MS, default 5000) in which the other

@@ -80,6 +80,12 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   LOOM_ASSIGN_OR_RETURN(*client, CoordinatorClient::Register(endpoint, token, req, o.timeout_ms));
   const proto::Plan& plan = (*client)->plan();
   LOOM_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(plan.job_yaml(), plan.job_path()));
+  for (const std::string& flag : plan.flag_overrides()) {
+    if (!MarkSetByFlag(flag, &job)) {
+      return InvalidArgument("plan from the coordinator: field 'flag_overrides': unknown flag '" +
+                             flag + "'");
+    }
+  }
   TrainOptions topt;
   topt.threads = o.threads;
   LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
@@ -152,7 +158,7 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     std::unique_ptr<CoordinatorClient> client;
     int64_t step = 0;
     int stopped_by = 0;
-    Status st = RunWorker(*o, &mpi, &client, &step, &stopped_by);
+    Status st = RunCatching([&] { return RunWorker(*o, &mpi, &client, &step, &stopped_by); });
     if (st.ok()) {
       *exit_code = StopExitCode(stopped_by);  // as loom train
       return;

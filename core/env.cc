@@ -40,6 +40,25 @@ Status CheckTunables() {
                                        "O_DIRECT) or 1 (the default), got '") +
                            v + "'");
   }
+  if (const char* v = std::getenv("LOOM_LOG_SUBSYS"); v != nullptr && *v != '\0') {
+    // A comma-separated list of subsystems; one that is not known would silently log nothing.
+    static constexpr const char* kKnown[] = {"CORE", "DATA", "TRAIN", "COMM",
+                                             "CKPT", "CLI",  "COORD"};
+    std::string_view rest(v);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      bool known = false;
+      for (const char* k : kKnown) known = known || name == k;
+      if (!known) {
+        return InvalidArgument(
+            "environment variable LOOM_LOG_SUBSYS: expected a comma-separated list of CORE, "
+            "DATA, TRAIN, COMM, CKPT, CLI, COORD, got '" +
+            std::string(v) + "'");
+      }
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
   if (const char* v = std::getenv("LOOM_LOG_LEVEL"); v != nullptr && *v != '\0') {
     bool known = false;
     for (const char* l : {"DEBUG", "INFO", "WARN", "ERROR"}) known = known || strcasecmp(v, l) == 0;

@@ -37,8 +37,9 @@ Result<int64_t> ReadTunable(const IntTunable& t);
 // The value, or the fallback when it is invalid (for readers that cannot fail; the start-up check
 // has refused an invalid value before they run).
 int64_t TunableOr(const IntTunable& t);
-// Every tunable above, LOOM_CKPT_DIRECT_IO (0 or 1) and LOOM_LOG_LEVEL (DEBUG, INFO, WARN or
-// ERROR): the first one set to something else.
+// Every tunable above, LOOM_CKPT_DIRECT_IO (0 or 1), LOOM_LOG_SUBSYS (a comma-separated list of
+// subsystems) and LOOM_LOG_LEVEL (DEBUG, INFO, WARN or ERROR): the first one set to something
+// else.
 Status CheckTunables();
 
 }  // namespace loom

@@ -101,6 +101,10 @@ Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes)
     return InvalidArgument("'" + path + "': " + std::to_string(st.st_size) +
                            " bytes, expected at most " + std::to_string(max_bytes));
   }
+  // A regular file: reads block as usual (a FUSE or network file system may honour O_NONBLOCK
+  // and answer EAGAIN).
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   return ReadToEnd(fd, path, max_bytes);
 }
 

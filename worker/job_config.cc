@@ -2,6 +2,7 @@
 #include "worker/job_config.h"
 
 #include <filesystem>
+#include <iterator>
 #include <limits>
 
 #include "core/config_reader.h"
@@ -210,6 +211,18 @@ std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
   if (key == "resume" && c.resume_from_flag) return "--no-resume";
   if (key == "exit_after_minutes" && c.exit_after_from_flag) return "--exit-after-minutes";
   return job.path + ": field 'checkpoint." + std::string(key) + "'";
+}
+
+bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
+  CheckpointConfig& c = job->checkpoint;
+  bool* bits[] = {&c.dir_from_flag, &c.load_from_flag, &c.init_from_from_flag, &c.resume_from_flag,
+                  &c.exit_after_from_flag};
+  const char* names[] = {"--checkpoint-dir", "--load", "--init-from", "--no-resume",
+                         "--exit-after-minutes"};
+  for (size_t i = 0; i < std::size(names); ++i) {
+    if (flag == names[i]) return *bits[i] = true;
+  }
+  return false;
 }
 
 Status CheckCheckpointConfig(const JobConfig& job) {

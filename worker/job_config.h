@@ -88,8 +88,8 @@ struct CheckpointConfig {
   // Stop after the first step that ends this many minutes after the process started, saving it
   // (Megatron's --exit-duration-in-mins; 0: no limit). Only with `dir`.
   double exit_after_minutes = 0;
-  // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume) rather
-  // than the job file: errors then name the flag the user typed.
+  // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume,
+  // --exit-after-minutes) rather than the job file: errors then name the flag the user typed.
   bool dir_from_flag = false, load_from_flag = false, init_from_from_flag = false;
   bool resume_from_flag = false, exit_after_from_flag = false;
 };
@@ -111,8 +111,13 @@ struct JobConfig {
 };
 
 // Where a checkpoint setting came from, for errors: "--load" when the flag set it, else
-// "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from or resume.
+// "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from, resume or
+// exit_after_minutes.
 std::string CheckpointSetting(const JobConfig& job, std::string_view key);
+// Records that `flag` ("--checkpoint-dir", "--load", "--init-from", "--no-resume",
+// "--exit-after-minutes") set its setting (a job a launcher rewrote from its command line); false
+// for any other name.
+bool MarkSetByFlag(std::string_view flag, JobConfig* job);
 
 Result<JobConfig> LoadJobConfig(const std::string& path);
 // The same from the file's text (e.g. sent by the coordinator); relative paths are resolved

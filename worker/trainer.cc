@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "checkpoint/format.h"
+#include "comm/mpi/mpi_runtime.h"
 #include "core/file_util.h"
 #include "core/kernels/elementwise.h"
 #include "core/logging.h"
@@ -95,11 +96,17 @@ Status Trainer::Setup() {
     if (!c.dir.empty() && place_.world_rank == 0) ckpt_->WarnIfShortOfSpace(start_step_);
     if (!c.dir.empty() && place_.world_rank == 0 && c.every == 0 && !c.final &&
         start_step_ < job_.steps) {
+      const bool limit = c.exit_after_minutes > 0;
       LOOM_LOG(WARN, CKPT) << "checkpoint.dir " << c.dir
                            << " is set, but checkpoint.every is 0 and checkpoint.final is false: "
-                           << (c.stop_signal != 0
+                           << (c.stop_signal != 0 && limit
+                                   ? "only a stop signal (checkpoint.signal) or the time limit "
+                                     "(checkpoint.exit_after_minutes) saves this run"
+                               : c.stop_signal != 0
                                    ? "only a stop signal (checkpoint.signal) saves this run"
-                                   : "this run saves nothing");
+                               : limit ? "only the time limit (checkpoint.exit_after_minutes) "
+                                         "saves this run"
+                                       : "this run saves nothing");
     }
   }
   return Status::Ok();
@@ -618,7 +625,7 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
   const bool root = is_root() && print;
   // A line updated in place only on a terminal of one process: under mpirun a rank's output is a
   // pseudo-terminal even when mpirun's own is a log file, which would fill with '\r' lines.
-  const bool tty = root && place_.world == nullptr && isatty(STDOUT_FILENO) != 0;
+  const bool tty = root && !LaunchedByMpi() && isatty(STDOUT_FILENO) != 0;
   const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
   if (root) {
     std::printf(

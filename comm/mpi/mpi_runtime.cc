@@ -452,6 +452,10 @@ Result<std::unique_ptr<MpiRuntime>> MpiRuntime::Init(int* argc, char*** argv) {
   return rt;
 }
 
+bool LaunchedByMpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK") || std::getenv("PMIX_RANK");
+}
+
 MpiRuntime::~MpiRuntime() {
   // After an abandonment a call may still be inside MPI: finalizing then is erroneous (the
   // callers abort the job instead; this is the fallback for those that do not).

@@ -27,6 +27,10 @@ namespace loom {
 
 class MpiEngine;  // the communication thread and its queue (mpi_runtime.cc)
 
+// True when this process was started as one rank of an MPI job (mpirun, srun --mpi=pmix), from
+// the launcher's environment; MPI itself need not be initialised.
+bool LaunchedByMpi();
+
 class MpiRuntime {
  public:
   // Initialises MPI; call once per process before any other MPI use.

@@ -4,15 +4,36 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace loom {
 namespace {
 
 constexpr IntTunable kTest{"LOOM_TEST_TUNABLE_MS", 250, 0, 1000, "a number of ms"};
 
+// Each test starts without any of the tunables set (whatever the environment running the tests
+// has), and gets the environment's values back afterwards.
 class EnvTest : public ::testing::Test {
  protected:
-  void TearDown() override { unsetenv(kTest.name); }
+  static constexpr const char* kNames[] = {"LOOM_THREADS",         "LOOM_COMM_TIMEOUT_MS",
+                                           "LOOM_CKPT_TIMEOUT_MS", "LOOM_CKPT_LOCK_WAIT_MS",
+                                           "LOOM_ABORT_GRACE_MS",  "LOOM_CKPT_DIRECT_IO",
+                                           "LOOM_LOG_LEVEL",       "LOOM_LOG_SUBSYS"};
+  void SetUp() override {
+    for (const char* n : kNames) {
+      const char* v = std::getenv(n);
+      if (v != nullptr) saved_.emplace_back(n, v);
+      unsetenv(n);
+    }
+  }
+  void TearDown() override {
+    unsetenv(kTest.name);
+    for (const char* n : kNames) unsetenv(n);
+    for (const auto& [n, v] : saved_) setenv(n.c_str(), v.c_str(), 1);
+  }
+  std::vector<std::pair<std::string, std::string>> saved_;
 };
 
 TEST_F(EnvTest, UnsetOrEmptyGivesTheFallback) {
@@ -69,6 +90,15 @@ TEST_F(EnvTest, CheckTunablesNamesTheFirstBadOne) {
   unsetenv("LOOM_CKPT_DIRECT_IO");
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("LOOM_CKPT_DIRECT_IO: expected 0"), std::string::npos);
+
+  setenv("LOOM_LOG_SUBSYS", "CKPT,COMM", 1);
+  EXPECT_TRUE(CheckTunables().ok());
+  setenv("LOOM_LOG_SUBSYS", "CKPT,CHECKPOINT", 1);
+  st = CheckTunables();
+  unsetenv("LOOM_LOG_SUBSYS");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("LOOM_LOG_SUBSYS: expected a comma-separated list"),
+            std::string::npos);
 
   setenv("LOOM_LOG_LEVEL", "warn", 1);
   EXPECT_TRUE(CheckTunables().ok());

@@ -217,4 +217,16 @@ expect "launch --load of nothing" "$dir/flags3.log" "--load: no checkpoint in '$
 "$loom" launch "$dir/job.yaml" --np 2 --load "$dir/sub/flags_ck" --no-resume > "$dir/flags4.log" 2>&1 \
   && { echo "FAIL: launch --load --no-resume started"; fail=1; }
 expect "launch --load --no-resume" "$dir/flags4.log" "--load: set, but --no-resume is given"
+# The workers' own errors name the flag too (sent with the plan), here rank 0's refusal to
+# continue a directory that holds checkpoints with --no-resume; and a directory inside a
+# checkpoint is refused by the launcher before any worker starts.
+"$loom" launch "$dir/job.yaml" --np 2 --checkpoint-dir "$dir/sub/flags_ck" --no-resume > "$dir/flags5.log" 2>&1 \
+  && { echo "FAIL: launch --no-resume over checkpoints started"; fail=1; }
+expect "launch: the workers name the flags" "$dir/flags5.log" \
+  "rank 0 (" "--checkpoint-dir: '$dir/sub/flags_ck' already holds checkpoints" "drop --no-resume to continue it"
+"$loom" launch "$dir/job.yaml" --np 2 --checkpoint-dir "$dir/sub/flags_ck/step_00000004" > "$dir/flags6.log" 2>&1 \
+  && { echo "FAIL: launch into a checkpoint started"; fail=1; }
+expect "launch --checkpoint-dir inside a checkpoint" "$dir/flags6.log" \
+  "loom launch: error: --checkpoint-dir '$dir/sub/flags_ck/step_00000004': inside the checkpoint"
+grep -q "rank 0 (" "$dir/flags6.log" && { echo "FAIL: workers started for a checkpoint directory inside a checkpoint"; fail=1; }
 exit $fail
