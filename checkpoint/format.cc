@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <map>
 
@@ -33,6 +34,15 @@ std::string RankFileName(int rank) {
 bool IsImportedCheckpoint(const proto::CheckpointMetadata& m) {
   const proto::OptimizerState& o = m.optimizer();
   return o.step_count() == 0 && o.lr() == 0 && m.data().global_batch() == 0;
+}
+
+std::string UtcTimestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 std::string JoinPath(const std::string& a, const std::string& b) {

@@ -21,9 +21,9 @@
 
 namespace loom {
 
-// 2: metadata.json carries its own checksum (metadata_crc32c). Version 1 files (without it) are
-// still read.
-constexpr int kCheckpointFormatVersion = 2;
+// 2: metadata.json carries its own checksum (metadata_crc32c). 3: and `provenance` (the Loom
+// version, time, job file and loss of the save). Versions 1 and 2 are still read.
+constexpr int kCheckpointFormatVersion = 3;
 constexpr uint64_t kChecksumBlockBytes = 1 << 20;
 // Data sections of rank files start at a multiple of this (the header is padded with spaces).
 constexpr uint64_t kDataAlignment = 4096;
@@ -70,6 +70,8 @@ std::string NormalPath(const std::string& path);
 
 // Whether `m` was made by `loom ckpt import`: never trained, so no optimizer or data settings.
 bool IsImportedCheckpoint(const proto::CheckpointMetadata& m);
+// Now, in UTC, as provenance.saved_at records it: "2026-11-23T09:12:04Z".
+std::string UtcTimestamp();
 
 // Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
 // A missing root is an empty list.

@@ -21,6 +21,7 @@
 #include "core/file_util.h"
 #include "core/interrupt.h"
 #include "core/safetensors.h"
+#include "core/version.h"
 #include "parallel/layout.h"
 
 namespace loom {
@@ -321,6 +322,10 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
   base.mutable_optimizer()->set_name("adamw");
   base.mutable_optimizer()->set_step_count(0);
   base.mutable_rng()->set_generator("imported from " + file + ": no training state");
+  proto::Provenance* p = base.mutable_provenance();
+  p->set_loom_version(kLoomVersion);
+  p->set_saved_at(UtcTimestamp());
+  p->set_source(fs::absolute(file).string());
   Status st = WriteRankFiles(tmp, 0, plan, source).status();
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, 1, model, base);
   if (!st.ok()) {  // never leave a partial output behind (the root held no checkpoint)

@@ -108,6 +108,19 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
   }
   out += Format("step         %lld (format version %d)\n", static_cast<long long>(m.step()),
                 m.format_version());
+  if (m.has_provenance()) {  // format version 3
+    const proto::Provenance& p = m.provenance();
+    std::string by = "by loom " + p.loom_version() + " at " + p.saved_at();
+    if (!p.source().empty()) by += ", imported from " + p.source();
+    if (!p.job_path().empty()) {
+      by += ", from " + p.job_path();
+      std::string flags;
+      for (const std::string& f : p.overrides()) flags += (flags.empty() ? "" : " ") + f;
+      if (!flags.empty()) by += " with " + flags;
+      by += Format(" (job text recorded: loom ckpt inspect --job); loss %.4f", p.train_loss());
+    }
+    out += "saved        " + by + "\n";
+  }
   const ParamLayout canonical = CanonicalLayout(mo);
   out += Format(
       "model        %s: vocab %lld, max_seq %lld, layers %lld, heads %lld, hidden %lld (%.2fM "
@@ -115,9 +128,10 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
       mo.arch().c_str(), static_cast<long long>(mo.vocab()), static_cast<long long>(mo.max_seq()),
       static_cast<long long>(mo.layers()), static_cast<long long>(mo.heads()),
       static_cast<long long>(mo.hidden()), static_cast<double>(canonical.total) / 1e6);
-  out += Format("saved with   tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s (%d ranks)\n", l.tp(),
-                l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off",
-                l.tp() * l.cp() * l.pp() * l.dp());
+  const long long ranks = static_cast<long long>(l.tp()) * std::max(1, l.cp()) * l.pp() * l.dp();
+  out += Format("saved with   tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s (%lld rank%s)\n", l.tp(),
+                l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off", ranks,
+                ranks == 1 ? "" : "s");
   // An imported checkpoint (loom ckpt import) was never trained: it has no settings to show.
   if (IsImportedCheckpoint(m)) {
     out += Format("optimizer    %s, 0 updates; no settings recorded (zero moments: %s)\n",

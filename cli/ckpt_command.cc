@@ -33,7 +33,7 @@ namespace {
 struct CkptOptions {
   std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32";
   int64_t heads = 0;
-  bool all = false, weights_only = false;
+  bool all = false, weights_only = false, job = false;
   double rtol = 0, atol = 0;
 };
 
@@ -42,6 +42,25 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 Status RunInspect(const CkptOptions& o) {
+  if (o.job) {  // the job file the run was started with, as recorded
+    LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(o.dir));
+    LOOM_ASSIGN_OR_RETURN(const proto::CheckpointMetadata m, ReadMetadata(dir));
+    if (m.provenance().job_yaml().empty()) {
+      return NotFound(JoinPath(dir, kMetadataFile) + ": no job recorded (" +
+                      (m.format_version() < 3    ? "saved before format version 3"
+                       : IsImportedCheckpoint(m) ? "an imported checkpoint"
+                                                 : "the run's job text was not available") +
+                      ")");
+    }
+    const proto::Provenance& p = m.provenance();
+    std::printf("# %s, as read by the run that saved %s", p.job_path().c_str(), dir.c_str());
+    for (size_t i = 0; i < static_cast<size_t>(p.overrides_size()); ++i) {
+      std::printf("%s%s", i == 0 ? "; command-line overrides: " : " ", p.overrides(i).c_str());
+    }
+    std::printf("\n%s", p.job_yaml().c_str());
+    if (p.job_yaml().back() != '\n') std::printf("\n");
+    return Status::Ok();
+  }
   Status files;
   LOOM_ASSIGN_OR_RETURN(std::string text, DescribeCheckpoint(o.dir, &files));
   std::fputs(text.c_str(), stdout);
@@ -267,7 +286,9 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
     });
     return sub;
   };
-  add("inspect", "Print the step, model, saved layout and a table of tensors", RunInspect);
+  add("inspect", "Print the step, model, saved layout and a table of tensors", RunInspect)
+      ->add_flag("--job", o->job,
+                 "Print the job file the run that saved it was started with, as recorded");
   add("verify", "Check every checksum, chunk and tensor", RunVerify)
       ->add_flag("--all", o->all,
                  "Every committed checkpoint under the root (those a resume may fall back to)");

@@ -18,6 +18,7 @@
 #include "core/env.h"
 #include "core/logging.h"
 #include "core/threads.h"
+#include "core/version.h"
 
 namespace {
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   loom::StopBlasServerThreads();
   CLI::App app{"Loom: distributed training orchestrator for GPT-style transformers", "loom"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "loom 0.1.0");
+  app.set_version_flag("--version", std::string("loom ") + loom::kLoomVersion);
   int exit_code = 0;
   loom::AddTrainCommand(app, &exit_code);
   loom::AddDataCommand(app, &exit_code);

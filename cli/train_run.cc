@@ -85,6 +85,20 @@ std::vector<std::string> OverrideFlags(const TrainOptions& opt) {
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (opt.steps > 0) job->steps = opt.steps;
   CheckpointConfig& c = job->checkpoint;
+  // For the record (checkpoints' provenance): what the command line changed.
+  if (opt.steps > 0) job->overrides.push_back("--steps " + std::to_string(opt.steps));
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>{"--checkpoint-dir", &opt.checkpoint_dir},
+        {"--load", &opt.load},
+        {"--init-from", &opt.init_from}}) {
+    if (!value->empty()) job->overrides.push_back(std::string(flag) + " " + *value);
+  }
+  if (opt.no_resume) job->overrides.push_back("--no-resume");
+  if (opt.exit_after_minutes > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "--exit-after-minutes %g", opt.exit_after_minutes);
+    job->overrides.push_back(buf);
+  }
   if (!opt.checkpoint_dir.empty()) c.dir = opt.checkpoint_dir, c.dir_from_flag = true;
   if (!opt.load.empty()) c.load = opt.load, c.load_from_flag = true;
   if (!opt.init_from.empty()) c.init_from = opt.init_from, c.init_from_from_flag = true;

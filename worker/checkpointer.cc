@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/file_util.h"
 #include "core/logging.h"
+#include "core/version.h"
 
 namespace loom {
 namespace {
@@ -161,6 +162,13 @@ Result<int> Checkpointer::AllMax(int v) {
 proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
   proto::CheckpointMetadata m;
   m.set_step(step);
+  proto::Provenance* p = m.mutable_provenance();
+  p->set_loom_version(kLoomVersion);
+  p->set_saved_at(UtcTimestamp());
+  p->set_job_path(job_.path.empty() ? "" : fs::absolute(job_.path).string());
+  p->set_job_yaml(job_.text);
+  for (const std::string& o : job_.overrides) p->add_overrides(o);
+  p->set_train_loss(last_loss_);
   proto::ModelSpec* mo = m.mutable_model();
   mo->set_arch("gpt2");
   mo->set_vocab(job_.model.vocab);

@@ -84,6 +84,8 @@ class Checkpointer {
   // Collective, after `step` optimizer steps: completes an in-flight save once every rank has
   // written its part, and starts a save when `step` is a multiple of checkpoint.every.
   Status AfterStep(int64_t step);
+  // Local: the loss of the step AfterStep may save (recorded in its provenance).
+  void NoteLoss(double loss) { last_loss_ = loss; }
   // Collective: saves `step` (if checkpoint.final or `save`, and not saved yet) and returns once
   // every save is committed.
   Status Finish(int64_t step, bool save = false);
@@ -139,6 +141,7 @@ class Checkpointer {
   Status SetAsideNewer(const std::string& root, int64_t loaded,
                        const std::vector<int64_t>& refused) const;
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
+  double last_loss_ = 0;  // NoteLoss
   void RemoveLeftovers() const;
   // Rank 0: makes checkpoint.dir if absent and takes its run lock (kRunLockFile, held until
   // destruction), waiting up to LOOM_CKPT_LOCK_WAIT_MS (10 s) for another holder to end; then an

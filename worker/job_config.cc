@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/config_reader.h"
+#include "core/file_util.h"
 #include "parallel/pipeline/schedule.h"
 #include "worker/stop_signal.h"
 
@@ -275,11 +276,16 @@ Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string&
 }  // namespace
 
 Result<JobConfig> LoadJobConfig(const std::string& path) {
-  return ReadJobConfig(ConfigSection::LoadFile(path), path);
+  LOOM_ASSIGN_OR_RETURN(JobConfig job, ReadJobConfig(ConfigSection::LoadFile(path), path));
+  Result<std::string> text = ReadFile(path);  // for the record; the parse above has the errors
+  if (text.ok()) job.text = std::move(*text);
+  return job;
 }
 
 Result<JobConfig> ParseJobConfig(const std::string& text, const std::string& path) {
-  return ReadJobConfig(ConfigSection::LoadString(text, path), path);
+  LOOM_ASSIGN_OR_RETURN(JobConfig job, ReadJobConfig(ConfigSection::LoadString(text, path), path));
+  job.text = text;
+  return job;
 }
 
 }  // namespace loom

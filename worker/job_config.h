@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "parallel/param_layout.h"
@@ -95,7 +96,9 @@ struct CheckpointConfig {
 };
 
 struct JobConfig {
-  std::string path;  // the job file
+  std::string path;                    // the job file
+  std::string text;                    // its text as read (recorded in checkpoints)
+  std::vector<std::string> overrides;  // command-line flags that changed it: "--steps 500"
   ModelConfig model;
   DataConfig data;
   OptimConfig optim;

@@ -679,6 +679,7 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
     }
     summary.losses.push_back(st.loss);
     if (on_step) LOOM_RETURN_IF_ERROR(on_step(step, st));
+    if (ckpt_) ckpt_->NoteLoss(st.loss);
     if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->AfterStep(step + 1));
     const auto now = Clock::now();
     window_seconds += std::chrono::duration<double>(now - last).count();

@@ -416,7 +416,7 @@ TEST_F(CheckpointIo, BadMetadataIsNamed) {
   ASSERT_TRUE(WriteFileAtomic(meta_path, *SealMetadataJson(j.dump())).ok());
   r = ReadMetadata(Path("a/step_00000005"));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("field 'format_version': expected 1 to 2, got 99"),
+  EXPECT_NE(r.status().message().find("field 'format_version': expected 1 to 3, got 99"),
             std::string::npos)
       << r.status().message();
   j = nlohmann::json::parse(good);
@@ -613,22 +613,22 @@ TEST_F(CheckpointIo, EditedMetadataIsCaughtByItsChecksum) {
   EXPECT_NE(r.status().message().find("field 'metadata_crc32c': missing"), std::string::npos)
       << r.status().message();
   EXPECT_FALSE(SealMetadataJson(j.dump()).ok());
-  // A version 1 file (written before metadata checksums) is read without one; a version 2 file
-  // whose version reads 1 (one flipped bit) still has the field, which no longer matches.
+  // A version 1 file (written before metadata checksums) is read without one; a version 3 file
+  // whose version reads 2 (one flipped bit) still has the field, which no longer matches.
   j["format_version"] = 1;
   ASSERT_TRUE(WriteFileAtomic(Path("a/kept/metadata.json"), j.dump()).ok());
   EXPECT_TRUE(ReadMetadata(Path("a/kept")).ok());
   bad = good;
-  const size_t version = bad.find("\"format_version\": 2");
+  const size_t version = bad.find("\"format_version\": 3");
   ASSERT_NE(version, std::string::npos);
-  bad[version + 18] = '1';
+  bad[version + 18] = '2';
   ASSERT_TRUE(WriteFileAtomic(Path("a/kept/metadata.json"), bad).ok());
   r = ReadMetadata(Path("a/kept"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("field 'metadata_crc32c': the file's CRC-32C is"),
             std::string::npos)
       << r.status().message();
-  // Sealed as version 1 (as a few builds wrote them): read.
+  // Sealed again as version 2 (as builds before provenance wrote them): read.
   ASSERT_TRUE(WriteFileAtomic(Path("a/kept/metadata.json"), *SealMetadataJson(bad)).ok());
   EXPECT_TRUE(ReadMetadata(Path("a/kept")).ok());
 }

@@ -73,6 +73,18 @@ train full8 8 "$A" --dump-params "$dir/full8.st" --checkpoint-dir "$dir/full8.ck
 train part8 8 "$A" --steps 10 --checkpoint-dir "$dir/ck8"
 [[ $(ls "$dir/ck8") == $'latest\nstep_00000005\nstep_00000010' ]] || { echo "FAIL: ck8 holds $(ls "$dir/ck8")"; fail=1; }
 cp -r "$dir/ck8" "$dir/ck8.saved"  # the resumed run below adds 15 and 20 and drops 5 (keep 2)
+# Where it came from (provenance): the version, the job file with the flags that changed it, the
+# step's loss as the run logged it; --job prints the job text as read.
+"$loom" ckpt inspect "$dir/ck8" > "$dir/ck8_inspect.txt" || { echo "FAIL: inspect ck8"; fail=1; }
+loss10=$(awk '$1 == 10 { printf "%.4f", $2 }' "$dir/part8.txt")
+grep -qE "^saved        by loom [0-9.]+ at [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z, from $dir/part8.yaml with --steps 10 --checkpoint-dir $dir/ck8 \(job text recorded: loom ckpt inspect --job\); loss $loss10\$" "$dir/ck8_inspect.txt" \
+  && echo "PASS provenance: $(grep '^saved  ' "$dir/ck8_inspect.txt")" \
+  || { echo "FAIL provenance (loss at step 10: $loss10): $(grep -A1 '^step ' "$dir/ck8_inspect.txt")"; fail=1; }
+"$loom" ckpt inspect --job "$dir/ck8" > "$dir/ck8_job.txt" \
+  && head -1 "$dir/ck8_job.txt" | grep -q "^# $dir/part8.yaml, as read by the run that saved $dir/ck8/step_00000010; command-line overrides: --steps 10 --checkpoint-dir $dir/ck8\$" \
+  && tail -n +2 "$dir/ck8_job.txt" | cmp -s - "$dir/part8.yaml" \
+  && echo "PASS inspect --job: the job file, byte for byte" \
+  || { echo "FAIL inspect --job: $(head -3 "$dir/ck8_job.txt")"; fail=1; }
 train resume8 8 "$A" --checkpoint-dir "$dir/ck8" --dump-params "$dir/resume8.st"
 resumed resume8 "$dir/ck8"
 compare "$dir/full8.txt" "$dir/resume8.txt" "same layout ($A), resumed at step 11" 0
