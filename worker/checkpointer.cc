@@ -414,6 +414,17 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
       LOOM_LOG(WARN, CKPT) << path << ": the optimizer settings changed (" << changed << "): step "
                            << meta.step() + 1 << " on follows the job's schedule and settings";
     }
+    // Training on past the end of the decay (e.g. `--steps` raised, which does not move it):
+    // every further step runs at min_lr. Say so, and how to move the decay.
+    const int64_t decay = job_.schedule.decay_steps;
+    if (rank_ == 0 && decay > 0 && meta.step() >= decay && job_.steps > meta.step() &&
+        oc.min_lr != oc.lr) {
+      LOOM_LOG(WARN, CKPT) << path << ": the LR schedule ended at step " << decay
+                           << " (schedule.decay_steps): steps " << meta.step() + 1 << "-"
+                           << job_.steps << " run at min_lr " << oc.min_lr
+                           << " (to decay further, raise `steps` in the job file or set "
+                              "schedule.decay_steps)";
+    }
     if (rank_ == 0 && (d.seed() != job_.seed || d.seq() != job_.data.seq)) {
       std::ostringstream what;  // only what changed
       if (d.seed() != job_.seed) what << "seed " << d.seed() << " -> " << job_.seed;

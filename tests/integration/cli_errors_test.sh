@@ -60,4 +60,11 @@ printf "checkpoint: {dir: ck_none, final: false}\n" >> "$dir/good.yaml"
 expect 0 "checkpoint.every is 0 and checkpoint.final is false: only a stop signal (checkpoint.signal) saves this run" \
   -- "$loom" train --config "$dir/good.yaml" --steps 1
 sed -i '$d' "$dir/good.yaml"
+# Training on past the LR decay (--steps does not move it, the job's steps do) is said so; a
+# checkpoint past --steps names the flag.
+expect 0 "" -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck"
+expect 0 "the LR schedule ended at step 3 (schedule.decay_steps): steps 4-5 run at min_lr" \
+  -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 5
+expect 1 "--steps: the checkpoint is at step 5, past the job's 2 steps" \
+  -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 2
 exit $fail
