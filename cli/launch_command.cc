@@ -56,7 +56,7 @@ struct LaunchOptions {
 // absolute: the flags are relative to this directory, the job's own paths to the job file's.
 Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
   if (t.steps == 0 && t.checkpoint_dir.empty() && t.load.empty() && t.init_from.empty() &&
-      !t.no_resume && t.exit_after_minutes == 0) {
+      !t.no_resume && t.exit_after_minutes == 0 && !t.no_load_optimizer) {
     return Status::Ok();
   }
   YAML::Node root;
@@ -71,6 +71,7 @@ Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
   if (!t.load.empty()) root["checkpoint"]["load"] = absolute(t.load);
   if (!t.init_from.empty()) root["checkpoint"]["init_from"] = absolute(t.init_from);
   if (t.no_resume) root["checkpoint"]["resume"] = false;
+  if (t.no_load_optimizer) root["checkpoint"]["load_optimizer"] = false;
   if (t.exit_after_minutes > 0) root["checkpoint"]["exit_after_minutes"] = t.exit_after_minutes;
   YAML::Emitter emit;
   emit << root;

@@ -41,6 +41,9 @@ void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
                   "(fine-tuning; overrides checkpoint.init_from)")
       ->check(NonEmptyPath());
   cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
+  cmd->add_flag("--no-load-optimizer", opt->no_load_optimizer,
+                "With --load: take the weights, step and data position, start the AdamW state "
+                "fresh (checkpoint.load_optimizer: false)");
   cmd->add_option("--exit-after-minutes", opt->exit_after_minutes,
                   "Save and stop (exit 75) after the first step that ends this long after the "
                   "start (overrides checkpoint.exit_after_minutes)")

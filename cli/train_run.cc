@@ -79,6 +79,7 @@ std::vector<std::string> OverrideFlags(const TrainOptions& opt) {
   if (!opt.init_from.empty()) out.push_back("--init-from");
   if (opt.no_resume) out.push_back("--no-resume");
   if (opt.exit_after_minutes > 0) out.push_back("--exit-after-minutes");
+  if (opt.no_load_optimizer) out.push_back("--no-load-optimizer");
   return out;
 }
 
@@ -94,6 +95,7 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
     if (!value->empty()) job->overrides.push_back(std::string(flag) + " " + *value);
   }
   if (opt.no_resume) job->overrides.push_back("--no-resume");
+  if (opt.no_load_optimizer) job->overrides.push_back("--no-load-optimizer");
   if (opt.exit_after_minutes > 0) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "--exit-after-minutes %g", opt.exit_after_minutes);
@@ -103,6 +105,7 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (!opt.load.empty()) c.load = opt.load, c.load_from_flag = true;
   if (!opt.init_from.empty()) c.init_from = opt.init_from, c.init_from_from_flag = true;
   if (opt.no_resume) c.resume = false, c.resume_from_flag = true;
+  if (opt.no_load_optimizer) c.load_optimizer = false, c.load_optimizer_from_flag = true;
   if (opt.exit_after_minutes > 0) {
     c.exit_after_minutes = opt.exit_after_minutes, c.exit_after_from_flag = true;
   }

@@ -24,7 +24,8 @@ struct TrainOptions {
   std::string checkpoint_dir, load;  // override checkpoint.dir / checkpoint.load
   std::string init_from;             // overrides checkpoint.init_from
   bool no_resume = false;
-  double exit_after_minutes = 0;  // overrides checkpoint.exit_after_minutes (0: not given)
+  double exit_after_minutes = 0;   // overrides checkpoint.exit_after_minutes (0: not given)
+  bool no_load_optimizer = false;  // checkpoint.load_optimizer: false
 };
 
 // Applies the command-line overrides of `opt` to `job` and checks the result.

@@ -319,7 +319,8 @@ void Checkpointer::RemoveLeftovers() const {
   }
 }
 
-Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t* step) {
+Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* step) {
+  const bool weights_only = kind == LoadKind::kWeightsOnly;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const std::string path = JoinPath(dir, kMetadataFile);
@@ -346,8 +347,9 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
                       std::to_string(v.second) + " (a checkpoint of another model)");
     }
   }
-  // Weights only: the master weights; the AdamW moments keep their initial zeros.
-  const int states = weights_only ? 1 : kNumStates;
+  // Weights (with or without the position): the master weights; the AdamW moments keep their
+  // initial zeros.
+  const int states = kind == LoadKind::kEverything ? kNumStates : 1;
   static_assert(static_cast<int>(StateKind::kParam) == 0);
   for (const ParamInfo& p : ParamLayout::ForModel(job_.model, 1).params) {
     for (int s = 0; s < states; ++s) {
@@ -376,7 +378,7 @@ Status Checkpointer::LoadFrom(const std::string& dir, bool weights_only, int64_t
       }
     }
   }
-  if (!weights_only) store_->set_optimizer_steps(meta.optimizer().step_count());
+  if (kind == LoadKind::kEverything) store_->set_optimizer_steps(meta.optimizer().step_count());
   store_->StateLoaded();
   *step = meta.step();
   if (!weights_only) {
@@ -494,7 +496,7 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::string dir = dir_of(steps[i]);
     int64_t step = 0;
-    Status st = LoadFrom(dir, weights_only, &step);
+    Status st = LoadFrom(dir, kind, &step);
     LOOM_ASSIGN_OR_RETURN(int failed, AllMax(st.ok() ? 0 : 1));
     if (failed == 0) {
       if (weights_only) {
@@ -509,10 +511,15 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
       stats_.resumed_step = step;
       stats_.resumed_samples = loaded_samples_;
       stats_.resumed_from = dir;
+      stats_.optimizer_fresh = kind == LoadKind::kNoOptimizer;
       last_started_ = same_root ? step : -1;
       Status aside;
       if (rank_ == 0) {
-        LOOM_LOG(INFO, CKPT) << "resumed from " << dir << " (step " << step << ")";
+        LOOM_LOG(INFO, CKPT) << "resumed from " << dir << " (step " << step << ")"
+                             << (stats_.optimizer_fresh
+                                     ? ": without its optimizer state (load_optimizer: false); "
+                                       "the AdamW moments and step count start fresh"
+                                     : "");
         // Checkpoints newer than this one belong to a run that is not continued (or were
         // refused): keep them, but where they can neither be loaded nor replaced piecemeal.
         if (same_root) {
@@ -623,7 +630,11 @@ Result<int64_t> Checkpointer::Restore() {
     fs::remove(JoinPath(c.dir, kLoadOriginFile), gone);
   }
   if (!steps.empty()) {
-    LOOM_ASSIGN_OR_RETURN(int64_t step, LoadNewest(source, steps, where, LoadKind::kEverything));
+    // Without the optimizer state only for the checkpoint named by checkpoint.load: once this run
+    // has saved, a restart continues its own checkpoints whole (explicit_load is false then).
+    const LoadKind kind =
+        explicit_load && !c.load_optimizer ? LoadKind::kNoOptimizer : LoadKind::kEverything;
+    LOOM_ASSIGN_OR_RETURN(int64_t step, LoadNewest(source, steps, where, kind));
     // Its first save records where this run started (a restart with the same load continues).
     if (!origin.empty()) origin_ = origin;
     return step;

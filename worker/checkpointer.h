@@ -55,6 +55,7 @@ struct CheckpointStats {
   std::string resumed_from;      // "" when starting fresh
   std::string resumed_layout;    // the layout it was saved with, as Layout::ToString writes it
   std::string initialized_from;  // checkpoint.init_from's step directory whose weights were loaded
+  bool optimizer_fresh = false;  // resumed without its optimizer state (load_optimizer: false)
 };
 
 // LOOM_CKPT_TIMEOUT_MS (default 10 minutes, at most 30 days): how long a checkpoint's I/O may
@@ -117,17 +118,18 @@ class Checkpointer {
   int LocalFlag();
   // Acts on the agreed vote: nothing (still writing), an error (failed), or the commit.
   Status Resolve(int all);
-  // Reads one checkpoint into the store: every state, or the master weights only (`weights_only`,
-  // leaving the moments and the AdamW step count as they are). Sets *step to its step.
-  Status LoadFrom(const std::string& dir, bool weights_only, int64_t* step);
+  // kEverything: every state; kNoOptimizer: the master weights, step and data position, the
+  // AdamW moments and step count left as they are (zero); kWeightsOnly: the master weights.
+  enum class LoadKind { kEverything, kNoOptimizer, kWeightsOnly };
+  // Reads one checkpoint into the store as `kind` says. Sets *step to its step.
+  Status LoadFrom(const std::string& dir, LoadKind kind, int64_t* step);
   // Collective: the steps saved under `source` (a root or one step directory), newest first, as
   // world rank 0 lists them. None is an error naming `where` when `required`.
   Result<std::vector<int64_t>> Candidates(const std::string& source, bool required,
                                           const std::string& where);
-  enum class LoadKind { kEverything, kWeightsOnly };
   // Collective: loads the newest of `steps` under `source` that every rank reads without error,
-  // falling back to older ones and saying why. kEverything resumes (returns its step);
-  // kWeightsOnly starts a new run from its weights (returns 0).
+  // falling back to older ones and saying why. kEverything and kNoOptimizer resume (return its
+  // step); kWeightsOnly starts a new run from its weights (returns 0).
   Result<int64_t> LoadNewest(const std::string& source, const std::vector<int64_t>& steps,
                              const std::string& where, LoadKind kind);
   // Maximum of `v` over the world (v itself for one process).

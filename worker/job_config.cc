@@ -159,6 +159,7 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.Bool("final", &c.final, false));
   LOOM_RETURN_IF_ERROR(ck.Bool("resume", &c.resume, false));
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
+  LOOM_RETURN_IF_ERROR(ck.Bool("load_optimizer", &c.load_optimizer, false));
   LOOM_RETURN_IF_ERROR(ck.String("init_from", &c.init_from, false));
   for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"dir", &c.dir},
                                    {"load", &c.load},
@@ -211,15 +212,17 @@ std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
   if (key == "init_from" && c.init_from_from_flag) return "--init-from";
   if (key == "resume" && c.resume_from_flag) return "--no-resume";
   if (key == "exit_after_minutes" && c.exit_after_from_flag) return "--exit-after-minutes";
+  if (key == "load_optimizer" && c.load_optimizer_from_flag) return "--no-load-optimizer";
   return job.path + ": field 'checkpoint." + std::string(key) + "'";
 }
 
 bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
   CheckpointConfig& c = job->checkpoint;
-  bool* bits[] = {&c.dir_from_flag, &c.load_from_flag, &c.init_from_from_flag, &c.resume_from_flag,
-                  &c.exit_after_from_flag};
-  const char* names[] = {"--checkpoint-dir", "--load", "--init-from", "--no-resume",
-                         "--exit-after-minutes"};
+  bool* bits[] = {&c.dir_from_flag,    &c.load_from_flag,       &c.init_from_from_flag,
+                  &c.resume_from_flag, &c.exit_after_from_flag, &c.load_optimizer_from_flag};
+  const char* names[] = {"--checkpoint-dir",     "--load",
+                         "--init-from",          "--no-resume",
+                         "--exit-after-minutes", "--no-load-optimizer"};
   for (size_t i = 0; i < std::size(names); ++i) {
     if (flag == names[i]) return *bits[i] = true;
   }
@@ -239,6 +242,12 @@ Status CheckCheckpointConfig(const JobConfig& job) {
                            (c.load_from_flag ? "--load" : "checkpoint.load") +
                            ": load resumes a run, init_from starts a new one from a "
                            "checkpoint's weights only; say which you mean");
+  }
+  if (!c.load_optimizer && c.load.empty()) {
+    return InvalidArgument(CheckpointSetting(job, "load_optimizer") +
+                           ": needs checkpoint.load (or --load), the checkpoint whose weights and "
+                           "position are taken without its optimizer state; a run's own "
+                           "checkpoints always resume whole");
   }
   if (c.dir.empty() && c.exit_after_minutes > 0) {
     return InvalidArgument(CheckpointSetting(job, "exit_after_minutes") +

@@ -80,6 +80,10 @@ struct CheckpointConfig {
   bool final = true;       // save after the last step
   bool resume = true;      // start from the newest valid checkpoint under `load`
   std::string load;        // a root or one step directory to resume from ("": `dir`)
+  // Whether resuming `load` also loads its AdamW state (moments and step count). false: the
+  // weights, step, data position and schedule are loaded and the optimizer starts fresh
+  // (Megatron's --no-load-optim). Only with `load`: a run's own checkpoints always resume whole.
+  bool load_optimizer = true;
   // A root or one step directory whose model weights (fp32 masters) start the run when nothing
   // is resumed: fine-tuning. The step, data position, LR schedule and AdamW state start fresh.
   std::string init_from;
@@ -92,7 +96,7 @@ struct CheckpointConfig {
   // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume,
   // --exit-after-minutes) rather than the job file: errors then name the flag the user typed.
   bool dir_from_flag = false, load_from_flag = false, init_from_from_flag = false;
-  bool resume_from_flag = false, exit_after_from_flag = false;
+  bool resume_from_flag = false, exit_after_from_flag = false, load_optimizer_from_flag = false;
 };
 
 struct JobConfig {
@@ -114,12 +118,12 @@ struct JobConfig {
 };
 
 // Where a checkpoint setting came from, for errors: "--load" when the flag set it, else
-// "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from, resume or
-// exit_after_minutes.
+// "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from, resume,
+// exit_after_minutes or load_optimizer.
 std::string CheckpointSetting(const JobConfig& job, std::string_view key);
 // Records that `flag` ("--checkpoint-dir", "--load", "--init-from", "--no-resume",
-// "--exit-after-minutes") set its setting (a job a launcher rewrote from its command line); false
-// for any other name.
+// "--exit-after-minutes", "--no-load-optimizer") set its setting (a job a launcher rewrote from its
+// command line); false for any other name.
 bool MarkSetByFlag(std::string_view flag, JobConfig* job);
 
 Result<JobConfig> LoadJobConfig(const std::string& path);

@@ -644,9 +644,11 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
       const std::string& saved = ckpt_->stats().resumed_layout;
       const std::string now = place_.layout.ToString();
       std::printf(
-          "resumed from %s: continuing at step %lld%s\n", ckpt_->stats().resumed_from.c_str(),
+          "resumed from %s: continuing at step %lld%s%s\n", ckpt_->stats().resumed_from.c_str(),
           static_cast<long long>(start_step_ + 1),
-          saved == now ? "" : (" (saved with " + saved + ", loaded into " + now + ")").c_str());
+          saved == now ? "" : (" (saved with " + saved + ", loaded into " + now + ")").c_str(),
+          ckpt_->stats().optimizer_fresh ? "; without its optimizer state: AdamW starts fresh"
+                                         : "");
     }
     if (ckpt_ && !ckpt_->stats().initialized_from.empty()) {
       std::printf(

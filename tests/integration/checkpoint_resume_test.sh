@@ -102,6 +102,18 @@ compare "$dir/full1.txt" "$dir/resume1.txt" "same layout (one process), resumed 
 cmp -s "$dir/full1.st" "$dir/resume1.st" && echo "PASS one process: final parameters bit-identical" \
   || { echo "FAIL one process: final parameters differ"; fail=1; }
 
+# Without the optimizer state (--no-load-optimizer, Megatron's --no-load-optim): the weights, step
+# and data position of step 10, fresh AdamW. Step 11 (its loss is taken before the update) is
+# bit-identical to the uninterrupted run, step 12 is not (other moments); the save at step 12
+# counts 2 AdamW updates and 12 steps of samples.
+train noopt1 1 "" --load "$dir/ck1/step_00000010" --no-load-optimizer --checkpoint-dir "$dir/noopt1" --steps 12
+grep -q "^resumed from $dir/ck1/step_00000010: continuing at step 11; without its optimizer state: AdamW starts fresh" "$dir/noopt1.log" \
+  && [[ $(sed -n 1p "$dir/noopt1.txt") == $(grep '^11 ' "$dir/full1.txt") ]] \
+  && [[ $(sed -n 2p "$dir/noopt1.txt") != $(grep '^12 ' "$dir/full1.txt") ]] \
+  && grep -q '"step_count": "2"' "$dir/noopt1/step_00000012/metadata.json" \
+  && grep -q '"consumed_samples": "96"' "$dir/noopt1/step_00000012/metadata.json" \
+  && echo "PASS --no-load-optimizer: step 11 identical ($(sed -n 1p "$dir/noopt1.txt")), step 12 not; 2 updates, 96 samples recorded" \
+  || { echo "FAIL --no-load-optimizer: $(grep -i resumed "$dir/noopt1.log"); $(cat "$dir/noopt1.txt")"; fail=1; }
 train other8 8 "cp: 2, tp: 2, dp: 2, zero: 3" --load "$dir/ck8.saved" --checkpoint-dir "$dir/other8"
 resumed other8 "$dir/ck8.saved"
 compare "$dir/full8.txt" "$dir/other8.txt" "resumed from tp2 pp2 dp2 zero1 with cp2 tp2 dp2 zero3" 1e-5

@@ -60,6 +60,7 @@ printf "checkpoint: {dir: ck_none, final: false}\n" >> "$dir/good.yaml"
 expect 0 "checkpoint.every is 0 and checkpoint.final is false: only a stop signal (checkpoint.signal) saves this run" \
   -- "$loom" train --config "$dir/good.yaml" --steps 1
 sed -i '$d' "$dir/good.yaml"
+expect 1 "--no-load-optimizer: needs checkpoint.load (or --load)" -- "$loom" train --config "$dir/good.yaml" --no-load-optimizer
 # Training on past the LR decay (--steps does not move it, the job's steps do) is said so; a
 # checkpoint past --steps names the flag.
 expect 0 "" -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck"
