@@ -74,6 +74,7 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
 
 std::vector<std::string> OverrideFlags(const TrainOptions& opt) {
   std::vector<std::string> out;
+  if (opt.steps > 0) out.push_back("--steps");
   if (!opt.checkpoint_dir.empty()) out.push_back("--checkpoint-dir");
   if (!opt.load.empty()) out.push_back("--load");
   if (!opt.init_from.empty()) out.push_back("--init-from");
@@ -84,7 +85,7 @@ std::vector<std::string> OverrideFlags(const TrainOptions& opt) {
 }
 
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
-  if (opt.steps > 0) job->steps = opt.steps;
+  if (opt.steps > 0) job->steps = opt.steps, job->steps_from_flag = true;
   CheckpointConfig& c = job->checkpoint;
   // For the record (checkpoints' provenance): what the command line changed.
   if (opt.steps > 0) job->overrides.push_back("--steps " + std::to_string(opt.steps));

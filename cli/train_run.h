@@ -30,7 +30,7 @@ struct TrainOptions {
 
 // Applies the command-line overrides of `opt` to `job` and checks the result.
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job);
-// The checkpoint flags `opt` gives ("--load", ...), for MarkSetByFlag in a worker.
+// The job flags `opt` gives ("--steps", "--load", ...), for MarkSetByFlag in a worker.
 std::vector<std::string> OverrideFlags(const TrainOptions& opt);
 
 // Starts MPI when launched by it or when `force`; sets *world and *local (ranks on this host).

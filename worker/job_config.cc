@@ -217,6 +217,7 @@ std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
 }
 
 bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
+  if (flag == "--steps") return job->steps_from_flag = true;
   CheckpointConfig& c = job->checkpoint;
   bool* bits[] = {&c.dir_from_flag,    &c.load_from_flag,       &c.init_from_from_flag,
                   &c.resume_from_flag, &c.exit_after_from_flag, &c.load_optimizer_from_flag};

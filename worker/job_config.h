@@ -113,6 +113,7 @@ struct JobConfig {
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
   int64_t steps = 100;
+  bool steps_from_flag = false;  // set by --steps (errors name the flag)
   uint64_t seed = 1337;
   std::string launcher;  // how `loom launch` starts the workers: mpirun | srun | none ("": mpirun)
 };
@@ -121,7 +122,7 @@ struct JobConfig {
 // "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from, resume,
 // exit_after_minutes or load_optimizer.
 std::string CheckpointSetting(const JobConfig& job, std::string_view key);
-// Records that `flag` ("--checkpoint-dir", "--load", "--init-from", "--no-resume",
+// Records that `flag` ("--steps", "--checkpoint-dir", "--load", "--init-from", "--no-resume",
 // "--exit-after-minutes", "--no-load-optimizer") set its setting (a job a launcher rewrote from its
 // command line); false for any other name.
 bool MarkSetByFlag(std::string_view flag, JobConfig* job);

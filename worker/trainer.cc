@@ -89,9 +89,8 @@ Status Trainer::Setup() {
     // The sample stream continues where the checkpoint left it, whatever its global batch.
     train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);
     if (start_step_ > job_.steps) {
-      return InvalidArgument((job_.overrides.empty() || job_.overrides[0].rfind("--steps ", 0) != 0
-                                  ? job_.path + ": field 'steps'"
-                                  : std::string("--steps")) +
+      return InvalidArgument((job_.steps_from_flag ? std::string("--steps")
+                                                   : job_.path + ": field 'steps'") +
                              ": the checkpoint is at step " + std::to_string(start_step_) +
                              ", past the job's " + std::to_string(job_.steps) + " steps");
     }
