@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,13 @@ std::string NormalPath(const std::string& path);
 bool IsImportedCheckpoint(const proto::CheckpointMetadata& m);
 // Now, in UTC, as provenance.saved_at records it: "2026-11-23T09:12:04Z".
 std::string UtcTimestamp();
+// Provenance strings go into Protobuf `string` fields, which must be UTF-8 (the JSON printer
+// drops bytes that are not). IsUtf8: whether `s` is; Utf8OrMarked: `s` with each byte that is
+// not part of a valid UTF-8 sequence replaced by '?' (for paths, which Linux lets be anything).
+bool IsUtf8(std::string_view s);
+std::string Utf8OrMarked(std::string_view s);
+// The largest job text a checkpoint records (provenance.job_yaml); longer ones are left out.
+constexpr size_t kMaxRecordedJobBytes = 1 << 20;
 
 // Committed checkpoints under `root` (directories step_<N> with a metadata file), newest first.
 // A missing root is an empty list.

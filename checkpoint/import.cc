@@ -325,7 +325,9 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
   proto::Provenance* p = base.mutable_provenance();
   p->set_loom_version(kLoomVersion);
   p->set_saved_at(UtcTimestamp());
-  p->set_source(fs::absolute(file).string());
+  std::error_code abs_ec;
+  const fs::path abs = fs::absolute(file, abs_ec);
+  p->set_source(Utf8OrMarked(abs_ec ? file : abs.string()));
   Status st = WriteRankFiles(tmp, 0, plan, source).status();
   if (st.ok()) st = CommitCheckpoint(out_root, tmp, 1, model, base);
   if (!st.ok()) {  // never leave a partial output behind (the root held no checkpoint)

@@ -2,6 +2,7 @@
 #include "checkpoint/inspect.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -117,7 +118,8 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
       std::string flags;
       for (const std::string& f : p.overrides()) flags += (flags.empty() ? "" : " ") + f;
       if (!flags.empty()) by += " with " + flags;
-      by += Format(" (job text recorded: loom ckpt inspect --job); loss %.4f", p.train_loss());
+      if (!p.job_yaml().empty()) by += " (job text recorded: loom ckpt inspect --job)";
+      if (std::isfinite(p.train_loss())) by += Format("; loss %.4f", p.train_loss());
     }
     out += "saved        " + by + "\n";
   }

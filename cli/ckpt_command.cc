@@ -47,9 +47,11 @@ Status RunInspect(const CkptOptions& o) {
     LOOM_ASSIGN_OR_RETURN(const proto::CheckpointMetadata m, ReadMetadata(dir));
     if (m.provenance().job_yaml().empty()) {
       return NotFound(JoinPath(dir, kMetadataFile) + ": no job recorded (" +
-                      (m.format_version() < 3    ? "saved before format version 3"
-                       : IsImportedCheckpoint(m) ? "an imported checkpoint"
-                                                 : "the run's job text was not available") +
+                      (!m.has_provenance()
+                           ? "saved before format version 3, or resharded from such a checkpoint"
+                       : IsImportedCheckpoint(m)
+                           ? "an imported checkpoint"
+                           : "the run's job text was not available, over 1 MiB or not UTF-8") +
                       ")");
     }
     const proto::Provenance& p = m.provenance();
@@ -57,8 +59,8 @@ Status RunInspect(const CkptOptions& o) {
     for (size_t i = 0; i < static_cast<size_t>(p.overrides_size()); ++i) {
       std::printf("%s%s", i == 0 ? "; command-line overrides: " : " ", p.overrides(i).c_str());
     }
-    std::printf("\n%s", p.job_yaml().c_str());
-    if (p.job_yaml().back() != '\n') std::printf("\n");
+    std::printf("\n");
+    std::fwrite(p.job_yaml().data(), 1, p.job_yaml().size(), stdout);
     return Status::Ok();
   }
   Status files;

@@ -54,7 +54,7 @@ struct LaunchOptions {
 
 // Writes the command-line overrides into the job text every worker parses. Paths are made
 // absolute: the flags are relative to this directory, the job's own paths to the job file's.
-Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
+Status WriteOverrides(const TrainOptions& t, const JobConfig& job, std::string* job_yaml) {
   if (t.steps == 0 && t.checkpoint_dir.empty() && t.load.empty() && t.init_from.empty() &&
       !t.no_resume && t.exit_after_minutes == 0 && !t.no_load_optimizer) {
     return Status::Ok();
@@ -66,7 +66,12 @@ Status WriteOverrides(const TrainOptions& t, std::string* job_yaml) {
     return Internal(std::string("the planned job: ") + e.what());
   }
   auto absolute = [](const std::string& p) { return std::filesystem::absolute(p).string(); };
-  if (t.steps > 0) root["steps"] = t.steps;
+  if (t.steps > 0) {
+    root["steps"] = t.steps;
+    // As for `loom train --steps`: the decay stays where the job file puts it (its `steps` when
+    // decay_steps is not given), which the workers would otherwise take from the new steps.
+    root["schedule"]["decay_steps"] = job.schedule.decay_steps;
+  }
   if (!t.checkpoint_dir.empty()) root["checkpoint"]["dir"] = absolute(t.checkpoint_dir);
   if (!t.load.empty()) root["checkpoint"]["load"] = absolute(t.load);
   if (!t.init_from.empty()) root["checkpoint"]["init_from"] = absolute(t.init_from);
@@ -286,8 +291,10 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
   }
   LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(o.job, cluster, cal, o.np));
-  LOOM_RETURN_IF_ERROR(WriteOverrides(o.overrides, &plan.spec.job_yaml));
+  LOOM_RETURN_IF_ERROR(WriteOverrides(o.overrides, job, &plan.spec.job_yaml));
   plan.spec.flag_overrides = OverrideFlags(o.overrides);
+  if (job.text.size() <= kMaxRecordedJobBytes) plan.spec.job_file_text = job.text;
+  plan.spec.override_args = job.overrides;
   // The job as every worker will parse it, checked here first.
   Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
   if (!planned.ok()) return planned.status().WithContext("the planned job");

@@ -42,8 +42,8 @@ void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
       ->check(NonEmptyPath());
   cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
   cmd->add_flag("--no-load-optimizer", opt->no_load_optimizer,
-                "With --load: take the weights, step and data position, start the AdamW state "
-                "fresh (checkpoint.load_optimizer: false)");
+                "Resuming checkpoint.load (or --load): take its weights, step and data position, "
+                "start the AdamW state fresh (checkpoint.load_optimizer: false)");
   cmd->add_option("--exit-after-minutes", opt->exit_after_minutes,
                   "Save and stop (exit 75) after the first step that ends this long after the "
                   "start (overrides checkpoint.exit_after_minutes)")

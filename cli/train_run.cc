@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <new>
 #include <thread>
@@ -93,7 +94,10 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
        {std::pair<const char*, const std::string*>{"--checkpoint-dir", &opt.checkpoint_dir},
         {"--load", &opt.load},
         {"--init-from", &opt.init_from}}) {
-    if (!value->empty()) job->overrides.push_back(std::string(flag) + " " + *value);
+    if (value->empty()) continue;
+    std::error_code ec;  // recorded absolute: the record is read from elsewhere
+    const std::filesystem::path abs = std::filesystem::absolute(*value, ec);
+    job->overrides.push_back(std::string(flag) + " " + (ec ? *value : abs.string()));
   }
   if (opt.no_resume) job->overrides.push_back("--no-resume");
   if (opt.no_load_optimizer) job->overrides.push_back("--no-load-optimizer");

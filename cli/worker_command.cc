@@ -80,6 +80,9 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   LOOM_ASSIGN_OR_RETURN(*client, CoordinatorClient::Register(endpoint, token, req, o.timeout_ms));
   const proto::Plan& plan = (*client)->plan();
   LOOM_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(plan.job_yaml(), plan.job_path()));
+  // What checkpoints record: the job file and the flags the user gave, not the rewrite.
+  if (!plan.job_file_text().empty()) job.text = plan.job_file_text();
+  job.overrides.assign(plan.override_args().begin(), plan.override_args().end());
   for (const std::string& flag : plan.flag_overrides()) {
     if (!MarkSetByFlag(flag, &job)) {
       return InvalidArgument("plan from the coordinator: field 'flag_overrides': unknown flag '" +

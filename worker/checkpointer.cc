@@ -165,9 +165,11 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
   proto::Provenance* p = m.mutable_provenance();
   p->set_loom_version(kLoomVersion);
   p->set_saved_at(UtcTimestamp());
-  p->set_job_path(job_.path.empty() ? "" : fs::absolute(job_.path).string());
-  p->set_job_yaml(job_.text);
-  for (const std::string& o : job_.overrides) p->add_overrides(o);
+  std::error_code ec;
+  const fs::path job_path = job_.path.empty() ? fs::path() : fs::absolute(job_.path, ec);
+  p->set_job_path(Utf8OrMarked(ec ? job_.path : job_path.string()));
+  if (job_.text.size() <= kMaxRecordedJobBytes && IsUtf8(job_.text)) p->set_job_yaml(job_.text);
+  for (const std::string& o : job_.overrides) p->add_overrides(Utf8OrMarked(o));
   p->set_train_loss(last_loss_);
   proto::ModelSpec* mo = m.mutable_model();
   mo->set_arch("gpt2");
@@ -379,6 +381,11 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
     }
   }
   if (kind == LoadKind::kEverything) store_->set_optimizer_steps(meta.optimizer().step_count());
+  // A save before any step of this run (the final save of a run already at its last step)
+  // records the loss the checkpoint recorded.
+  if (!weights_only && meta.has_provenance() && !meta.provenance().job_path().empty()) {
+    last_loss_ = meta.provenance().train_loss();
+  }
   store_->StateLoaded();
   *step = meta.step();
   if (!weights_only) {
@@ -415,17 +422,6 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
     if (rank_ == 0 && !changed.empty()) {
       LOOM_LOG(WARN, CKPT) << path << ": the optimizer settings changed (" << changed << "): step "
                            << meta.step() + 1 << " on follows the job's schedule and settings";
-    }
-    // Training on past the end of the decay (e.g. `--steps` raised, which does not move it):
-    // every further step runs at min_lr. Say so, and how to move the decay.
-    const int64_t decay = job_.schedule.decay_steps;
-    if (rank_ == 0 && decay > 0 && meta.step() >= decay && job_.steps > meta.step() &&
-        oc.min_lr != oc.lr) {
-      LOOM_LOG(WARN, CKPT) << path << ": the LR schedule ended at step " << decay
-                           << " (schedule.decay_steps): steps " << meta.step() + 1 << "-"
-                           << job_.steps << " run at min_lr " << oc.min_lr
-                           << " (to decay further, raise `steps` in the job file or set "
-                              "schedule.decay_steps)";
     }
     if (rank_ == 0 && (d.seed() != job_.seed || d.seq() != job_.data.seq)) {
       std::ostringstream what;  // only what changed

@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -143,7 +144,8 @@ class Checkpointer {
   Status SetAsideNewer(const std::string& root, int64_t loaded,
                        const std::vector<int64_t>& refused) const;
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
-  double last_loss_ = 0;  // NoteLoss
+  // NoteLoss; before any step, the resumed checkpoint's (NaN: not known).
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
   void RemoveLeftovers() const;
   // Rank 0: makes checkpoint.dir if absent and takes its run lock (kRunLockFile, held until
   // destruction), waiting up to LOOM_CKPT_LOCK_WAIT_MS (10 s) for another holder to end; then an

@@ -108,7 +108,10 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(sched.Int("warmup_steps", &job->schedule.warmup_steps, false, 0, kMaxInt));
   LOOM_RETURN_IF_ERROR(sched.Int("decay_steps", &job->schedule.decay_steps, false, 0, kMaxInt));
   LOOM_RETURN_IF_ERROR(sched.Finish());
-  if (job->schedule.decay_steps == 0) job->schedule.decay_steps = job->steps;
+  if (job->schedule.decay_steps == 0) {
+    job->schedule.decay_steps = job->steps;
+    job->schedule.decay_from_steps = true;
+  }
 
   LOOM_ASSIGN_OR_RETURN(ConfigSection eval, root.Section("eval", false));
   LOOM_RETURN_IF_ERROR(eval.Int("every", &job->eval.every, false, 0, kMaxInt));
@@ -286,10 +289,10 @@ Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string&
 }  // namespace
 
 Result<JobConfig> LoadJobConfig(const std::string& path) {
-  LOOM_ASSIGN_OR_RETURN(JobConfig job, ReadJobConfig(ConfigSection::LoadFile(path), path));
-  Result<std::string> text = ReadFile(path);  // for the record; the parse above has the errors
-  if (text.ok()) job.text = std::move(*text);
-  return job;
+  // Read once (a pipe such as --config <(...) can be read only once), parsed from the text.
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return ReadJobConfig(ConfigSection::LoadFile(path), path);  // its own error
+  return ParseJobConfig(*text, path);
 }
 
 Result<JobConfig> ParseJobConfig(const std::string& text, const std::string& path) {

@@ -34,7 +34,8 @@ struct OptimConfig {
 
 struct ScheduleConfig {
   int64_t warmup_steps = 0;
-  int64_t decay_steps = 0;  // cosine decay ends here (0: = steps)
+  int64_t decay_steps = 0;        // cosine decay ends here (0: = steps)
+  bool decay_from_steps = false;  // decay_steps was not given: the job file's `steps`
 };
 
 struct EvalConfig {
@@ -94,7 +95,8 @@ struct CheckpointConfig {
   // (Megatron's --exit-duration-in-mins; 0: no limit). Only with `dir`.
   double exit_after_minutes = 0;
   // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume,
-  // --exit-after-minutes) rather than the job file: errors then name the flag the user typed.
+  // --exit-after-minutes, --no-load-optimizer) rather than the job file: errors then name the
+  // flag the user typed.
   bool dir_from_flag = false, load_from_flag = false, init_from_from_flag = false;
   bool resume_from_flag = false, exit_after_from_flag = false, load_optimizer_from_flag = false;
 };

@@ -89,10 +89,10 @@ Status Trainer::Setup() {
     // The sample stream continues where the checkpoint left it, whatever its global batch.
     train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);
     if (start_step_ > job_.steps) {
-      return InvalidArgument((job_.steps_from_flag ? std::string("--steps")
-                                                   : job_.path + ": field 'steps'") +
-                             ": the checkpoint is at step " + std::to_string(start_step_) +
-                             ", past the job's " + std::to_string(job_.steps) + " steps");
+      return InvalidArgument(
+          (job_.steps_from_flag ? std::string("--steps") : job_.path + ": field 'steps'") +
+          ": the checkpoint is at step " + std::to_string(start_step_) + ", past the job's " +
+          std::to_string(job_.steps) + " steps");
     }
     if (!c.dir.empty() && place_.world_rank == 0) ckpt_->WarnIfShortOfSpace(start_step_);
     if (!c.dir.empty() && place_.world_rank == 0 && c.every == 0 && !c.final &&
@@ -109,6 +109,23 @@ Status Trainer::Setup() {
                                          "saves this run"
                                        : "this run saves nothing");
     }
+  }
+  // Training on past the end of the decay that the job file's `steps` set (`--steps` raised,
+  // which does not move it): those steps run at min_lr. A decay_steps set on purpose shorter
+  // than the run is not warned about.
+  const ScheduleConfig& sc = job_.schedule;
+  const int64_t end = std::max(sc.decay_steps, sc.warmup_steps);
+  if (place_.world_rank == 0 && sc.decay_from_steps && job_.steps_from_flag && job_.steps > end &&
+      job_.steps > start_step_ && job_.optim.min_lr != job_.optim.lr) {
+    const int64_t first = std::max(start_step_, end) + 1;
+    LOOM_LOG(WARN, TRAIN) << "the LR decay ends at step " << end
+                          << " (the job file's steps; --steps does not move it): "
+                          << (first == job_.steps ? "step " + std::to_string(first)
+                                                  : "steps " + std::to_string(first) + "-" +
+                                                        std::to_string(job_.steps))
+                          << " run at min_lr " << job_.optim.min_lr
+                          << " (to decay over the longer run, raise `steps` in the job file or "
+                             "set schedule.decay_steps)";
   }
   return Status::Ok();
 }

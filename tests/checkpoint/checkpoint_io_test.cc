@@ -516,6 +516,18 @@ TEST_F(CheckpointIo, WrappingNumbersInTheMetadataAreRefused) {
   EXPECT_TRUE(VerifyCheckpoint(dir).ok());
 }
 
+// Provenance strings must be UTF-8 (Protobuf's JSON printer drops other bytes).
+TEST(Provenance, Utf8IsCheckedAndPathsAreMarked) {
+  EXPECT_TRUE(IsUtf8("model: {layers: 2}  # caf\xc3\xa9, \xe2\x82\xac, \xf0\x9f\x98\x80"));
+  for (const char* bad :
+       {"caf\xe9 x", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff"}) {
+    EXPECT_FALSE(IsUtf8(bad)) << bad;
+  }
+  EXPECT_EQ(Utf8OrMarked("/runs/caf\xe9/job.yaml"), "/runs/caf?/job.yaml");
+  EXPECT_EQ(Utf8OrMarked("/runs/caf\xc3\xa9/job.yaml"), "/runs/caf\xc3\xa9/job.yaml");
+  EXPECT_EQ(Utf8OrMarked("\xe2\x82"), "??");  // a sequence cut short
+}
+
 // metadata.json and `latest` are read only when they are regular files: a FIFO is refused at
 // once rather than waited on, a link to /dev/zero rather than read until memory runs out.
 TEST_F(CheckpointIo, MetadataThatIsNotAFileIsRefusedWithoutWaiting) {
@@ -628,7 +640,11 @@ TEST_F(CheckpointIo, EditedMetadataIsCaughtByItsChecksum) {
   EXPECT_NE(r.status().message().find("field 'metadata_crc32c': the file's CRC-32C is"),
             std::string::npos)
       << r.status().message();
-  // Sealed again as version 2 (as builds before provenance wrote them): read.
+  // Sealed again as version 2 (as builds before provenance wrote them): read; and as version 1
+  // (as a few builds wrote them): read.
+  ASSERT_TRUE(WriteFileAtomic(Path("a/kept/metadata.json"), *SealMetadataJson(bad)).ok());
+  EXPECT_TRUE(ReadMetadata(Path("a/kept")).ok());
+  bad[version + 18] = '1';
   ASSERT_TRUE(WriteFileAtomic(Path("a/kept/metadata.json"), *SealMetadataJson(bad)).ok());
   EXPECT_TRUE(ReadMetadata(Path("a/kept")).ok());
 }

@@ -64,7 +64,7 @@ expect 1 "--no-load-optimizer: needs checkpoint.load (or --load)" -- "$loom" tra
 # Training on past the LR decay (--steps does not move it, the job's steps do) is said so; a
 # checkpoint past --steps names the flag.
 expect 0 "" -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck"
-expect 0 "the LR schedule ended at step 3 (schedule.decay_steps): steps 4-5 run at min_lr" \
+expect 0 "the LR decay ends at step 3 (the job file's steps; --steps does not move it): steps 4-5 run at min_lr" \
   -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 5
 expect 1 "--steps: the checkpoint is at step 5, past the job's 2 steps" \
   -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 2

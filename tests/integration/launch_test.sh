@@ -207,6 +207,16 @@ mkdir -p "$dir/sub"
   > "$dir/flags1.log" 2>&1 || { echo "FAIL: flags1"; tail -3 "$dir/flags1.log"; fail=1; }
 expect "launch --steps --checkpoint-dir" "$dir/flags1.log" ": 4 steps | train loss" \
   "saved $dir/sub/flags_ck/step_00000004"
+# The checkpoints record the job file as given and the flags with their values, as loom train's
+# do (not the launcher's rewrite of it).
+"$loom" ckpt inspect "$dir/sub/flags_ck" | grep -q "^saved        by loom .*, from $dir/job.yaml with --steps 4 --checkpoint-dir $dir/sub/flags_ck (job text recorded" \
+  && "$loom" ckpt inspect --job "$dir/sub/flags_ck" | tail -n +2 | cmp -s - "$dir/job.yaml" \
+  && echo "PASS launch: provenance names the job file and the flags; --job gives the file" \
+  || { echo "FAIL launch provenance: $("$loom" ckpt inspect "$dir/sub/flags_ck" | grep '^saved ')"; fail=1; }
+# --steps does not move the LR decay (the job file's steps: 10), as under loom train.
+grep -q '"decay_steps": "10"' "$dir/sub/flags_ck/step_00000004/metadata.json" \
+  && echo "PASS launch --steps keeps the job file's decay" \
+  || { echo "FAIL: launch --steps moved the decay: $(grep decay_steps "$dir/sub/flags_ck/step_00000004/metadata.json")"; fail=1; }
 (cd "$dir/sub" && "$loom" launch ../job.yaml --np 2 --steps 6 --load flags_ck --checkpoint-dir flags_ck2) \
   > "$dir/flags2.log" 2>&1 || { echo "FAIL: flags2"; tail -3 "$dir/flags2.log"; fail=1; }
 expect "launch --load" "$dir/flags2.log" "resumed from $dir/sub/flags_ck/step_00000004" \
