@@ -292,7 +292,6 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   }
   LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(o.job, cluster, cal, o.np));
   LOOM_RETURN_IF_ERROR(WriteOverrides(o.overrides, job, &plan.spec.job_yaml));
-  plan.spec.flag_overrides = OverrideFlags(o.overrides);
   if (job.text.size() <= kMaxRecordedJobBytes) plan.spec.job_file_text = job.text;
   plan.spec.override_args = job.overrides;
   // The job as every worker will parse it, checked here first.

@@ -73,18 +73,6 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
 
 }  // namespace
 
-std::vector<std::string> OverrideFlags(const TrainOptions& opt) {
-  std::vector<std::string> out;
-  if (opt.steps > 0) out.push_back("--steps");
-  if (!opt.checkpoint_dir.empty()) out.push_back("--checkpoint-dir");
-  if (!opt.load.empty()) out.push_back("--load");
-  if (!opt.init_from.empty()) out.push_back("--init-from");
-  if (opt.no_resume) out.push_back("--no-resume");
-  if (opt.exit_after_minutes > 0) out.push_back("--exit-after-minutes");
-  if (opt.no_load_optimizer) out.push_back("--no-load-optimizer");
-  return out;
-}
-
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
   if (opt.steps > 0) job->steps = opt.steps, job->steps_from_flag = true;
   CheckpointConfig& c = job->checkpoint;

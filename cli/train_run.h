@@ -30,8 +30,6 @@ struct TrainOptions {
 
 // Applies the command-line overrides of `opt` to `job` and checks the result.
 Status ApplyOverrides(const TrainOptions& opt, JobConfig* job);
-// The job flags `opt` gives ("--steps", "--load", ...), for MarkSetByFlag in a worker.
-std::vector<std::string> OverrideFlags(const TrainOptions& opt);
 
 // Starts MPI when launched by it or when `force`; sets *world and *local (ranks on this host).
 Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local);

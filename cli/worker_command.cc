@@ -83,9 +83,10 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   // What checkpoints record: the job file and the flags the user gave, not the rewrite.
   if (!plan.job_file_text().empty()) job.text = plan.job_file_text();
   job.overrides.assign(plan.override_args().begin(), plan.override_args().end());
-  for (const std::string& flag : plan.flag_overrides()) {
+  for (const std::string& arg : plan.override_args()) {
+    const std::string flag = arg.substr(0, arg.find(' '));
     if (!MarkSetByFlag(flag, &job)) {
-      return InvalidArgument("plan from the coordinator: field 'flag_overrides': unknown flag '" +
+      return InvalidArgument("plan from the coordinator: field 'override_args': unknown flag '" +
                              flag + "'");
     }
   }

@@ -56,7 +56,6 @@ Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double
   plan.set_schedule(spec_.schedule);
   plan.set_job_yaml(spec_.job_yaml);
   plan.set_job_path(spec_.job_path);
-  for (const std::string& f : spec_.flag_overrides) plan.add_flag_overrides(f);
   plan.set_job_file_text(spec_.job_file_text);
   for (const std::string& a : spec_.override_args) plan.add_override_args(a);
   const size_t i = static_cast<size_t>(req.rank());

@@ -21,12 +21,11 @@ namespace loom {
 struct JobSpec {
   std::string token;
   Layout layout;
-  std::string schedule;  // pipeline schedule name ("" when pp = 1)
-  std::string job_yaml;  // the job's text with the layout written into `parallel:`
-  std::string job_path;  // the original file (relative paths are resolved against it)
-  std::vector<std::string> flag_overrides;  // job_yaml settings given as flags ("--load", ...)
-  std::string job_file_text;                // the job file as read (for checkpoint provenance)
-  std::vector<std::string> override_args;   // the flags with their values ("--steps 500")
+  std::string schedule;       // pipeline schedule name ("" when pp = 1)
+  std::string job_yaml;       // the job's text with the layout written into `parallel:`
+  std::string job_path;       // the original file (relative paths are resolved against it)
+  std::string job_file_text;  // the job file as read (for checkpoint provenance)
+  std::vector<std::string> override_args;  // the flags with their values ("--steps 500")
   int64_t steps = 0;
   int64_t tokens_per_step = 0;
   std::vector<int> node, device;  // per world rank (empty: node 0, device = rank)

@@ -226,6 +226,9 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 kill -STOP "$first"
+# kill returns before the stop takes effect: on a busy machine the run could still write for a
+# moment. List the directory only once the process is stopped.
+for _ in $(seq 1 50); do [[ $(ps -o state= -p "$first") == T* ]] && break; sleep 0.1; done
 ls -lAR --time-style=full-iso "$dir/lock_ck" > "$dir/lock_before.txt"
 if LOOM_CKPT_LOCK_WAIT_MS=1000 timeout 60 "$loom" train --config "$dir/lock.yaml" \
     --checkpoint-dir "$dir/lock_ck" > "$dir/lock2.log" 2>&1; then
