@@ -45,8 +45,9 @@ Status ReadData(ConfigSection& s, DataConfig* d) {
     return InvalidArgument(s.Where("text") +
                            ": expected exactly one of 'text' (a corpus) or 'train' (a token file)");
   }
-  if (d->micro_batch == 0) d->micro_batch = d->global_batch;
-  if (d->global_batch % d->micro_batch != 0) {
+  // Absent (0): global_batch / dp, known only with the layout (Trainer::Init), as DeepSpeed
+  // derives it: no gradient accumulation.
+  if (d->micro_batch > 0 && d->global_batch % d->micro_batch != 0) {
     return InvalidArgument(s.Where("micro_batch") + ": expected a divisor of data.global_batch (" +
                            std::to_string(d->global_batch) + "), got " +
                            std::to_string(d->micro_batch));
@@ -208,27 +209,36 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
 
 }  // namespace
 
+namespace {
+
+// The flags that set checkpoint settings, one row each: the key under `checkpoint:`, the flag, and
+// the bit that records that the flag set it. CheckpointSetting and MarkSetByFlag both read it.
+struct CheckpointFlag {
+  std::string_view key, flag;
+  bool CheckpointConfig::*from_flag;
+};
+constexpr CheckpointFlag kCheckpointFlags[] = {
+    {"dir", "--checkpoint-dir", &CheckpointConfig::dir_from_flag},
+    {"load", "--load", &CheckpointConfig::load_from_flag},
+    {"init_from", "--init-from", &CheckpointConfig::init_from_from_flag},
+    {"resume", "--no-resume", &CheckpointConfig::resume_from_flag},
+    {"exit_after_minutes", "--exit-after-minutes", &CheckpointConfig::exit_after_from_flag},
+    {"load_optimizer", "--no-load-optimizer", &CheckpointConfig::load_optimizer_from_flag},
+};
+
+}  // namespace
+
 std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
-  const CheckpointConfig& c = job.checkpoint;
-  if (key == "dir" && c.dir_from_flag) return "--checkpoint-dir";
-  if (key == "load" && c.load_from_flag) return "--load";
-  if (key == "init_from" && c.init_from_from_flag) return "--init-from";
-  if (key == "resume" && c.resume_from_flag) return "--no-resume";
-  if (key == "exit_after_minutes" && c.exit_after_from_flag) return "--exit-after-minutes";
-  if (key == "load_optimizer" && c.load_optimizer_from_flag) return "--no-load-optimizer";
+  for (const CheckpointFlag& f : kCheckpointFlags) {
+    if (f.key == key && job.checkpoint.*f.from_flag) return std::string(f.flag);
+  }
   return job.path + ": field 'checkpoint." + std::string(key) + "'";
 }
 
 bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
   if (flag == "--steps") return job->steps_from_flag = true;
-  CheckpointConfig& c = job->checkpoint;
-  bool* bits[] = {&c.dir_from_flag,    &c.load_from_flag,       &c.init_from_from_flag,
-                  &c.resume_from_flag, &c.exit_after_from_flag, &c.load_optimizer_from_flag};
-  const char* names[] = {"--checkpoint-dir",     "--load",
-                         "--init-from",          "--no-resume",
-                         "--exit-after-minutes", "--no-load-optimizer"};
-  for (size_t i = 0; i < std::size(names); ++i) {
-    if (flag == names[i]) return *bits[i] = true;
+  for (const CheckpointFlag& f : kCheckpointFlags) {
+    if (f.flag == flag) return job->checkpoint.*f.from_flag = true;
   }
   return false;
 }

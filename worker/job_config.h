@@ -22,7 +22,7 @@ struct DataConfig {
   double val_fraction = 0.1;  // with `text`: the tail kept for evaluation
   int64_t seq = 128;
   int64_t global_batch = 8;  // sequences per optimizer step
-  int64_t micro_batch = 0;   // sequences per forward/backward (0: = global_batch)
+  int64_t micro_batch = 0;   // sequences per forward/backward (0: global_batch / dp)
 };
 
 struct OptimConfig {

@@ -47,7 +47,9 @@ std::string StopSignalName(int sig) {
 }
 
 void InstallStopSignal(int sig) {
-  if (sig == 0) return;
+  // Installed once the job is known and again by the trainer: after a signal has come, the
+  // handler is not armed again, so the next one still has its default effect.
+  if (sig == 0 || g_received != 0) return;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = OnSignal;

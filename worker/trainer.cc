@@ -131,6 +131,8 @@ Status Trainer::Setup() {
 }
 
 Status Trainer::Init() {
+  // No data.micro_batch: each data-parallel rank runs its whole share of the batch at once.
+  if (job_.data.micro_batch == 0) job_.data.micro_batch = job_.data.global_batch / place_.layout.dp;
   const DataConfig& d = job_.data;
   if (!d.text.empty()) {
     LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(d.text));

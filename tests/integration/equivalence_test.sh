@@ -15,17 +15,22 @@ job="$dir/job.yaml"
   > "$dir/single.log" 2>&1 || { cat "$dir/single.log"; echo "FAIL: single-process run"; exit 1; }
 fail=0
 for spec in "$@"; do
-  tp=1 cp=1 dp=1 pp=1 vpp=1 sp=false zero=0 schedule=""
+  tp=1 cp=1 dp=1 pp=1 vpp=1 sp=false zero=0 schedule="" micro=keep
   for kv in $spec; do
     case $kv in
       tp=*) tp=${kv#tp=} ;; dp=*) dp=${kv#dp=} ;; zero=*) zero=${kv#zero=} ;; sp=1) sp=true ;;
       pp=*) pp=${kv#pp=} ;; cp=*) cp=${kv#cp=} ;; vpp=*) vpp=${kv#vpp=} ;; schedule=*) schedule=", schedule: ${kv#schedule=}" ;;
+      micro=none) micro=none ;;  # the job without data.micro_batch: its default (global_batch / dp)
       *) echo "bad layout item '$kv'"; exit 2 ;;
     esac
   done
   name=$(tr ' =' '_-' <<<"$spec")
   np=$((tp * cp * dp * pp))
   sed "s/^steps:/parallel: {tp: $tp, cp: $cp, dp: $dp, pp: $pp, vpp: $vpp, sp: $sp, zero: $zero$schedule}\nsteps:/" "$job" > "$dir/$name.yaml"
+  if [[ $micro == none ]]; then
+    sed -i 's/, micro_batch: [0-9]*//' "$dir/$name.yaml"
+    grep -q micro_batch "$dir/$name.yaml" && { echo "FAIL $spec: micro_batch still in the job"; exit 1; }
+  fi
   if ! timeout 600 mpirun --oversubscribe -np $np "$loom" train --config "$dir/$name.yaml" \
       --dump-losses "$dir/$name.txt" --dump-params "$dir/$name.st" > "$dir/$name.log" 2>&1; then
     tail -20 "$dir/$name.log"
