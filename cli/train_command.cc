@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/train_interrupt.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
 #include "worker/stop_signal.h"
@@ -17,8 +18,10 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* 
   // As early as the job is known: a preemption signal that arrives while MPI starts or the
   // model is built is recorded (and acted on after the first step), not fatal.
   if (!job.checkpoint.dir.empty()) InstallStopSignal(job.checkpoint.stop_signal);
+  WatchInterrupts(job);  // before MPI or any other thread starts
   int world = 1, local = 1;
   LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, mpi, &world, &local));
+  if (*mpi) SetInterruptRank((*mpi)->world_rank());
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
                         TrainJob(job, opt, mpi->get(), world, local, RunHooks{}));
   *stopped_by = summary.stopped_by_signal;

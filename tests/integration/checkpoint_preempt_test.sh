@@ -12,7 +12,9 @@
 #   (and) checkpoint.exit_after_minutes: the time limit stops the same way, exit 75, under
 #      loom train (twice: the same command resumes) and under loom launch.
 #   5. checkpoint.signal: none: SIGUSR1 keeps its default action (the run dies, nothing stopped
-#      cleanly); a bad value is an error naming the field.
+#      cleanly); Ctrl-C on a plain loom train ends it at once (exit 130) naming the newest
+#      committed checkpoint, which the same command resumes; a bad value is an error naming the
+#      field.
 # Usage: checkpoint_preempt_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -95,12 +97,12 @@ ranks=($(pgrep -P "$mpirun_pid" -x loom))  # this run's four ranks, children of 
 kill -USR1 "${ranks[3]}"
 stopped one 138 SIGUSR1
 
-# launch_bg NAME [CHECKPOINT EXTRA]: `loom launch` of the job saving into $dir/NAME (and the
+# launch_bg NAME [CHECKPOINT EXTRA [STEPS]]: `loom launch` of the job saving into $dir/NAME (and the
 # checkpoint fields EXTRA, e.g. ", signal: none") in the background, log NAME.log; sets
 # $lb_pid (its timeout), $lb_loom (loom launch) and $lb_mpirun.
 launch_bg() {
-  local name=$1 extra=${2:-}
-  sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/$name$extra}#" "$dir/job.yaml" > "$dir/$name.yaml"
+  local name=$1 extra=${2:-} steps=${3:-3000}
+  sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/$name$extra}#; s/^steps: 3000$/steps: $steps/" "$dir/job.yaml" > "$dir/$name.yaml"
   timeout 300 "$loom" launch "$dir/$name.yaml" --np 4 > "$dir/$name.log" 2>&1 &
   lb_pid=$! lb_loom="" lb_mpirun=""
   for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
@@ -144,12 +146,12 @@ launched launched mpirun
 # The time limit (checkpoint.exit_after_minutes, --exit-after-minutes; Megatron's
 # --exit-duration-in-mins): no signal; the ranks agree, save the step and exit 75 (EX_TEMPFAIL);
 # the same command resumes from it and stops again at its own limit.
-start tl "$dir/job.yaml" --exit-after-minutes 0.15
+start tl "$dir/job.yaml" --exit-after-minutes 0.15 --steps 100000  # (not done within the limit)
 stopped tl 75 "the time limit"
 s=$stop_step
 if [[ -n $s ]]; then
   timeout 300 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" \
-    --checkpoint-dir "$dir/tl" --exit-after-minutes 0.15 > "$dir/tl_again.log" 2>&1
+    --checkpoint-dir "$dir/tl" --exit-after-minutes 0.15 --steps 100000 > "$dir/tl_again.log" 2>&1
   rc=$?
   s2=$(sed -n "s/^stopped after step \([0-9]*\) on the time limit: saved .*/\1/p" "$dir/tl_again.log")
   [[ $rc == 75 ]] && grep -q "^resumed from $dir/tl/$(printf 'step_%08d' "$s"): continuing at step $((s + 1))" "$dir/tl_again.log" \
@@ -158,10 +160,10 @@ if [[ -n $s ]]; then
     || { echo "FAIL: tl again (exit $rc): $(grep -v '^step' "$dir/tl_again.log" | tail -4)"; fail=1; }
 fi
 # From the job file, under loom launch: every worker stops; the launcher says so and exits 75.
-launch_bg tl_launch ", exit_after_minutes: 0.15"
+launch_bg tl_launch ", exit_after_minutes: 0.15" 100000
 wait "$lb_pid"
 rc=$?
-[[ $rc == 75 ]] && grep -q "^stopped after step [0-9]* of 3000 in .* on the time limit (all 4 ranks): saved $dir/tl_launch/step_" "$dir/tl_launch.log" \
+[[ $rc == 75 ]] && grep -q "^stopped after step [0-9]* of 100000 in .* on the time limit (all 4 ranks): saved $dir/tl_launch/step_" "$dir/tl_launch.log" \
   && echo "run tl_launch: loom launch exited 75 on the time limit" \
   || { echo "FAIL: tl_launch (exit $rc): $(tail -4 "$dir/tl_launch.log")"; fail=1; }
 # Without a directory to save into it is refused, naming the flag.
@@ -249,6 +251,28 @@ kill -USR1 "$mpirun_pid"
 wait "$run_pid" && { echo "FAIL: with signal none, SIGUSR1 did not end the run"; fail=1; }
 grep -q "^stopped after step" "$dir/none.log" && { echo "FAIL: with signal none, the run stopped cleanly"; fail=1; }
 echo "run none: SIGUSR1 ended it without a save (default action)"
+
+# Ctrl-C on a plain loom train (SIGINT, not its checkpoint.signal): the run ends at once, as
+# before (exit 130), naming the newest committed checkpoint, which the same command resumes.
+grep -v "^parallel:" "$dir/job.yaml" > "$dir/single.yaml"
+timeout 300 "$loom" train --config "$dir/single.yaml" --checkpoint-dir "$dir/ctrlc" > "$dir/ctrlc.log" 2>&1 &
+run_pid=$!
+at_step ctrlc 30
+for _ in $(seq 1 300); do [[ -f $dir/ctrlc/latest ]] && break; sleep 0.1; done
+kill -INT "$(pgrep -P "$run_pid" -x loom)"
+wait "$run_pid"
+rc=$?
+named=$(sed -n 's/^loom train: interrupted (Interrupt); the newest committed checkpoint is \([^ ]*\) (the same command resumes from it)$/\1/p' "$dir/ctrlc.log")
+newest=$(ls -d "$dir/ctrlc/step_"* | grep -E '/step_[0-9]{8}$' | sort | tail -1)
+if [[ $rc == 130 && -n $named && $named == "$newest" ]]; then
+  timeout 300 "$loom" train --config "$dir/single.yaml" --checkpoint-dir "$dir/ctrlc" \
+    --steps $(( $(basename "$named" | sed 's/step_0*//') + 2 )) > "$dir/ctrlc2.log" 2>&1 \
+    && grep -q "^resumed from $named:" "$dir/ctrlc2.log" \
+    && echo "run ctrlc: Ctrl-C: exit 130 naming $named, which the same command resumed" \
+    || { echo "FAIL: ctrlc: the same command did not resume $named: $(grep -i resum "$dir/ctrlc2.log")"; fail=1; }
+else
+  echo "FAIL: ctrlc: exit $rc, named '$named', newest '$newest': $(tail -2 "$dir/ctrlc.log")"; fail=1
+fi
 
 sed "s/^checkpoint: {every: 25}/checkpoint: {every: 25, signal: SIGHUP}/" "$dir/job.yaml" > "$dir/bad.yaml"
 "$loom" train --config "$dir/bad.yaml" > "$dir/bad.log" 2>&1 && { echo "FAIL: signal SIGHUP accepted"; fail=1; }
