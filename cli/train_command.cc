@@ -43,7 +43,10 @@ void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
                   "Start from this checkpoint's model weights only, when nothing is resumed "
                   "(fine-tuning; overrides checkpoint.init_from)")
       ->check(NonEmptyPath());
-  cmd->add_flag("--no-resume", opt->no_resume, "Start from step 0 even if checkpoints exist");
+  cmd->add_flag(
+      "--no-resume", opt->no_resume,
+      "Do not resume: start from step 0 (refused when the checkpoint directory already holds "
+      "checkpoints, which it would mix with)");
   cmd->add_flag("--no-load-optimizer", opt->no_load_optimizer,
                 "Resuming checkpoint.load (or --load): take its weights, step and data position, "
                 "start the AdamW state fresh (checkpoint.load_optimizer: false)");

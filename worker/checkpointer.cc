@@ -388,7 +388,16 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
   }
   store_->StateLoaded();
   *step = meta.step();
-  if (!weights_only) {
+  // An imported checkpoint has weights and nothing of a run: no settings to compare. Loading it
+  // is starting from its weights, which is what init_from says.
+  if (!weights_only && IsImportedCheckpoint(meta)) {
+    loaded_samples_ = 0;
+    if (rank_ == 0) {
+      LOOM_LOG(INFO, CKPT) << dir << " was imported (weights only, no training state): "
+                           << "training starts at step 1 with the job's settings, as with "
+                              "--init-from";
+    }
+  } else if (!weights_only) {
     const proto::DataState& d = meta.data();
     if (d.consumed_samples() < 0) {
       return DataLoss(path + ": field 'data.consumed_samples': expected 0 or more, got " +
@@ -429,7 +438,7 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
       if (d.seed() != job_.seed && d.seq() != job_.data.seq) what << ", ";
       if (d.seq() != job_.data.seq) what << "seq " << d.seq() << " -> " << job_.data.seq;
       LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (" << what.str()
-                           << "): training continues at step " << meta.step()
+                           << "): training continues at step " << meta.step() + 1
                            << " with the job's settings, so the data order is not continued";
     } else if (rank_ == 0 && d.global_batch() != job_.data.global_batch) {
       LOOM_LOG(INFO, CKPT) << path << ": global_batch " << d.global_batch() << " -> "
@@ -516,6 +525,16 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
                                      ? ": without its optimizer state (load_optimizer: false); "
                                        "the AdamW moments and step count start fresh"
                                      : "");
+        // `latest` edited to go back (as DeepSpeed's and Megatron's tracker files are) is not
+        // how Loom chooses: it resumes the newest complete checkpoint. Say so, and how.
+        const std::string latest = step_dir ? "" : ReadLatest(root);
+        if (i == 0 && !latest.empty() && latest != StepDirName(step) &&
+            fs::is_directory(JoinPath(root, latest), ec)) {
+          LOOM_LOG(WARN, CKPT) << JoinPath(root, kLatestFile) << " names " << latest
+                               << ", but the newest complete checkpoint was resumed (" << dir
+                               << "); to go back to " << latest << ": --load "
+                               << JoinPath(root, latest);
+        }
         // Checkpoints newer than this one belong to a run that is not continued (or were
         // refused): keep them, but where they can neither be loaded nor replaced piecemeal.
         if (same_root) {

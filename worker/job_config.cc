@@ -261,7 +261,10 @@ Status CheckCheckpointConfig(const JobConfig& job) {
     return InvalidArgument(CheckpointSetting(job, "load_optimizer") +
                            ": needs checkpoint.load (or --load), the checkpoint whose weights and "
                            "position are taken without its optimizer state; a run's own "
-                           "checkpoints always resume whole");
+                           "checkpoints always resume whole" +
+                           (c.dir.empty() ? std::string()
+                                          : " (to take this run's newest without it: --load " +
+                                                c.dir + " --no-load-optimizer)"));
   }
   if (c.dir.empty() && c.exit_after_minutes > 0) {
     return InvalidArgument(CheckpointSetting(job, "exit_after_minutes") +

@@ -123,7 +123,8 @@ Status Trainer::Setup() {
                           << (first == job_.steps ? "step " + std::to_string(first)
                                                   : "steps " + std::to_string(first) + "-" +
                                                         std::to_string(job_.steps))
-                          << " run at min_lr " << job_.optim.min_lr
+                          << (first == job_.steps ? " runs" : " run") << " at min_lr "
+                          << job_.optim.min_lr
                           << " (to decay over the longer run, raise `steps` in the job file or "
                              "set schedule.decay_steps)";
   }
@@ -661,9 +662,12 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
       // A resume into another layout says so: the checkpoint is resharded as it loads.
       const std::string& saved = ckpt_->stats().resumed_layout;
       const std::string now = place_.layout.ToString();
+      const std::string where =
+          start_step_ >= steps
+              ? "already at step " + std::to_string(start_step_) + " of " + std::to_string(steps)
+              : "continuing at step " + std::to_string(start_step_ + 1);
       std::printf(
-          "resumed from %s: continuing at step %lld%s%s\n", ckpt_->stats().resumed_from.c_str(),
-          static_cast<long long>(start_step_ + 1),
+          "resumed from %s: %s%s%s\n", ckpt_->stats().resumed_from.c_str(), where.c_str(),
           saved == now ? "" : (" (saved with " + saved + ", loaded into " + now + ")").c_str(),
           ckpt_->stats().optimizer_fresh ? "; without its optimizer state: AdamW starts fresh"
                                          : "");

@@ -9,6 +9,8 @@
 #     consumed samples, and the next checkpoint records them;
 #   * the same command with --load run again continues the run it started, not the loaded step.
 #   * a second run in a checkpoint directory in use is refused; the first is undisturbed;
+#   * a `latest` edited to name an older step: the newest is resumed, with a warning naming the
+#     way back (--load that step);
 #   * `loom ckpt diff` of two of its steps reports them different (exit 1), naming the metadata
 #     that differs; `--atol 1` accepts them (0), `--atol 1e-6` does not (1); a missing checkpoint
 #     and `--rtol -1` are refused (2).
@@ -95,6 +97,14 @@ train full1 1 "" --dump-params "$dir/full1.st" --checkpoint-dir "$dir/full1.ck"
 [[ $(ls "$dir/full1.ck") == $'latest\nstep_00000010\nstep_00000015\nstep_00000020' ]] \
   && echo "PASS retention: the newest 2 and the milestone step 10 kept" \
   || { echo "FAIL: retention kept $(ls "$dir/full1.ck" | tr '\n' ' ')"; fail=1; }
+# `latest` edited to go back (DeepSpeed's and Megatron's way) is not how Loom chooses: the newest
+# complete checkpoint is resumed, with a warning that says how to go back.
+cp -r "$dir/full1.ck" "$dir/latest1.ck" && echo step_00000010 > "$dir/latest1.ck/latest"
+train latest1 1 "" --checkpoint-dir "$dir/latest1.ck"
+grep -q "WARN CKPT $dir/latest1.ck/latest names step_00000010, but the newest complete checkpoint was resumed ($dir/latest1.ck/step_00000020); to go back to step_00000010: --load $dir/latest1.ck/step_00000010" "$dir/latest1.log" \
+  && grep -q "^resumed from $dir/latest1.ck/step_00000020: already at step 20 of 20" "$dir/latest1.log" \
+  && echo "PASS an edited latest: the newest resumed, the warning names the way back" \
+  || { echo "FAIL edited latest: $(grep -i 'latest\|resumed' "$dir/latest1.log")"; fail=1; }
 train part1 1 "" --steps 10 --checkpoint-dir "$dir/ck1"
 train resume1 1 "" --checkpoint-dir "$dir/ck1" --dump-params "$dir/resume1.st"
 resumed resume1 "$dir/ck1"

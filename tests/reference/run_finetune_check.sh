@@ -9,7 +9,8 @@
 #   4. B run again with the same flags resumes its own checkpoint instead of A's weights.
 #   5. Bad input: init_from together with load; a checkpoint of another model; a directory with
 #      no checkpoint. Each is an error naming the field or file, exit non-zero, nothing saved.
-#   6. `loom ckpt import`: A's Hugging Face export imported and trained from gives B's losses bit
+#   6. `loom ckpt import`: A's Hugging Face export imported and trained from (--init-from, and
+#      --load, which says it was imported and reports no settings changed) gives B's losses bit
 #      for bit; a file as the hub ships GPT-2 (prefix, mask buffers, tied lm_head, F16, no
 #      metadata) imports with --heads to A's weights rounded to F16; an untied head, a missing
 #      tensor, a truncated file, an overflowing
@@ -71,6 +72,14 @@ train d 4 "pp: 2, dp: 2, zero: 1" --steps 2 --init-from "$dir/imported" --checkp
   --dump-losses "$dir/d.txt" || { tail -20 "$dir/d.log"; echo "FAIL: run d"; exit 1; }
 cmp -s "$dir/b.txt" "$dir/d.txt" && echo "run d (from the imported export): losses bit-identical to run b" \
   || { echo "FAIL: run d's losses differ from b's:"; paste "$dir/b.txt" "$dir/d.txt"; fail=1; }
+# --load of an imported checkpoint starts from its weights the same way, saying so, without
+# reporting the settings an import does not have as changed.
+train e 4 "pp: 2, dp: 2, zero: 1" --steps 2 --load "$dir/imported" --checkpoint-dir "$dir/e" \
+  --dump-losses "$dir/e.txt" || { tail -20 "$dir/e.log"; echo "FAIL: run e"; exit 1; }
+cmp -s "$dir/b.txt" "$dir/e.txt" && grep -q "imported/step_00000000 was imported (weights only, no training state): training starts at step 1" "$dir/e.log" \
+  && ! grep -q "settings changed" "$dir/e.log" \
+  && echo "run e (--load of the import): losses bit-identical to run b, no settings reported changed" \
+  || { echo "FAIL: run e: $(grep -i "import\|changed" "$dir/e.log")"; paste "$dir/b.txt" "$dir/e.txt"; fail=1; }
 # As the Hugging Face hub ships GPT-2: a `transformer.` prefix, attention-mask buffers, a tied
 # lm_head, F16, no metadata (so --heads is needed). Imported and exported again with Loom's names,
 # the weights are A's rounded to F16.
