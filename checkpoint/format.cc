@@ -227,6 +227,10 @@ Status Validate(const std::string& path, const proto::CheckpointMetadata& m) {
     return DataLoss(path + ": field 'data.consumed_samples': expected 0 or more, got " +
                     std::to_string(m.data().consumed_samples()));
   }
+  if (m.data().train_tokens() < 0) {
+    return DataLoss(path + ": field 'data.train_tokens': expected 0 or more, got " +
+                    std::to_string(m.data().train_tokens()));
+  }
   std::vector<std::string> files;
   for (const proto::FileEntry& f : m.files()) {
     if (std::find(files.begin(), files.end(), f.name()) != files.end()) {

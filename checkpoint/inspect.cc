@@ -151,6 +151,10 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
                   static_cast<long long>(m.data().seq()),
                   static_cast<long long>(m.data().global_batch()),
                   static_cast<long long>(m.data().consumed_samples()));
+    if (!m.data().source().empty()) {
+      out += Format("             from %s (%lld training tokens)\n", m.data().source().c_str(),
+                    static_cast<long long>(m.data().train_tokens()));
+    }
   }
   uint64_t file_bytes = 0;
   for (const proto::FileEntry& f : m.files()) file_bytes += f.bytes();

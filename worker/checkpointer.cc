@@ -59,6 +59,15 @@ int64_t CheckpointTimeoutMs() {
 
 namespace {
 std::atomic<int> g_checkpoint_io{0};
+
+// The training data as checkpoints record it: data.text or data.train, absolute.
+std::string DataSource(const JobConfig& job) {
+  const std::string& p = job.data.text.empty() ? job.data.train : job.data.text;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(p, ec);
+  return ec ? p : abs.lexically_normal().string();
+}
+
 // Marks a stretch of checkpoint I/O the step loop waits for (heartbeats carry it).
 struct CheckpointIoScope {
   CheckpointIoScope() { g_checkpoint_io.fetch_add(1); }
@@ -205,6 +214,8 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
   d->set_global_batch(job_.data.global_batch);
   d->set_consumed_samples(stats_.resumed_samples +
                           (step - stats_.resumed_step) * job_.data.global_batch);
+  d->set_source(Utf8OrMarked(DataSource(job_)));
+  d->set_train_tokens(train_tokens_);
   proto::RngState* r = m.mutable_rng();
   r->set_seed(job_.seed);
   r->set_generator("splitmix64-counter (seed, stream, index): the seed is the whole state");
@@ -440,7 +451,27 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
       LOOM_LOG(WARN, CKPT) << path << ": the data settings changed (" << what.str()
                            << "): training continues at step " << meta.step() + 1
                            << " with the job's settings, so the data order is not continued";
-    } else if (rank_ == 0 && d.global_batch() != job_.data.global_batch) {
+    }
+    // Other data (another corpus, or the file edited): the sample stream goes on in it. Checkpoints
+    // before the source was recorded are not compared.
+    const std::string source = Utf8OrMarked(DataSource(job_));
+    const bool resized =
+        d.train_tokens() > 0 && train_tokens_ > 0 && d.train_tokens() != train_tokens_;
+    if (rank_ == 0 && !d.source().empty() && (resized || d.source() != source)) {
+      std::ostringstream what;
+      what << d.source() << " (" << d.train_tokens() << " training tokens) -> " << source << " ("
+           << train_tokens_ << ")";
+      if (resized) {
+        LOOM_LOG(WARN, CKPT) << path << ": the training data changed (" << what.str()
+                             << "): the sample stream continues after the " << d.consumed_samples()
+                             << " samples consumed, drawn from the new data";
+      } else {
+        LOOM_LOG(INFO, CKPT) << path << ": the training data is read from another path ("
+                             << what.str() << ", as many tokens)";
+      }
+    }
+    if (rank_ == 0 && d.global_batch() != job_.data.global_batch && d.seed() == job_.seed &&
+        d.seq() == job_.data.seq) {
       LOOM_LOG(INFO, CKPT) << path << ": global_batch " << d.global_batch() << " -> "
                            << job_.data.global_batch << ": the data continues after the "
                            << d.consumed_samples() << " samples consumed";

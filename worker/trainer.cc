@@ -85,6 +85,7 @@ Status Trainer::Setup() {
     ckpt_ = std::make_unique<Checkpointer>(job_, place_.layout, place_.world_rank, place_.world,
                                            store_.get(), layout_);
     if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
+    ckpt_->SetTrainTokens(static_cast<int64_t>(train_tokens_.size()));
     LOOM_ASSIGN_OR_RETURN(start_step_, ckpt_->Restore());
     // The sample stream continues where the checkpoint left it, whatever its global batch.
     train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);

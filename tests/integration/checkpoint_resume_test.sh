@@ -9,6 +9,7 @@
 #     consumed samples, and the next checkpoint records them;
 #   * the same command with --load run again continues the run it started, not the loaded step.
 #   * a second run in a checkpoint directory in use is refused; the first is undisturbed;
+#   * other training data on a resume is named (the checkpoint records its source and size);
 #   * a `latest` edited to name an older step: the newest is resumed, with a warning naming the
 #     way back (--load that step);
 #   * `loom ckpt diff` of two of its steps reports them different (exit 1), naming the metadata
@@ -105,6 +106,19 @@ grep -q "WARN CKPT $dir/latest1.ck/latest names step_00000010, but the newest co
   && grep -q "^resumed from $dir/latest1.ck/step_00000020: already at step 20 of 20" "$dir/latest1.log" \
   && echo "PASS an edited latest: the newest resumed, the warning names the way back" \
   || { echo "FAIL edited latest: $(grep -i 'latest\|resumed' "$dir/latest1.log")"; fail=1; }
+# Other training data on a resume (another corpus, or the file edited): the checkpoint recorded
+# its source and size, and the resume says the sample stream continues in other data.
+corpus=$(sed -n 's#^data: {text: \([^,}]*\).*#\1#p' "$base")
+head -c 300000 "$corpus" > "$dir/small corpus.txt"
+sed "s#text: [^,}]*#text: $dir/small corpus.txt#" "$base" > "$dir/data1.yaml"
+cp -r "$dir/full1.ck" "$dir/data1.ck"
+timeout 300 "$loom" train --config "$dir/data1.yaml" --checkpoint-dir "$dir/data1.ck" > "$dir/data1.log" 2>&1
+grep -q "data1.ck/step_00000020/metadata.json: the training data changed ($(realpath "$corpus") ([0-9]* training tokens) -> $dir/small corpus.txt (270000)): the sample stream continues after the 160 samples consumed" "$dir/data1.log" \
+  && "$loom" ckpt inspect "$dir/full1.ck" > "$dir/data1.inspect" \
+  && grep -q "^             from $(realpath "$corpus") ([0-9]* training tokens)$" "$dir/data1.inspect" \
+  && ! grep -q "training data" "$dir/latest1.log" \
+  && echo "PASS other training data on a resume: named with its size; the same data: nothing said" \
+  || { echo "FAIL data source: $(grep -i 'data' "$dir/data1.log" | head -3)"; fail=1; }
 train part1 1 "" --steps 10 --checkpoint-dir "$dir/ck1"
 train resume1 1 "" --checkpoint-dir "$dir/ck1" --dump-params "$dir/resume1.st"
 resumed resume1 "$dir/ck1"
