@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/export.h"
 #include "checkpoint/reader.h"
 #include "core/env.h"
 #include "core/file_util.h"
@@ -616,6 +617,18 @@ Result<int64_t> Checkpointer::Restore() {
       // Not inside a checkpoint (--checkpoint-dir mixed up with --load: the new run's files and
       // lock would land in a step directory, and go when retention deletes it).
       locked = CheckOutsideCheckpoints(c.dir, "", CheckpointSetting(job_, "dir"));
+      // The export is written after the last step: a destination that cannot take it is an
+      // error now, not after the run.
+      if (locked.ok() && !c.export_path.empty()) {
+        const std::string field = job_.path + ": field 'checkpoint.export'";
+        locked = CheckOutsideCheckpoints(c.export_path, "", field);
+        std::error_code ec;
+        const fs::path parent = fs::absolute(c.export_path, ec).parent_path();
+        if (locked.ok() && !fs::is_directory(parent, ec)) {
+          locked = InvalidArgument(field + ": '" + parent.string() +
+                                   "' is not a directory (the export goes in it)");
+        }
+      }
       if (locked.ok()) locked = LockDir();
       if (locked.ok()) RemoveLeftovers();
     }
@@ -997,6 +1010,31 @@ Status Checkpointer::Finish(int64_t step, bool save) {
   stats_.stall_s += SecondsSince(t0);
   if (!committed.ok()) return committed.WithContext("checkpoint commit");
   if (all != kWritten) return Internal("checkpoint: rank 0 failed to commit (see its error)");
+  return Status::Ok();
+}
+
+Status Checkpointer::ExportFinal(int64_t step) {
+  const CheckpointConfig& c = job_.checkpoint;
+  if (c.export_path.empty() || c.dir.empty()) return Status::Ok();
+  Status st;
+  if (rank_ == 0) {
+    const std::string src = JoinPath(c.dir, StepDirName(step));
+    Result<DType> dtype = ParseExportDtype(c.export_dtype, "checkpoint.export_dtype");
+    const bool file = fs::path(c.export_path).extension() == ".safetensors";
+    Result<ExportResult> r =
+        !dtype.ok() ? Result<ExportResult>(dtype.status())
+        : file      ? ExportSafetensors(src, c.export_path, ExportNames::kHuggingFaceGpt2, *dtype)
+                    : ExportHuggingFaceDir(src, c.export_path, *dtype);
+    if (r.ok()) {
+      LOOM_LOG(INFO, CKPT) << "exported " << src << " to " << c.export_path << " ("
+                           << (file ? "" : "a Hugging Face model directory, ") << r->tensors
+                           << " tensors, " << c.export_dtype << ", Hugging Face GPT-2 names)";
+    }
+    st = r.status().WithContext(job_.path + ": field 'checkpoint.export'");
+  }
+  LOOM_ASSIGN_OR_RETURN(int failed, AllMax(st.ok() ? 0 : 1));
+  if (!st.ok()) return st;
+  if (failed != 0) return Internal("checkpoint.export: world rank 0 failed (see its error)");
   return Status::Ok();
 }
 

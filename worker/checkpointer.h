@@ -94,6 +94,9 @@ class Checkpointer {
   // Collective: saves `step` (if checkpoint.final or `save`, and not saved yet) and returns once
   // every save is committed.
   Status Finish(int64_t step, bool save = false);
+  // Collective, after Finish(step) of a run that ran every step: world rank 0 exports the
+  // committed checkpoint of `step` to checkpoint.export (nothing when unset).
+  Status ExportFinal(int64_t step);
   // Collective, after every step's AfterStep: whether to stop on checkpoint.signal or the time
   // limit. `signal` is this rank's reason (PendingStopSignal, kStopTimeLimit, 0: none). The vote
   // started after one step is read after the next, so it never waits; every rank gets the same

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <limits>
 
+#include "checkpoint/export.h"
 #include "core/config_reader.h"
 #include "core/file_util.h"
 #include "parallel/pipeline/schedule.h"
@@ -165,11 +166,18 @@ Status ReadJob(ConfigSection& root, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ck.String("load", &c.load, false));
   LOOM_RETURN_IF_ERROR(ck.Bool("load_optimizer", &c.load_optimizer, false));
   LOOM_RETURN_IF_ERROR(ck.String("init_from", &c.init_from, false));
+  LOOM_RETURN_IF_ERROR(ck.String("export", &c.export_path, false));
+  LOOM_RETURN_IF_ERROR(ck.String("export_dtype", &c.export_dtype, false));
+  LOOM_RETURN_IF_ERROR(ParseExportDtype(c.export_dtype, ck.Where("export_dtype")).status());
   for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"dir", &c.dir},
                                    {"load", &c.load},
-                                   {"init_from", &c.init_from}}) {
+                                   {"init_from", &c.init_from},
+                                   {"export", &c.export_path}}) {
     if (ck.Has(key) && value->empty()) {  // else it would read as "not set"
-      return InvalidArgument(ck.Where(key) + ": expected a directory path, got an empty string");
+      return InvalidArgument(
+          ck.Where(key) + ": expected a " +
+          (std::string_view(key) == "export" ? "file or directory" : "directory") +
+          " path, got an empty string");
     }
   }
   LOOM_RETURN_IF_ERROR(
@@ -266,6 +274,12 @@ Status CheckCheckpointConfig(const JobConfig& job) {
                                           : " (to take this run's newest without it: --load " +
                                                 c.dir + " --no-load-optimizer)"));
   }
+  if (!c.export_path.empty() && (c.dir.empty() || !c.final)) {
+    return InvalidArgument(job.path +
+                           ": field 'checkpoint.export': made from the final "
+                           "checkpoint, so it needs checkpoint.dir (or --checkpoint-dir) and "
+                           "checkpoint.final: true");
+  }
   if (c.dir.empty() && c.exit_after_minutes > 0) {
     return InvalidArgument(CheckpointSetting(job, "exit_after_minutes") +
                            ": set, but no checkpoint.dir (or --checkpoint-dir) to save the step it "
@@ -296,6 +310,7 @@ Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string&
   job.checkpoint.dir = Resolve(path, job.checkpoint.dir);
   job.checkpoint.load = Resolve(path, job.checkpoint.load);
   job.checkpoint.init_from = Resolve(path, job.checkpoint.init_from);
+  job.checkpoint.export_path = Resolve(path, job.checkpoint.export_path);
   return job;
 }
 

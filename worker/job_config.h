@@ -94,6 +94,12 @@ struct CheckpointConfig {
   // Stop after the first step that ends this many minutes after the process started, saving it
   // (Megatron's --exit-duration-in-mins; 0: no limit). Only with `dir`.
   double exit_after_minutes = 0;
+  // Once every step has run and the final checkpoint is committed, world rank 0 exports its
+  // weights (torchtitan's last_save_model_only / export_dtype): to a .safetensors file with
+  // Hugging Face GPT-2 names, or else to a Hugging Face model directory (model.safetensors and
+  // config.json), as `loom ckpt export` does. "": none. Needs `dir` and `final`.
+  std::string export_path;
+  std::string export_dtype = "f32";  // f32 | bf16 | f16
   // Set from a command-line flag (--checkpoint-dir, --load, --init-from, --no-resume,
   // --exit-after-minutes, --no-load-optimizer) rather than the job file: errors then name the
   // flag the user typed.

@@ -760,6 +760,7 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
     }
   }
   if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->Finish(steps));
+  if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->ExportFinal(steps));
   const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t steps_run = steps - start_step_;
   summary.tokens_per_second = static_cast<double>(steps_run * tokens_per_step) / total_s;

@@ -45,6 +45,18 @@ expect 2 "--checkpoint-dir: expected a path, got an empty string" -- "$loom" tra
 printf 'checkpoint: {dir: ""}\n' >> "$dir/good.yaml"
 expect 1 "good.yaml:5: field 'checkpoint.dir': expected a directory path, got an empty string" -- "$loom" train --config "$dir/good.yaml"
 sed -i '$d' "$dir/good.yaml"
+# checkpoint.export: a dtype it cannot write, no final save to export, a destination that cannot
+# take it: refused before training (nothing saved).
+printf 'checkpoint: {dir: %s, export: %s, export_dtype: f8}\n' "$dir/exp_ck" "$dir/x.safetensors" >> "$dir/good.yaml"
+expect 1 "good.yaml:5: field 'checkpoint.export_dtype': expected f32, bf16 or f16, got 'f8'" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
+printf 'checkpoint: {dir: %s, export: %s, final: false}\n' "$dir/exp_ck" "$dir/x.safetensors" >> "$dir/good.yaml"
+expect 1 "good.yaml: field 'checkpoint.export': made from the final checkpoint, so it needs checkpoint.dir (or --checkpoint-dir) and checkpoint.final: true" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
+printf 'checkpoint: {dir: %s, export: %s}\n' "$dir/exp_ck" "$dir/no_such_dir/x.safetensors" >> "$dir/good.yaml"
+expect 1 "good.yaml: field 'checkpoint.export': '$dir/no_such_dir' is not a directory (the export goes in it)" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
+[[ -e $dir/exp_ck ]] && { echo "FAIL: a refused checkpoint.export left $dir/exp_ck"; fail=1; }
 printf 'checkpoint: {keep_every: 5}\n' >> "$dir/good.yaml"
 expect 1 "field 'checkpoint.dir': expected a directory (or --checkpoint-dir) when checkpoint.every, keep or keep_every is set" -- "$loom" train --config "$dir/good.yaml"
 sed -i '$d' "$dir/good.yaml"

@@ -3,7 +3,9 @@
 # checkpoint with Hugging Face GPT-2 names and with Loom's, run step 6 from the checkpoint, and let
 # check_export.py load both files into the reference model and compare its loss on step 6's batch;
 # the bf16 and f16 exports must be the f32 one rounded to nearest-even, bit for bit; the --hf-dir
-# export's model, built from its config.json alone, must give the same loss.
+# export's model, built from its config.json alone, must give the same loss. The first run also
+# exports its final checkpoint itself (checkpoint.export, bf16): the same bytes as `loom ckpt
+# export --hf-dir --dtype bf16` of it.
 # Usage: run_export_check.sh LOOM WORK_DIR JOB
 set -euo pipefail
 loom=$1 dir=$2 job=$3
@@ -12,7 +14,16 @@ rm -rf "$dir" && mkdir -p "$dir"
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2, dp: 2}\nsteps:/" "$job" > "$dir/job.yaml"
 mpi() { mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" --checkpoint-dir "$dir/ck" "$@"; }
-mpi --steps 5 > "$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
+sed "s#^steps:#checkpoint: {export: $dir/trained_hf, export_dtype: bf16}\nsteps:#" "$dir/job.yaml" > "$dir/export_job.yaml"
+mpirun --oversubscribe -np 4 "$loom" train --config "$dir/export_job.yaml" --checkpoint-dir "$dir/ck" \
+  --steps 5 > "$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
+grep -q "exported $dir/ck/step_00000005 to $dir/trained_hf (a Hugging Face model directory, 28 tensors, bf16" "$dir/train.log" \
+  || { echo "FAIL: the run did not say it exported: $(grep -i export "$dir/train.log")"; exit 1; }
+"$loom" ckpt export "$dir/ck" --hf-dir "$dir/hf_dir_bf16" --dtype bf16 > /dev/null
+for f in model.safetensors config.json; do
+  cmp "$dir/trained_hf/$f" "$dir/hf_dir_bf16/$f" || { echo "FAIL: checkpoint.export's $f differs"; exit 1; }
+done
+echo "checkpoint.export: the run's own bf16 Hugging Face export is byte-identical to loom ckpt export's"
 "$loom" ckpt export "$dir/ck" --safetensors "$dir/hf.safetensors"
 "$loom" ckpt export "$dir/ck" --safetensors "$dir/loom.safetensors" --names loom
 "$loom" ckpt export "$dir/ck" --safetensors "$dir/bf16.safetensors" --names loom --dtype bf16
