@@ -2,6 +2,7 @@
 #include "core/config_reader.h"
 
 #include <cmath>
+#include <map>
 
 namespace loom {
 
@@ -216,6 +217,20 @@ std::vector<std::string> ConfigSection::Keys() const {
 }
 
 Status ConfigSection::Finish() const {
+  // yaml-cpp keeps every entry of a mapping and a lookup finds the first: a field given twice
+  // (a second `checkpoint:` line appended to a job file) would be ignored without a word.
+  std::map<std::string, int> first_line;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    const int line = it->first.Mark().line + 1;
+    auto [at, fresh] = first_line.emplace(key, line);
+    if (!fresh) {
+      return InvalidArgument(file_ + ":" + std::to_string(line) + ": field '" +
+                             (path_.empty() ? key : path_ + "." + key) +
+                             "': given twice (first on line " + std::to_string(at->second) +
+                             "); give it once");
+    }
+  }
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     std::string key = it->first.Scalar();
     if (read_.count(key) == 0) {

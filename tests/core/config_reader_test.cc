@@ -56,6 +56,36 @@ TEST(ConfigSection, ErrorsNameFileLineFieldAndExpectation) {
       << unknown.message();
 }
 
+TEST(ConfigSection, AFieldGivenTwiceIsRefused) {
+  // yaml-cpp keeps both entries and a lookup finds the first: the second would be ignored.
+  auto path = Write("loom_cfg_twice.yaml",
+                    "steps: 5\ncheckpoint: {every: 5}\nseed: 1\ncheckpoint: {every: 9}\n");
+  auto root = ConfigSection::LoadFile(path);
+  ASSERT_TRUE(root.ok());
+  auto ck = root->Section("checkpoint", true);
+  ASSERT_TRUE(ck.ok());
+  int64_t every = 0;
+  ASSERT_TRUE(ck->Int("every", &every, true, 0, 100).ok());
+  ASSERT_TRUE(ck->Finish().ok());
+  int64_t n = 0;
+  ASSERT_TRUE(root->Int("steps", &n, true, 0, 100).ok());
+  ASSERT_TRUE(root->Int("seed", &n, true, 0, 100).ok());
+  Status twice = root->Finish();
+  EXPECT_NE(twice.message().find(
+                path + ":4: field 'checkpoint': given twice (first on line 2); give it once"),
+            std::string::npos)
+      << twice.message();
+  auto inner = Write("loom_cfg_twice_inner.yaml", "model:\n  layers: 2\n  layers: 4\n");
+  auto r2 = ConfigSection::LoadFile(inner);
+  ASSERT_TRUE(r2.ok());
+  auto model = r2->Section("model", true);
+  ASSERT_TRUE(model.ok());
+  ASSERT_TRUE(model->Int("layers", &n, true, 1, 100).ok());
+  EXPECT_NE(
+      model->Finish().message().find(":3: field 'model.layers': given twice (first on line 2)"),
+      std::string::npos);
+}
+
 TEST(ConfigSection, SyntaxAndMissingFile) {
   auto path = Write("loom_cfg_syntax.yaml", "a: [1, 2\n");
   auto r = ConfigSection::LoadFile(path);
