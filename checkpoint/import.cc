@@ -97,7 +97,7 @@ class TensorReader {
 }  // namespace
 
 Result<ImportResult> ImportSafetensors(const std::string& input, const std::string& out_root,
-                                       int64_t heads) {
+                                       int64_t heads, const std::string& heads_name) {
   // A Hugging Face model directory (as the hub ships GPT-2, or as `export --hf-dir` writes it):
   // its model.safetensors, and the heads from its config.json when the file does not say.
   std::string file = input, config;
@@ -128,12 +128,12 @@ Result<ImportResult> ImportSafetensors(const std::string& input, const std::stri
     }
   }
   if (heads != 0 && config_heads != 0 && heads != config_heads) {
-    return InvalidArgument(config + ": --heads " + std::to_string(heads) +
+    return InvalidArgument(config + ": " + heads_name + " " + std::to_string(heads) +
                            " contradicts field 'n_head' " + std::to_string(config_heads));
   }
   // Where the head count came from, for a contradiction with the file's own metadata.
   const std::string heads_from = heads != 0
-                                     ? "--heads " + std::to_string(heads)
+                                     ? heads_name + " " + std::to_string(heads)
                                      : config + ": field 'n_head' " + std::to_string(config_heads);
   if (heads == 0) heads = config_heads;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<TensorReader> reader, TensorReader::Open(file));

@@ -31,8 +31,9 @@ struct ImportResult {
 
 // `source`: a safetensors file, or a Hugging Face model directory (its model.safetensors, and
 // n_head from its config.json). `heads`: 0 to take n_head from the file's metadata or the
-// directory's config.json. Errors name the file and tensor.
+// directory's config.json; `heads_name` names where a non-zero `heads` came from in errors that
+// it contradicts the file. Errors name the file and tensor.
 Result<ImportResult> ImportSafetensors(const std::string& source, const std::string& out_root,
-                                       int64_t heads);
+                                       int64_t heads, const std::string& heads_name = "--heads");
 
 }  // namespace loom

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "checkpoint/export.h"
+#include "checkpoint/import.h"
 #include "checkpoint/reader.h"
 #include "core/env.h"
 #include "core/file_util.h"
@@ -323,8 +324,11 @@ void Checkpointer::RemoveLeftovers() const {
   const std::string origin_tmp = std::string(kLoadOriginFile) + ".tmp.";
   for (const auto& e : fs::directory_iterator(job_.checkpoint.dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) == 0 && name.find(".tmp") != std::string::npos) {
-      LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted save)";
+    if ((name.rfind("step_", 0) == 0 && name.find(".tmp") != std::string::npos) ||
+        name == kInitImportDir) {
+      LOOM_LOG(INFO, CKPT) << "removing " << e.path().string()
+                           << (name == kInitImportDir ? " (an interrupted import)"
+                                                      : " (an interrupted save)");
       fs::remove_all(e.path(), ec);
     } else if (name.rfind(latest_tmp, 0) == 0 || name.rfind(origin_tmp, 0) == 0) {
       LOOM_LOG(INFO, CKPT) << "removing " << e.path().string() << " (an interrupted update)";
@@ -539,7 +543,9 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
       if (weights_only) {
         stats_.initialized_from = dir;
         if (rank_ == 0) {
-          LOOM_LOG(INFO, CKPT) << "initialised from " << dir << " (step " << step
+          LOOM_LOG(INFO, CKPT) << "initialised from "
+                               << (imported_from_.empty() ? dir : imported_from_) << " (step "
+                               << step
                                << "): model weights only; the step, data position, LR schedule "
                                   "and optimizer state start fresh";
         }
@@ -701,8 +707,65 @@ Result<int64_t> Checkpointer::Restore() {
   // Nothing to resume: a new run, from a checkpoint's weights where one is named (fine-tuning).
   if (c.init_from.empty()) return int64_t{0};
   const std::string init_where = CheckpointSetting(job_, "init_from");
+  // Weights from elsewhere rather than a checkpoint: imported on the way (rank 0 looks).
+  int weights = 0;
+  if (rank_ == 0) {
+    std::error_code wec;
+    weights = (fs::is_regular_file(c.init_from, wec) &&
+               fs::path(c.init_from).extension() == ".safetensors") ||
+              (fs::is_directory(c.init_from, wec) &&
+               fs::is_regular_file(JoinPath(c.init_from, "model.safetensors"), wec) &&
+               ListCheckpoints(c.init_from).empty());
+  }
+  LOOM_ASSIGN_OR_RETURN(weights, AllMax(weights));
+  if (weights != 0) return InitFromWeights(init_where);
   LOOM_ASSIGN_OR_RETURN(steps, Candidates(c.init_from, true, init_where));
   return LoadNewest(c.init_from, steps, init_where, LoadKind::kWeightsOnly);
+}
+
+Result<int64_t> Checkpointer::InitFromWeights(const std::string& where) {
+  const CheckpointConfig& c = job_.checkpoint;
+  if (c.dir.empty()) {
+    return InvalidArgument(where + ": '" + c.init_from +
+                           "' holds weights, not a checkpoint: they are imported into "
+                           "checkpoint.dir on the way, so set it (or --checkpoint-dir), or make a "
+                           "checkpoint first: loom ckpt import " +
+                           c.init_from + " OUT, then use OUT");
+  }
+  // Under checkpoint.dir, which every rank reads; a *.tmp name, so a crash leaves nothing that
+  // RemoveLeftovers does not remove.
+  const std::string tmp = JoinPath(c.dir, kInitImportDir);
+  Status imported;
+  if (rank_ == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    Result<ImportResult> r =
+        ImportSafetensors(c.init_from, tmp, job_.model.heads, job_.path + ": field 'model.heads'");
+    imported = r.status().WithContext(where);
+    if (r.ok()) {
+      LOOM_LOG(INFO, CKPT) << "imported " << c.init_from << " (" << r->tensors
+                           << " tensors) to start from its weights";
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(int failed, AllMax(imported.ok() ? 0 : 1));
+  if (!imported.ok()) return imported;
+  if (failed != 0) {
+    return DataLoss(where + ": world rank 0 could not import '" + c.init_from +
+                    "' (its error names the file and tensor)");
+  }
+  const std::string step_dir = JoinPath(tmp, StepDirName(0));
+  imported_from_ = c.init_from;
+  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> steps, Candidates(step_dir, true, where));
+  Result<int64_t> step = LoadNewest(step_dir, steps, where, LoadKind::kWeightsOnly);
+  stats_.initialized_from = c.init_from;
+  // Every rank has read its part (or failed) before the import goes.
+  Result<int> done = AllMax(step.ok() ? 0 : 1);
+  if (rank_ == 0 && done.ok()) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  }
+  LOOM_RETURN_IF_ERROR(done.status());
+  return step;
 }
 
 Status Checkpointer::AgreeOnSteps(std::vector<int64_t>* steps, const Status& listed) {

@@ -69,6 +69,9 @@ bool CheckpointIoInProgress();
 // command resumes from it (or what it starts from instead), as Checkpointer::Restore would.
 std::string DescribeRestart(const JobConfig& job);
 
+// Under checkpoint.dir while checkpoint.init_from's weights are imported (removed after).
+inline constexpr char kInitImportDir[] = "init_weights.tmp";
+
 class Checkpointer {
  public:
   // `store` and `param_layout` must outlive the checkpointer; `world` is null for one process.
@@ -139,6 +142,10 @@ class Checkpointer {
   // step); kWeightsOnly starts a new run from its weights (returns 0).
   Result<int64_t> LoadNewest(const std::string& source, const std::vector<int64_t>& steps,
                              const std::string& where, LoadKind kind);
+  // Collective, for checkpoint.init_from naming weights rather than a checkpoint (a safetensors
+  // file or a Hugging Face model directory): world rank 0 imports them (loom ckpt import, the
+  // job's heads) into checkpoint.dir's kInitImportDir, every rank loads that, and it is removed.
+  Result<int64_t> InitFromWeights(const std::string& where);
   // Maximum of `v` over the world (v itself for one process).
   Result<int> AllMax(int v);
   // Replaces *steps by world rank 0's list (a broadcast). `listed`: whether rank 0 could list
@@ -152,7 +159,8 @@ class Checkpointer {
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
   // NoteLoss; before any step, the resumed checkpoint's (NaN: not known).
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  int64_t train_tokens_ = 0;  // 0: not known (not recorded)
+  int64_t train_tokens_ = 0;   // 0: not known (not recorded)
+  std::string imported_from_;  // init_from's weights, imported (its messages name them)
   void RemoveLeftovers() const;
   // Rank 0: makes checkpoint.dir if absent and takes its run lock (kRunLockFile, held until
   // destruction), waiting up to LOOM_CKPT_LOCK_WAIT_MS (10 s) for another holder to end; then an

@@ -10,8 +10,8 @@
 #   5. Bad input: init_from together with load; a checkpoint of another model; a directory with
 #      no checkpoint. Each is an error naming the field or file, exit non-zero, nothing saved.
 #   6. `loom ckpt import`: A's Hugging Face export imported and trained from (--init-from, and
-#      --load, which says it was imported and reports no settings changed) gives B's losses bit
-#      for bit; a file as the hub ships GPT-2 (prefix, mask buffers, tied lm_head, F16, no
+#      --load, which says it was imported and reports no settings changed; and --init-from the
+#      file itself, imported on the way) gives B's losses bit for bit; a file as the hub ships GPT-2 (prefix, mask buffers, tied lm_head, F16, no
 #      metadata) imports with --heads to A's weights rounded to F16; an untied head, a missing
 #      tensor, a truncated file, an overflowing
 #      shape, a missing head count and a non-empty output root are named errors.
@@ -72,6 +72,18 @@ train d 4 "pp: 2, dp: 2, zero: 1" --steps 2 --init-from "$dir/imported" --checkp
   --dump-losses "$dir/d.txt" || { tail -20 "$dir/d.log"; echo "FAIL: run d"; exit 1; }
 cmp -s "$dir/b.txt" "$dir/d.txt" && echo "run d (from the imported export): losses bit-identical to run b" \
   || { echo "FAIL: run d's losses differ from b's:"; paste "$dir/b.txt" "$dir/d.txt"; fail=1; }
+# --init-from the exported file itself: imported on the way (into the run's checkpoint
+# directory, removed after), the same losses; without a checkpoint directory it says what to do.
+train f 4 "pp: 2, dp: 2, zero: 1" --steps 2 --init-from "$dir/a_hf.safetensors" --checkpoint-dir "$dir/f" \
+  --dump-losses "$dir/f.txt" || { tail -20 "$dir/f.log"; echo "FAIL: run f"; exit 1; }
+cmp -s "$dir/b.txt" "$dir/f.txt" && grep -q "initialised from $dir/a_hf.safetensors: model weights only" "$dir/f.log" \
+  && [[ ! -e $dir/f/init_weights.tmp ]] \
+  && echo "run f (--init-from the safetensors file): losses bit-identical to run b, the import removed" \
+  || { echo "FAIL: run f: $(grep -i "init" "$dir/f.log"; ls "$dir/f")"; paste "$dir/b.txt" "$dir/f.txt"; fail=1; }
+out=$("$loom" train --config "$dir/job.yaml" --steps 1 --init-from "$dir/a_hf.safetensors" 2>&1)
+[[ $? -eq 1 && $out == *"--init-from: '$dir/a_hf.safetensors' holds weights, not a checkpoint: they are imported into checkpoint.dir on the way, so set it (or --checkpoint-dir)"* ]] \
+  && echo "--init-from a safetensors file without a checkpoint directory: refused, saying why" \
+  || { echo "FAIL: init-from weights without a directory: $out"; fail=1; }
 # --load of an imported checkpoint starts from its weights the same way, saying so, without
 # reporting the settings an import does not have as changed.
 train e 4 "pp: 2, dp: 2, zero: 1" --steps 2 --load "$dir/imported" --checkpoint-dir "$dir/e" \
@@ -203,8 +215,10 @@ grep -qF -- "--init-from: no valid checkpoint in '$dir/a'" "$dir/other_model.log
 mkdir -p "$dir/empty"
 expect_error empty "--init-from: no checkpoint in '$dir/empty'" \
   --init-from "$dir/empty"
-expect_error weights_file "; for weights in a safetensors file, make a checkpoint first: loom ckpt import FILE OUT, then use OUT" \
-  --init-from "$dir/a_hf.safetensors"
+# Weights that cannot be imported on the way: the import's error, nothing saved, nothing left.
+head -c 20000 "$dir/a_hf.safetensors" > "$dir/cut.safetensors"
+expect_error weights_file "--init-from: safetensors '$dir/cut.safetensors': tensor " --init-from "$dir/cut.safetensors"
+[[ -e $dir/weights_file/init_weights.tmp ]] && { echo "FAIL: weights_file: the import was left"; fail=1; }
 
 [[ $fail -eq 0 ]] && echo "PASS: runs started from a checkpoint's weights in two other layouts match PyTorch, and start a new run"
 exit $fail
