@@ -245,4 +245,24 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
   return result;
 }
 
+void RemoveExportLeftovers(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target(path);
+  if (!target.has_filename()) target = target.parent_path();  // "hf/"
+  auto sweep = [&ec](const fs::path& dir, const std::string& prefix) {
+    for (const auto& e : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > prefix.size() && name.rfind(prefix, 0) == 0 && e.is_regular_file(ec)) {
+        fs::remove(e.path(), ec);
+      }
+    }
+  };
+  sweep(target.parent_path(), target.filename().string() + ".tmp.");
+  if (fs::is_directory(target, ec)) {
+    sweep(target, "model.safetensors.tmp.");
+    sweep(target, "config.json.tmp.");
+  }
+}
+
 }  // namespace loom

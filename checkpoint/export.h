@@ -48,6 +48,11 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
 Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::string& out_dir,
                                           DType dtype = DType::kF32);
 
+// Removes what an export to `path` (a file, or a Hugging Face directory) cut short by a signal or
+// a crash left: `path.tmp.<pid>`, `path/model.safetensors.tmp.<pid>` and `path/config.json.tmp.*`
+// (a directory the export made stays, maybe empty). Best effort; nothing else is touched.
+void RemoveExportLeftovers(const std::string& path);
+
 // The Hugging Face GPT-2 name of canonical tensor `name`, and whether it is stored transposed.
 std::string HuggingFaceGpt2Name(const std::string& name, bool* transposed);
 

@@ -18,7 +18,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* 
   // As early as the job is known: a preemption signal that arrives while MPI starts or the
   // model is built is recorded (and acted on after the first step), not fatal.
   if (!job.checkpoint.dir.empty()) InstallStopSignal(job.checkpoint.stop_signal);
-  WatchInterrupts(job);  // before MPI or any other thread starts
+  WatchInterrupts(job);
   int world = 1, local = 1;
   LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, mpi, &world, &local));
   if (*mpi) SetInterruptRank((*mpi)->world_rank());

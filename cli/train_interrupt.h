@@ -8,12 +8,12 @@
 
 namespace loom {
 
-// Must run before any other thread exists (MPI, OpenMP, the checkpoint writer): it blocks the
-// signals in this thread, so every thread started later inherits the block, and starts one thread
-// that waits for them. On the first, that thread gives the signals their default action back,
-// prints (when SetInterruptRank has not named another rank than 0) and re-raises it, so the
-// process still ends by the signal (exit 130 for Ctrl-C); a second signal while it prints ends
-// it at once.
+// Installs handlers for those signals (not for one ignored from the start: nohup, a script's
+// background job) that wake a thread through a pipe. On the first, that thread gives the signals
+// their default action back, removes the temporary files of a checkpoint.export in progress,
+// prints (world rank 0 only) and re-raises it, so the process still ends by the signal (exit
+// 130 for Ctrl-C); a second signal while it prints ends it at once. No signal mask changes:
+// threads and programs started later are unaffected.
 void WatchInterrupts(const JobConfig& job);
 // This process's world rank, once known: only rank 0 prints.
 void SetInterruptRank(int rank);

@@ -218,6 +218,7 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
                           (step - stats_.resumed_step) * job_.data.global_batch);
   d->set_source(Utf8OrMarked(DataSource(job_)));
   d->set_train_tokens(train_tokens_);
+  d->set_train_sample_crc32c(train_crc_);
   proto::RngState* r = m.mutable_rng();
   r->set_seed(job_.seed);
   r->set_generator("splitmix64-counter (seed, stream, index): the seed is the whole state");
@@ -460,19 +461,20 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
     // Other data (another corpus, or the file edited): the sample stream goes on in it. Checkpoints
     // before the source was recorded are not compared.
     const std::string source = Utf8OrMarked(DataSource(job_));
-    const bool resized =
-        d.train_tokens() > 0 && train_tokens_ > 0 && d.train_tokens() != train_tokens_;
-    if (rank_ == 0 && !d.source().empty() && (resized || d.source() != source)) {
+    const bool other_data =
+        d.train_tokens() > 0 && train_tokens_ > 0 &&
+        (d.train_tokens() != train_tokens_ || d.train_sample_crc32c() != train_crc_);
+    if (rank_ == 0 && !d.source().empty() && (other_data || d.source() != source)) {
       std::ostringstream what;
       what << d.source() << " (" << d.train_tokens() << " training tokens) -> " << source << " ("
            << train_tokens_ << ")";
-      if (resized) {
+      if (other_data) {
         LOOM_LOG(WARN, CKPT) << path << ": the training data changed (" << what.str()
                              << "): the sample stream continues after the " << d.consumed_samples()
                              << " samples consumed, drawn from the new data";
       } else {
         LOOM_LOG(INFO, CKPT) << path << ": the training data is read from another path ("
-                             << what.str() << ", as many tokens)";
+                             << what.str() << ", the same size and sampled checksum)";
       }
     }
     if (rank_ == 0 && d.global_batch() != job_.data.global_batch && d.seed() == job_.seed &&
@@ -569,8 +571,9 @@ Result<int64_t> Checkpointer::LoadNewest(const std::string& source,
         if (i == 0 && !latest.empty() && latest != StepDirName(step) &&
             fs::is_directory(JoinPath(root, latest), ec)) {
           LOOM_LOG(WARN, CKPT) << JoinPath(root, kLatestFile) << " names " << latest
-                               << ", but the newest complete checkpoint was resumed (" << dir
-                               << "); to go back to " << latest << ": --load "
+                               << ", not the newest complete checkpoint (a save cut short "
+                                  "before updating it, or it was edited): resumed from "
+                               << dir << "; to go back to " << latest << ": --load "
                                << JoinPath(root, latest);
         }
         // Checkpoints newer than this one belong to a run that is not continued (or were
@@ -633,6 +636,14 @@ Result<int64_t> Checkpointer::Restore() {
         if (locked.ok() && !fs::is_directory(parent, ec)) {
           locked = InvalidArgument(field + ": '" + parent.string() +
                                    "' is not a directory (the export goes in it)");
+        }
+        if (locked.ok() && fs::path(c.export_path).extension() == ".safetensors") {
+          locked = CheckOutputFile(c.export_path, "", field);
+        } else if (locked.ok() && fs::exists(c.export_path, ec) &&
+                   !fs::is_directory(c.export_path, ec)) {
+          locked = InvalidArgument(field + ": '" + c.export_path +
+                                   "' exists and is not a directory (without the .safetensors "
+                                   "extension the export is a Hugging Face model directory)");
         }
       }
       if (locked.ok()) locked = LockDir();
@@ -742,9 +753,23 @@ Result<int64_t> Checkpointer::InitFromWeights(const std::string& where) {
     Result<ImportResult> r =
         ImportSafetensors(c.init_from, tmp, job_.model.heads, job_.path + ": field 'model.heads'");
     imported = r.status().WithContext(where);
-    if (r.ok()) {
+    // Another model is named here, not by the loader (its errors would name the import).
+    auto describe = [](const ModelConfig& m) {
+      return "vocab " + std::to_string(m.vocab) + ", max_seq " + std::to_string(m.max_seq) + ", " +
+             std::to_string(m.layers) + " layers, " + std::to_string(m.heads) + " heads, hidden " +
+             std::to_string(m.hidden);
+    };
+    if (r.ok() && describe(r->model) != describe(job_.model)) {
+      imported =
+          InvalidArgument(where + ": '" + c.init_from + "' holds a model of " + describe(r->model) +
+                          "; the job's model has " + describe(job_.model));
+    }
+    if (imported.ok()) {
       LOOM_LOG(INFO, CKPT) << "imported " << c.init_from << " (" << r->tensors
                            << " tensors) to start from its weights";
+    } else {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
     }
   }
   LOOM_ASSIGN_OR_RETURN(int failed, AllMax(imported.ok() ? 0 : 1));
@@ -755,12 +780,15 @@ Result<int64_t> Checkpointer::InitFromWeights(const std::string& where) {
   }
   const std::string step_dir = JoinPath(tmp, StepDirName(0));
   imported_from_ = c.init_from;
-  LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> steps, Candidates(step_dir, true, where));
-  Result<int64_t> step = LoadNewest(step_dir, steps, where, LoadKind::kWeightsOnly);
+  // Collective, and the same outcome on every rank: all reach the vote below, which removes
+  // the import whatever happened.
+  Result<std::vector<int64_t>> steps = Candidates(step_dir, true, where);
+  Result<int64_t> step = steps.ok() ? LoadNewest(step_dir, *steps, where, LoadKind::kWeightsOnly)
+                                    : Result<int64_t>(steps.status());
   stats_.initialized_from = c.init_from;
   // Every rank has read its part (or failed) before the import goes.
   Result<int> done = AllMax(step.ok() ? 0 : 1);
-  if (rank_ == 0 && done.ok()) {
+  if (rank_ == 0) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
   }
@@ -1079,8 +1107,10 @@ Status Checkpointer::Finish(int64_t step, bool save) {
 Status Checkpointer::ExportFinal(int64_t step) {
   const CheckpointConfig& c = job_.checkpoint;
   if (c.export_path.empty() || c.dir.empty()) return Status::Ok();
+  const CheckpointIoScope io;  // heartbeats say so: the launcher allows the I/O its time
   Status st;
   if (rank_ == 0) {
+    RemoveExportLeftovers(c.export_path);  // of an export a crash cut short
     const std::string src = JoinPath(c.dir, StepDirName(step));
     Result<DType> dtype = ParseExportDtype(c.export_dtype, "checkpoint.export_dtype");
     const bool file = fs::path(c.export_path).extension() == ".safetensors";

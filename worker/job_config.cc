@@ -311,6 +311,8 @@ Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string&
   job.checkpoint.load = Resolve(path, job.checkpoint.load);
   job.checkpoint.init_from = Resolve(path, job.checkpoint.init_from);
   job.checkpoint.export_path = Resolve(path, job.checkpoint.export_path);
+  std::string& ex = job.checkpoint.export_path;  // "hf/" names the directory hf
+  while (ex.size() > 1 && ex.back() == '/') ex.pop_back();
   return job;
 }
 

@@ -85,7 +85,13 @@ Status Trainer::Setup() {
     ckpt_ = std::make_unique<Checkpointer>(job_, place_.layout, place_.world_rank, place_.world,
                                            store_.get(), layout_);
     if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
-    ckpt_->SetTrainTokens(static_cast<int64_t>(train_tokens_.size()));
+    {
+      // The first and last 2^18 tokens: enough to tell other data apart, cheap at any size.
+      const size_t n = train_tokens_.size(), part = std::min<size_t>(n, size_t{1} << 18);
+      uint32_t crc = Crc32c(train_tokens_.data(), part * sizeof(int32_t));
+      crc = Crc32c(train_tokens_.data() + (n - part), part * sizeof(int32_t), crc);
+      ckpt_->SetTrainTokens(static_cast<int64_t>(n), crc);
+    }
     LOOM_ASSIGN_OR_RETURN(start_step_, ckpt_->Restore());
     // The sample stream continues where the checkpoint left it, whatever its global batch.
     train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);
@@ -133,8 +139,15 @@ Status Trainer::Setup() {
 }
 
 Status Trainer::Init() {
-  // No data.micro_batch: each data-parallel rank runs its whole share of the batch at once.
-  if (job_.data.micro_batch == 0) job_.data.micro_batch = job_.data.global_batch / place_.layout.dp;
+  // Evaluation batches do not depend on the layout: data.micro_batch sequences each, or
+  // global_batch when it is not set (as before it had a default), run micro_batch at a time.
+  eval_rows_ = job_.data.micro_batch > 0 ? job_.data.micro_batch : job_.data.global_batch;
+  // No data.micro_batch: each data-parallel rank runs its whole share of the batch at once, or,
+  // with pipeline stages, one sequence per micro-batch (as many micro-batches as can be, so the
+  // stages overlap).
+  if (job_.data.micro_batch == 0) {
+    job_.data.micro_batch = place_.layout.pp > 1 ? 1 : job_.data.global_batch / place_.layout.dp;
+  }
   const DataConfig& d = job_.data;
   if (!d.text.empty()) {
     LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(d.text));
@@ -168,7 +181,7 @@ Status Trainer::Init() {
                                                    kTrainStream);
   if (!val_tokens_.empty()) {
     eval_sampler_ =
-        std::make_unique<WindowSampler>(&val_tokens_, d.seq, d.micro_batch, job_.seed, kEvalStream);
+        std::make_unique<WindowSampler>(&val_tokens_, d.seq, eval_rows_, job_.seed, kEvalStream);
   }
   const Layout& lay = place_.layout;
   const std::vector<ChunkSpec> chunks = RankChunks(job_.model, lay, place_.world_rank);
@@ -296,19 +309,21 @@ Result<double> Trainer::Evaluate() {
   if (place_.pp) return EvaluatePipeline(in, tgt);
   double sum = 0;
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
-    eval_sampler_->Fill(b, 0, d.micro_batch, in.data(), tgt.data());
-    LocalRows(in.data(), d.micro_batch, &lin);
-    LocalRows(tgt.data(), d.micro_batch, &ltgt);
-    LOOM_ASSIGN_OR_RETURN(
-        double l, models_[0]->ForwardLoss(lin.data(), ltgt.data(), d.micro_batch, local_seq()));
-    sum += l;
+    for (int64_t first = 0; first < eval_rows_; first += d.micro_batch) {
+      eval_sampler_->Fill(b, first, d.micro_batch, in.data(), tgt.data());
+      LocalRows(in.data(), d.micro_batch, &lin);
+      LocalRows(tgt.data(), d.micro_batch, &ltgt);
+      LOOM_ASSIGN_OR_RETURN(
+          double l, models_[0]->ForwardLoss(lin.data(), ltgt.data(), d.micro_batch, local_seq()));
+      sum += l;
+    }
   }
   if (place_.cp) {  // each context rank saw its part of every sequence
     float s = static_cast<float>(sum);
     LOOM_RETURN_IF_ERROR(place_.cp->AllReduce(&s, 1));
     sum = s;
   }
-  return sum / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
+  return sum / static_cast<double>(job_.eval.batches * eval_rows_ * d.seq);
 }
 
 namespace {
@@ -512,14 +527,16 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
     LOOM_RETURN_IF_ERROR(
         pp.Recv(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()), 0, kTagWte));
   }
-  for (int64_t b = 0; b < job_.eval.batches; ++b) {
-    eval_sampler_->Fill(b, 0, d.micro_batch, bin.data(), btgt.data());
+  const int64_t per_batch = eval_rows_ / d.micro_batch;
+  for (int64_t e = 0; e < job_.eval.batches * per_batch; ++e) {
+    const int64_t b = e / per_batch, first = e % per_batch * d.micro_batch;
+    eval_sampler_->Fill(b, first, d.micro_batch, bin.data(), btgt.data());
     LocalRows(bin.data(), d.micro_batch, &lin);
     LocalRows(btgt.data(), d.micro_batch, &ltgt);
     for (int k = 0; k < lay.vpp; ++k) {
       const int g = schedule_.GlobalChunk(r, k);
       Gpt& model = *models_[static_cast<size_t>(k)];
-      const int slot = 1000000 + static_cast<int>(b);
+      const int slot = 1000000 + static_cast<int>(e);
       if (g > 0) {
         LOOM_RETURN_IF_ERROR(pp.Recv(buf.data(), width, (r + lay.pp - 1) % lay.pp, kTagEval + g));
       }
@@ -537,7 +554,7 @@ Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
   float total = static_cast<float>(sum);
   LOOM_RETURN_IF_ERROR(pp.AllReduce(&total, 1));
   if (place_.cp) LOOM_RETURN_IF_ERROR(place_.cp->AllReduce(&total, 1));
-  return total / static_cast<double>(job_.eval.batches * d.micro_batch * d.seq);
+  return total / static_cast<double>(job_.eval.batches * eval_rows_ * d.seq);
 }
 
 Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,

@@ -83,7 +83,8 @@ class Trainer {
   // Waits for a checkpoint copy of the state in flight first.
   Result<double> ApplyUpdate(double lr);
   Result<StepStats> Step(int64_t step);
-  // Mean loss over eval.batches fixed micro-batches of the validation split (NaN without one).
+  // Mean loss over eval.batches fixed batches of the validation split, the same in every layout
+  // (NaN without one).
   Result<double> Evaluate();
   // Generates `tokens` tokens after `prompt`. With tp = pp = cp = 1 every rank samples with its
   // own model; otherwise it is collective (the weights are gathered) and world rank 0 samples,
@@ -131,6 +132,7 @@ class Trainer {
   std::vector<int32_t> batch_in_, batch_tgt_;
   std::unique_ptr<Checkpointer> ckpt_;
   int64_t start_step_ = 0;  // optimizer steps already applied (restored from a checkpoint)
+  int64_t eval_rows_ = 0;   // sequences per evaluation batch (Init), whatever the layout
 };
 
 }  // namespace loom

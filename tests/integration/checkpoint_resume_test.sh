@@ -102,7 +102,7 @@ train full1 1 "" --dump-params "$dir/full1.st" --checkpoint-dir "$dir/full1.ck"
 # complete checkpoint is resumed, with a warning that says how to go back.
 cp -r "$dir/full1.ck" "$dir/latest1.ck" && echo step_00000010 > "$dir/latest1.ck/latest"
 train latest1 1 "" --checkpoint-dir "$dir/latest1.ck"
-grep -q "WARN CKPT $dir/latest1.ck/latest names step_00000010, but the newest complete checkpoint was resumed ($dir/latest1.ck/step_00000020); to go back to step_00000010: --load $dir/latest1.ck/step_00000010" "$dir/latest1.log" \
+grep -q "WARN CKPT $dir/latest1.ck/latest names step_00000010, not the newest complete checkpoint (a save cut short before updating it, or it was edited): resumed from $dir/latest1.ck/step_00000020; to go back to step_00000010: --load $dir/latest1.ck/step_00000010" "$dir/latest1.log" \
   && grep -q "^resumed from $dir/latest1.ck/step_00000020: already at step 20 of 20" "$dir/latest1.log" \
   && echo "PASS an edited latest: the newest resumed, the warning names the way back" \
   || { echo "FAIL edited latest: $(grep -i 'latest\|resumed' "$dir/latest1.log")"; fail=1; }
@@ -113,9 +113,9 @@ head -c 300000 "$corpus" > "$dir/small corpus.txt"
 sed "s#text: [^,}]*#text: $dir/small corpus.txt#" "$base" > "$dir/data1.yaml"
 cp -r "$dir/full1.ck" "$dir/data1.ck"
 timeout 300 "$loom" train --config "$dir/data1.yaml" --checkpoint-dir "$dir/data1.ck" > "$dir/data1.log" 2>&1
-grep -q "data1.ck/step_00000020/metadata.json: the training data changed ($(realpath "$corpus") ([0-9]* training tokens) -> $dir/small corpus.txt (270000)): the sample stream continues after the 160 samples consumed" "$dir/data1.log" \
+grep -q "data1.ck/step_00000020/metadata.json: the training data changed ($(realpath -s "$corpus") ([0-9]* training tokens) -> $dir/small corpus.txt (270000)): the sample stream continues after the 160 samples consumed" "$dir/data1.log" \
   && "$loom" ckpt inspect "$dir/full1.ck" > "$dir/data1.inspect" \
-  && grep -q "^             from $(realpath "$corpus") ([0-9]* training tokens)$" "$dir/data1.inspect" \
+  && grep -q "^             from $(realpath -s "$corpus") ([0-9]* training tokens)$" "$dir/data1.inspect" \
   && ! grep -q "training data" "$dir/latest1.log" \
   && echo "PASS other training data on a resume: named with its size; the same data: nothing said" \
   || { echo "FAIL data source: $(grep -i 'data' "$dir/data1.log" | head -3)"; fail=1; }

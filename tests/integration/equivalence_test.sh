@@ -40,5 +40,21 @@ for spec in "$@"; do
   fi
   /usr/bin/python3 "$here/compare_runs.py" "$dir/single.txt" "$dir/single.st" "$dir/$name.txt" \
     "$dir/$name.st" --label "$spec (np $np)" || fail=1
+  if [[ $micro == none ]]; then
+    # Evaluation does not depend on the layout: the same validation loss as one process that has
+    # no data.micro_batch either (printed with 4 decimals).
+    if [[ ! -f $dir/single_nomicro.log ]]; then
+      sed 's/, micro_batch: [0-9]*//' "$job" > "$dir/single_nomicro.yaml"
+      "$loom" train --config "$dir/single_nomicro.yaml" > "$dir/single_nomicro.log" 2>&1 \
+        || { tail -5 "$dir/single_nomicro.log"; echo "FAIL: single-process run without micro_batch"; exit 1; }
+    fi
+    a=$(sed -n 's/^done .*| val loss \([0-9.]*\).*/\1/p' "$dir/single_nomicro.log")
+    b=$(sed -n 's/.*done .*| val loss \([0-9.]*\).*/\1/p' "$dir/$name.log" | tail -1)
+    if [[ -n $a && -n $b ]] && awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 2e-4 && d > -2e-4) }'; then
+      echo "PASS $spec: validation loss $b, as one process's ($a)"
+    else
+      echo "FAIL $spec: validation loss '$b', one process's '$a'"; fail=1
+    fi
+  fi
 done
 exit $fail

@@ -14,7 +14,7 @@ rm -rf "$dir" && mkdir -p "$dir"
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2, dp: 2}\nsteps:/" "$job" > "$dir/job.yaml"
 mpi() { mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" --checkpoint-dir "$dir/ck" "$@"; }
-sed "s#^steps:#checkpoint: {export: $dir/trained_hf, export_dtype: bf16}\nsteps:#" "$dir/job.yaml" > "$dir/export_job.yaml"
+sed "s#^steps:#checkpoint: {export: $dir/trained_hf/, export_dtype: bf16}\nsteps:#" "$dir/job.yaml" > "$dir/export_job.yaml"
 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/export_job.yaml" --checkpoint-dir "$dir/ck" \
   --steps 5 > "$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
 grep -q "exported $dir/ck/step_00000005 to $dir/trained_hf (a Hugging Face model directory, 28 tensors, bf16" "$dir/train.log" \

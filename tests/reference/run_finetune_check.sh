@@ -215,6 +215,13 @@ grep -qF -- "--init-from: no valid checkpoint in '$dir/a'" "$dir/other_model.log
 mkdir -p "$dir/empty"
 expect_error empty "--init-from: no checkpoint in '$dir/empty'" \
   --init-from "$dir/empty"
+# Weights of another model: named with both shapes, nothing saved, nothing left.
+sed 's/layers: 2/layers: 4/' "$dir/job.yaml" > "$dir/job4.yaml"
+out=$(timeout 120 "$loom" train --config "$dir/job4.yaml" --steps 1 --checkpoint-dir "$dir/other_hf" --init-from "$dir/a_hf.safetensors" 2>&1)
+[[ $? -eq 1 && $out == *"--init-from: '$dir/a_hf.safetensors' holds a model of vocab "*", 2 layers, "*"; the job's model has vocab "*", 4 layers, "* ]] \
+  && [[ ! -e $dir/other_hf/init_weights.tmp ]] && ! compgen -G "$dir/other_hf/step_*" > /dev/null \
+  && echo "other_hf: another model's weights refused by shape, nothing left" \
+  || { echo "FAIL: other_hf: $out"; fail=1; }
 # Weights that cannot be imported on the way: the import's error, nothing saved, nothing left.
 head -c 20000 "$dir/a_hf.safetensors" > "$dir/cut.safetensors"
 expect_error weights_file "--init-from: safetensors '$dir/cut.safetensors': tensor " --init-from "$dir/cut.safetensors"
