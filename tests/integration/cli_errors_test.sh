@@ -47,22 +47,22 @@ expect 1 "good.yaml:5: field 'checkpoint.dir': expected a directory path, got an
 sed -i '$d' "$dir/good.yaml"
 # checkpoint.export: a dtype it cannot write, no final save to export, a destination that cannot
 # take it: refused before training (nothing saved).
-printf 'checkpoint: {dir: %s, export: %s, export_dtype: f8}\n' "$dir/exp_ck" "$dir/x.safetensors" >> "$dir/good.yaml"
-expect 1 "good.yaml:5: field 'checkpoint.export_dtype': expected f32, bf16 or f16, got 'f8'" -- "$loom" train --config "$dir/good.yaml"
-sed -i '$d' "$dir/good.yaml"
-printf 'checkpoint: {dir: %s, export: %s, final: false}\n' "$dir/exp_ck" "$dir/x.safetensors" >> "$dir/good.yaml"
-expect 1 "good.yaml: field 'checkpoint.export': made from the final checkpoint, so it needs checkpoint.dir (or --checkpoint-dir) and checkpoint.final: true" -- "$loom" train --config "$dir/good.yaml"
-sed -i '$d' "$dir/good.yaml"
-printf 'checkpoint: {dir: %s, export: %s}\n' "$dir/exp_ck" "$dir/no_such_dir/x.safetensors" >> "$dir/good.yaml"
-expect 1 "good.yaml: field 'checkpoint.export': '$dir/no_such_dir' is not a directory (the export goes in it)" -- "$loom" train --config "$dir/good.yaml"
-sed -i '$d' "$dir/good.yaml"
+# with_export FIELDS NEEDLE: the job with `checkpoint: {dir: ..., FIELDS}` is refused with NEEDLE.
+with_export() {
+  printf 'checkpoint: {dir: %s, %s}\n' "$dir/exp_ck" "$1" >> "$dir/good.yaml"
+  expect 1 "$2" -- "$loom" train --config "$dir/good.yaml"
+  sed -i '$d' "$dir/good.yaml"
+}
+with_export "export: $dir/x.safetensors, export_dtype: f8" \
+  "good.yaml:5: field 'checkpoint.export_dtype': expected f32, bf16 or f16, got 'f8'"
+with_export "export: $dir/x.safetensors, final: false" \
+  "good.yaml: field 'checkpoint.export': made from the final checkpoint, so it needs checkpoint.dir (or --checkpoint-dir) and checkpoint.final: true"
+with_export "export: $dir/no_such_dir/x.safetensors" \
+  "good.yaml: field 'checkpoint.export': '$dir/no_such_dir' is not a directory (the export goes in it)"
 mkdir -p "$dir/a_dir.safetensors" && touch "$dir/a_file"
-printf 'checkpoint: {dir: %s, export: %s}\n' "$dir/exp_ck" "$dir/a_dir.safetensors" >> "$dir/good.yaml"
-expect 1 "good.yaml: field 'checkpoint.export' '$dir/a_dir.safetensors'" -- "$loom" train --config "$dir/good.yaml"
-sed -i '$d' "$dir/good.yaml"
-printf 'checkpoint: {dir: %s, export: %s}\n' "$dir/exp_ck" "$dir/a_file" >> "$dir/good.yaml"
-expect 1 "good.yaml: field 'checkpoint.export': '$dir/a_file' exists and is not a directory (without the .safetensors extension the export is a Hugging Face model directory)" -- "$loom" train --config "$dir/good.yaml"
-sed -i '$d' "$dir/good.yaml"
+with_export "export: $dir/a_dir.safetensors" "good.yaml: field 'checkpoint.export' '$dir/a_dir.safetensors'"
+with_export "export: $dir/a_file" \
+  "good.yaml: field 'checkpoint.export': '$dir/a_file' exists and is not a directory (without the .safetensors extension the export is a Hugging Face model directory)"
 [[ -e $dir/exp_ck ]] && { echo "FAIL: a refused checkpoint.export left $dir/exp_ck"; fail=1; }
 printf 'checkpoint: {keep_every: 5}\n' >> "$dir/good.yaml"
 expect 1 "field 'checkpoint.dir': expected a directory (or --checkpoint-dir) when checkpoint.every, keep or keep_every is set" -- "$loom" train --config "$dir/good.yaml"
