@@ -8,12 +8,10 @@
 
 namespace loom {
 
-// Installs handlers for those signals (not for one ignored from the start: nohup, a script's
-// background job) that wake a thread through a pipe. On the first, that thread gives the signals
-// their default action back, removes the temporary files of a checkpoint.export in progress,
-// prints (world rank 0 only) and re-raises it, so the process still ends by the signal (exit
-// 130 for Ctrl-C); a second signal while it prints ends it at once. No signal mask changes:
-// threads and programs started later are unaffected.
+// Records those signals with core/interrupt's handlers (one ignored from the start, as under
+// nohup, stays ignored; a second signal has its default action) and starts a thread that, on
+// the first, removes the temporary files of a checkpoint.export in progress, prints (world rank
+// 0 only) and re-raises it, so the process still ends by the signal (exit 130 for Ctrl-C).
 void WatchInterrupts(const JobConfig& job);
 // This process's world rank, once known: only rank 0 prints.
 void SetInterruptRank(int rank);

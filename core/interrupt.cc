@@ -27,12 +27,13 @@ void Record(int sig) {
 
 }  // namespace
 
-void InstallInterruptHandlers() {
+void InstallInterruptHandlers(int except) {
   struct sigaction sa {};
   sa.sa_handler = Record;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int i = 0; i < 3; ++i) {
+    if (kSignals[i] == except) continue;
     // A signal ignored from the start stays ignored (nohup, a script's background job).
     struct sigaction old {};
     if (::sigaction(kSignals[i], nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;

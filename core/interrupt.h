@@ -11,8 +11,9 @@
 namespace loom {
 
 // Records SIGINT, SIGTERM and SIGHUP instead of their default action, except one ignored when
-// the process started (nohup). After the first, all three have their default action again.
-void InstallInterruptHandlers();
+// the process started (nohup) and `except` (a signal another handler owns; 0: none). After the
+// first, those installed have their default action again.
+void InstallInterruptHandlers(int except = 0);
 // The first signal recorded since InstallInterruptHandlers (0: none). Async-signal-safe.
 int InterruptSignal();
 // Ok, or an error "interrupted by SIGINT" once a signal was recorded, with `what`: what was

@@ -62,6 +62,41 @@ int64_t CheckpointTimeoutMs() {
 namespace {
 std::atomic<int> g_checkpoint_io{0};
 
+// Weights from elsewhere rather than a checkpoint: a safetensors file, or a Hugging Face model
+// directory (model.safetensors, no step directories).
+bool HoldsWeights(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return fs::path(path).extension() == ".safetensors";
+  return fs::is_regular_file(JoinPath(path, "model.safetensors"), ec) &&
+         ListCheckpoints(path).empty();
+}
+
+// checkpoint.export: a .safetensors path is one file, anything else a Hugging Face directory.
+bool ExportsOneFile(const CheckpointConfig& c) {
+  return fs::path(c.export_path).extension() == ".safetensors";
+}
+
+// The export is written after the last step: a destination that cannot take it is an error
+// before the run, not after it.
+Status CheckExportDestination(const JobConfig& job) {
+  const CheckpointConfig& c = job.checkpoint;
+  const std::string field = job.path + ": field 'checkpoint.export'";
+  LOOM_RETURN_IF_ERROR(CheckOutsideCheckpoints(c.export_path, "", field));
+  std::error_code ec;
+  const fs::path parent = fs::absolute(c.export_path, ec).parent_path();
+  if (!fs::is_directory(parent, ec)) {
+    return InvalidArgument(field + ": '" + parent.string() +
+                           "' is not a directory (the export goes in it)");
+  }
+  if (ExportsOneFile(c)) return CheckOutputFile(c.export_path, "", field);
+  if (fs::exists(c.export_path, ec) && !fs::is_directory(c.export_path, ec)) {
+    return InvalidArgument(field + ": '" + c.export_path +
+                           "' exists and is not a directory (without the .safetensors "
+                           "extension the export is a Hugging Face model directory)");
+  }
+  return Status::Ok();
+}
+
 // The training data as checkpoints record it: data.text or data.train, absolute.
 std::string DataSource(const JobConfig& job) {
   const std::string& p = job.data.text.empty() ? job.data.train : job.data.text;
@@ -105,6 +140,14 @@ std::string DescribeRestart(const JobConfig& job) {
          (resumes ? " (the same command resumes from it)" : "");
 }
 
+void Checkpointer::SetTrainData(const std::vector<int32_t>& tokens) {
+  // The first and last 2^18 tokens: enough to tell other data apart, cheap at any size.
+  const size_t n = tokens.size(), part = std::min<size_t>(n, size_t{1} << 18);
+  train_crc_ = Crc32c(tokens.data(), part * sizeof(int32_t));
+  train_crc_ = Crc32c(tokens.data() + (n - part), part * sizeof(int32_t), train_crc_);
+  train_tokens_ = static_cast<int64_t>(n);
+}
+
 Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world_rank,
                            Communicator* world, ParamStore* store, const ParamLayout& param_layout)
     : job_(job),
@@ -114,6 +157,7 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
       store_(store),
       params_(param_layout),
       plan_(PlanRank(job.model, layout, world_rank)) {
+  data_source_ = Utf8OrMarked(DataSource(job));
   int64_t at = 0;
   for (int s = 0; s < kNumStates; ++s) {
     for (const Piece& p : plan_.writes) {
@@ -216,7 +260,7 @@ proto::CheckpointMetadata Checkpointer::BaseMetadata(int64_t step) const {
   d->set_global_batch(job_.data.global_batch);
   d->set_consumed_samples(stats_.resumed_samples +
                           (step - stats_.resumed_step) * job_.data.global_batch);
-  d->set_source(Utf8OrMarked(DataSource(job_)));
+  d->set_source(data_source_);
   d->set_train_tokens(train_tokens_);
   d->set_train_sample_crc32c(train_crc_);
   proto::RngState* r = m.mutable_rng();
@@ -460,7 +504,7 @@ Status Checkpointer::LoadFrom(const std::string& dir, LoadKind kind, int64_t* st
     }
     // Other data (another corpus, or the file edited): the sample stream goes on in it. Checkpoints
     // before the source was recorded are not compared.
-    const std::string source = Utf8OrMarked(DataSource(job_));
+    const std::string& source = data_source_;
     const bool other_data =
         d.train_tokens() > 0 && train_tokens_ > 0 &&
         (d.train_tokens() != train_tokens_ || d.train_sample_crc32c() != train_crc_);
@@ -509,10 +553,7 @@ Result<std::vector<int64_t>> Checkpointer::Candidates(const std::string& source,
   if (steps.empty() && required) {
     // Weights from elsewhere (a Hugging Face file or directory, an export) are not a checkpoint
     // yet: say how to make one.
-    std::error_code ec;
-    const bool weights =
-        (fs::is_regular_file(source, ec) && fs::path(source).extension() == ".safetensors") ||
-        fs::is_regular_file(JoinPath(source, "model.safetensors"), ec);
+    const bool weights = HoldsWeights(source);
     return NotFound(
         where + ": no checkpoint in '" + source + "' (expected a step directory with " +
         kMetadataFile + " or a directory holding step_<N> ones)" +
@@ -626,26 +667,7 @@ Result<int64_t> Checkpointer::Restore() {
       // Not inside a checkpoint (--checkpoint-dir mixed up with --load: the new run's files and
       // lock would land in a step directory, and go when retention deletes it).
       locked = CheckOutsideCheckpoints(c.dir, "", CheckpointSetting(job_, "dir"));
-      // The export is written after the last step: a destination that cannot take it is an
-      // error now, not after the run.
-      if (locked.ok() && !c.export_path.empty()) {
-        const std::string field = job_.path + ": field 'checkpoint.export'";
-        locked = CheckOutsideCheckpoints(c.export_path, "", field);
-        std::error_code ec;
-        const fs::path parent = fs::absolute(c.export_path, ec).parent_path();
-        if (locked.ok() && !fs::is_directory(parent, ec)) {
-          locked = InvalidArgument(field + ": '" + parent.string() +
-                                   "' is not a directory (the export goes in it)");
-        }
-        if (locked.ok() && fs::path(c.export_path).extension() == ".safetensors") {
-          locked = CheckOutputFile(c.export_path, "", field);
-        } else if (locked.ok() && fs::exists(c.export_path, ec) &&
-                   !fs::is_directory(c.export_path, ec)) {
-          locked = InvalidArgument(field + ": '" + c.export_path +
-                                   "' exists and is not a directory (without the .safetensors "
-                                   "extension the export is a Hugging Face model directory)");
-        }
-      }
+      if (locked.ok() && !c.export_path.empty()) locked = CheckExportDestination(job_);
       if (locked.ok()) locked = LockDir();
       if (locked.ok()) RemoveLeftovers();
     }
@@ -719,16 +741,7 @@ Result<int64_t> Checkpointer::Restore() {
   if (c.init_from.empty()) return int64_t{0};
   const std::string init_where = CheckpointSetting(job_, "init_from");
   // Weights from elsewhere rather than a checkpoint: imported on the way (rank 0 looks).
-  int weights = 0;
-  if (rank_ == 0) {
-    std::error_code wec;
-    weights = (fs::is_regular_file(c.init_from, wec) &&
-               fs::path(c.init_from).extension() == ".safetensors") ||
-              (fs::is_directory(c.init_from, wec) &&
-               fs::is_regular_file(JoinPath(c.init_from, "model.safetensors"), wec) &&
-               ListCheckpoints(c.init_from).empty());
-  }
-  LOOM_ASSIGN_OR_RETURN(weights, AllMax(weights));
+  LOOM_ASSIGN_OR_RETURN(int weights, AllMax(rank_ == 0 && HoldsWeights(c.init_from) ? 1 : 0));
   if (weights != 0) return InitFromWeights(init_where);
   LOOM_ASSIGN_OR_RETURN(steps, Candidates(c.init_from, true, init_where));
   return LoadNewest(c.init_from, steps, init_where, LoadKind::kWeightsOnly);
@@ -1113,7 +1126,7 @@ Status Checkpointer::ExportFinal(int64_t step) {
     RemoveExportLeftovers(c.export_path);  // of an export a crash cut short
     const std::string src = JoinPath(c.dir, StepDirName(step));
     Result<DType> dtype = ParseExportDtype(c.export_dtype, "checkpoint.export_dtype");
-    const bool file = fs::path(c.export_path).extension() == ".safetensors";
+    const bool file = ExportsOneFile(c);
     Result<ExportResult> r =
         !dtype.ok() ? Result<ExportResult>(dtype.status())
         : file      ? ExportSafetensors(src, c.export_path, ExportNames::kHuggingFaceGpt2, *dtype)

@@ -89,12 +89,9 @@ class Checkpointer {
   // Collective, after `step` optimizer steps: completes an in-flight save once every rank has
   // written its part, and starts a save when `step` is a multiple of checkpoint.every.
   Status AfterStep(int64_t step);
-  // Local, before Restore: the training split's size in tokens and the CRC-32C of its first and
-  // last 2^18 tokens (recorded with the data source, and compared on a resume).
-  void SetTrainTokens(int64_t tokens, uint32_t sample_crc) {
-    train_tokens_ = tokens;
-    train_crc_ = sample_crc;
-  }
+  // Local, before Restore: the training split, identified in checkpoints by the job's data path,
+  // its size and the CRC-32C of its first and last 2^18 tokens (compared on a resume).
+  void SetTrainData(const std::vector<int32_t>& tokens);
   // Local: the loss of the step AfterStep may save (recorded in its provenance).
   void NoteLoss(double loss) { last_loss_ = loss; }
   // Collective: saves `step` (if checkpoint.final or `save`, and not saved yet) and returns once
@@ -162,7 +159,9 @@ class Checkpointer {
   proto::CheckpointMetadata BaseMetadata(int64_t step) const;
   // NoteLoss; before any step, the resumed checkpoint's (NaN: not known).
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
-  int64_t train_tokens_ = 0;  // 0: not known (not recorded)
+  // The training data as checkpoints record it: the job's path, and SetTrainData's (0: not known).
+  std::string data_source_;
+  int64_t train_tokens_ = 0;
   uint32_t train_crc_ = 0;
   std::string imported_from_;  // init_from's weights, imported (its messages name them)
   void RemoveLeftovers() const;

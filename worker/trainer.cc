@@ -85,13 +85,7 @@ Status Trainer::Setup() {
     ckpt_ = std::make_unique<Checkpointer>(job_, place_.layout, place_.world_rank, place_.world,
                                            store_.get(), layout_);
     if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
-    {
-      // The first and last 2^18 tokens: enough to tell other data apart, cheap at any size.
-      const size_t n = train_tokens_.size(), part = std::min<size_t>(n, size_t{1} << 18);
-      uint32_t crc = Crc32c(train_tokens_.data(), part * sizeof(int32_t));
-      crc = Crc32c(train_tokens_.data() + (n - part), part * sizeof(int32_t), crc);
-      ckpt_->SetTrainTokens(static_cast<int64_t>(n), crc);
-    }
+    ckpt_->SetTrainData(train_tokens_);
     LOOM_ASSIGN_OR_RETURN(start_step_, ckpt_->Restore());
     // The sample stream continues where the checkpoint left it, whatever its global batch.
     train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);
