@@ -40,8 +40,9 @@ void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
                   "Resume from this checkpoint root or step directory (overrides checkpoint.load)")
       ->check(NonEmptyPath());
   cmd->add_option("--init-from", opt->init_from,
-                  "Start from this checkpoint's model weights only, when nothing is resumed "
-                  "(fine-tuning; overrides checkpoint.init_from)")
+                  "Start from this checkpoint's model weights only (or a Hugging Face "
+                  ".safetensors file's or model directory's, imported on the way), when nothing "
+                  "is resumed (fine-tuning; overrides checkpoint.init_from)")
       ->check(NonEmptyPath());
   cmd->add_flag(
       "--no-resume", opt->no_resume,
