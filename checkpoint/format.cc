@@ -2,7 +2,6 @@
 #include "checkpoint/format.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <isa-l/crc.h>
 
 #include <algorithm>
 #include <cctype>
@@ -12,6 +11,7 @@
 #include <map>
 
 #include "checkpoint/shard_plan.h"
+#include "core/crc32c.h"
 #include "core/file_util.h"
 #include "parallel/param_layout.h"
 
@@ -102,19 +102,6 @@ std::string UtcTimestamp() {
 
 std::string JoinPath(const std::string& a, const std::string& b) {
   return (fs::path(a) / b).string();
-}
-
-uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  // ISA-L's crc32_iscsi takes an int length and its own (inverted) seed convention.
-  uint32_t c = ~crc;
-  while (n > 0) {
-    const size_t step = std::min<size_t>(n, 1u << 30);
-    c = crc32_iscsi(const_cast<unsigned char*>(p), static_cast<int>(step), c);
-    p += step;
-    n -= step;
-  }
-  return ~c;
 }
 
 std::vector<uint32_t> BlockCrcs(const void* data, size_t n) {

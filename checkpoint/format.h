@@ -39,8 +39,6 @@ std::string StepDirName(int64_t step);  // "step_00000020"
 std::string RankFileName(int rank);     // "rank_00003.safetensors"
 std::string JoinPath(const std::string& a, const std::string& b);
 
-// CRC-32C (Castagnoli) of `n` bytes, continuing from `crc` (0 to start).
-uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // Per-block CRCs of a chunk's bytes (blocks of kChecksumBlockBytes).
 std::vector<uint32_t> BlockCrcs(const void* data, size_t n);
 // The same for a chunk whose bytes are the concatenation of `parts` (pointer, length).

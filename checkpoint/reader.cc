@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/crc32c.h"
+
 namespace loom {
 
 Region ChunkRegion(const proto::Chunk& c, int dims) {

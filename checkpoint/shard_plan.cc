@@ -5,18 +5,6 @@
 
 namespace loom {
 
-const char* StateName(StateKind s) {
-  switch (s) {
-    case StateKind::kParam:
-      return "param";
-    case StateKind::kExpAvg:
-      return "exp_avg";
-    case StateKind::kExpAvgSq:
-      return "exp_avg_sq";
-  }
-  return "?";
-}
-
 void GlobalMatrix(const ParamInfo& p, int64_t* rows, int64_t* cols) {
   *rows = p.global_shape[0];
   *cols = p.global_shape.size() > 1 ? p.global_shape[1] : 1;

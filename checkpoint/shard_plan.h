@@ -17,12 +17,9 @@
 #include "core/status.h"
 #include "parallel/layout.h"
 #include "parallel/param_layout.h"
+#include "parallel/state_kind.h"
 
 namespace loom {
-
-enum class StateKind { kParam = 0, kExpAvg = 1, kExpAvgSq = 2 };
-constexpr int kNumStates = 3;
-const char* StateName(StateKind s);  // "param", "exp_avg", "exp_avg_sq"
 
 // Elements of a rank's local flat buffer that map onto one region of one global tensor.
 struct Piece {

@@ -16,6 +16,7 @@
 #include "checkpoint/export.h"
 #include "checkpoint/import.h"
 #include "checkpoint/reader.h"
+#include "core/crc32c.h"
 #include "core/env.h"
 #include "core/file_util.h"
 #include "core/logging.h"

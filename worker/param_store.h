@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "checkpoint/shard_plan.h"
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "parallel/param_layout.h"
+#include "parallel/state_kind.h"
 
 namespace loom {
 
@@ -53,9 +53,10 @@ class ParamStore {
   // this rank holds completely (stage 0 only; others return FailedPrecondition).
   virtual Status CopyGrads(float* out) = 0;
 
-  // Checkpoint access (checkpoint/shard_plan.h names the states). For bucket `bucket`, returns a
-  // pointer to element *lo of `state` and sets [*lo, *hi) to the bucket-relative elements this
-  // rank holds (the padded bucket: zero beyond the bucket's real size):
+  // Checkpoint access (parallel/state_kind.h names the states; checkpoint/shard_plan.h the split).
+  // For bucket `bucket`, returns a pointer to element *lo of `state` and sets [*lo, *hi) to the
+  // bucket-relative elements this rank holds (the padded bucket: zero beyond the bucket's real
+  // size):
   //   stage 0: everything; stages 1-2: all parameters, the moments of its shard; stage 3: its
   //   shard of everything. A shard is [r * chunk, (r + 1) * chunk) for data(-context) rank r,
   //   chunk = padded bucket size / group size -- the split checkpoint/shard_plan.h writes.
