@@ -30,7 +30,7 @@ struct Case {
   const char* cluster;
   const char* calibration;
   int nodes;
-  ModelShape model;
+  ModelConfig model;
   int64_t seq, batch;
 };
 

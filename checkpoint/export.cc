@@ -37,13 +37,6 @@ Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
 
 }  // namespace
 
-Result<DType> ParseExportDtype(const std::string& name, const std::string& where) {
-  if (name == "f32" || name == "fp32" || name == "float32") return DType::kF32;
-  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
-  if (name == "f16" || name == "fp16" || name == "float16") return DType::kF16;
-  return InvalidArgument(where + ": expected f32, bf16 or f16, got '" + name + "'");
-}
-
 void ToBf16(const float* in, uint16_t* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t u;

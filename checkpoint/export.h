@@ -21,10 +21,6 @@
 namespace loom {
 
 enum class ExportNames { kHuggingFaceGpt2, kLoom };
-// "f32" / "bf16" / "f16" (also "fp32", "bfloat16", "fp16", "float16") -> kF32 / kBF16 / kF16;
-// anything else: an error naming `where`.
-Result<DType> ParseExportDtype(const std::string& name, const std::string& where);
-
 // Round-to-nearest-even conversions of n floats (NaN stays NaN). ToF16 fails on a finite value
 // that rounds beyond F16's largest (65504), naming `what` and the element's index.
 void ToBf16(const float* in, uint16_t* out, size_t n);

@@ -144,7 +144,7 @@ Status RunExport(const CkptOptions& o) {
   } else {
     return InvalidArgument("--names: expected 'hf' or 'loom', got '" + o.names + "'");
   }
-  LOOM_ASSIGN_OR_RETURN(DType dtype, ParseExportDtype(o.dtype, "--dtype"));
+  LOOM_ASSIGN_OR_RETURN(DType dtype, ParseFloatDType(o.dtype, "--dtype"));
   if (o.safetensors.empty() == o.hf_dir.empty()) {
     return InvalidArgument("expected one of --safetensors FILE or --hf-dir DIR");
   }

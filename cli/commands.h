@@ -12,7 +12,7 @@ class App;
 
 namespace loom {
 
-struct TrainOptions;
+struct JobOverrides;
 
 // Registers `loom train` on the app; the callback runs the command.
 void AddTrainCommand(CLI::App& app, int* exit_code);
@@ -35,7 +35,7 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code);
 // The job settings `loom train`, `loom launch` and `loom coordinator` take as flags: --steps,
 // --checkpoint-dir, --load, --init-from, --no-resume, --exit-after-minutes (into `opt`, applied
 // by ApplyOverrides).
-void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt);
+void AddJobOverrideOptions(CLI::App* cmd, JobOverrides* opt);
 
 // Prints an error for the user: the message without the source-location trail (kept with
 // LOOM_LOG_LEVEL=DEBUG).

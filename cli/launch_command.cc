@@ -25,7 +25,6 @@
 #include <random>
 #include <thread>
 
-#include <yaml-cpp/yaml.h>
 #include "checkpoint/format.h"
 
 #include "cli/commands.h"
@@ -35,8 +34,9 @@
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
 #include "core/logging.h"
+#include "job/job_config.h"
+#include "job/job_overrides.h"
 #include "worker/checkpointer.h"
-#include "worker/job_config.h"
 #include "worker/stop_signal.h"
 
 namespace loom {
@@ -47,42 +47,9 @@ struct LaunchOptions {
   int np = 0, port = 0, threads = 0;
   int heartbeat_ms = 2000;
   double silence_s = 60;  // a rank not heard from this long is declared lost
-  // The job's settings `loom train` also takes as flags (AddJobOverrideOptions; the other fields
-  // of TrainOptions stay empty).
-  TrainOptions overrides;
+  // The job's settings `loom train` also takes as flags (AddJobOverrideOptions).
+  JobOverrides overrides;
 };
-
-// Writes the command-line overrides into the job text every worker parses. Paths are made
-// absolute: the flags are relative to this directory, the job's own paths to the job file's.
-Status WriteOverrides(const TrainOptions& t, const JobConfig& job, std::string* job_yaml) {
-  if (t.steps == 0 && t.checkpoint_dir.empty() && t.load.empty() && t.init_from.empty() &&
-      !t.no_resume && t.exit_after_minutes == 0 && !t.no_load_optimizer) {
-    return Status::Ok();
-  }
-  YAML::Node root;
-  try {
-    root = YAML::Load(*job_yaml);
-  } catch (const YAML::Exception& e) {
-    return Internal(std::string("the planned job: ") + e.what());
-  }
-  auto absolute = [](const std::string& p) { return std::filesystem::absolute(p).string(); };
-  if (t.steps > 0) {
-    root["steps"] = t.steps;
-    // As for `loom train --steps`: the decay stays where the job file puts it (its `steps` when
-    // decay_steps is not given), which the workers would otherwise take from the new steps.
-    root["schedule"]["decay_steps"] = job.schedule.decay_steps;
-  }
-  if (!t.checkpoint_dir.empty()) root["checkpoint"]["dir"] = absolute(t.checkpoint_dir);
-  if (!t.load.empty()) root["checkpoint"]["load"] = absolute(t.load);
-  if (!t.init_from.empty()) root["checkpoint"]["init_from"] = absolute(t.init_from);
-  if (t.no_resume) root["checkpoint"]["resume"] = false;
-  if (t.no_load_optimizer) root["checkpoint"]["load_optimizer"] = false;
-  if (t.exit_after_minutes > 0) root["checkpoint"]["exit_after_minutes"] = t.exit_after_minutes;
-  YAML::Emitter emit;
-  emit << root;
-  *job_yaml = emit.c_str();
-  return Status::Ok();
-}
 
 std::string RandomToken() {
   std::random_device rd;
@@ -290,8 +257,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   if (!o.calibration.empty()) {
     LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
   }
-  LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(o.job, cluster, cal, o.np));
-  LOOM_RETURN_IF_ERROR(WriteOverrides(o.overrides, job, &plan.spec.job_yaml));
+  LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(job, o.overrides, cluster, cal, o.np));
   if (job.text.size() <= kMaxRecordedJobBytes) plan.spec.job_file_text = job.text;
   plan.spec.override_args = job.overrides;
   // The job as every worker will parse it, checked here first.

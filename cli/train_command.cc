@@ -15,6 +15,7 @@ namespace {
 Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* stopped_by) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(opt.config));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(opt, &job));
+  LOOM_RETURN_IF_ERROR(CheckTrainOutputs(opt));
   // As early as the job is known: a preemption signal that arrives while MPI starts or the
   // model is built is recorded (and acted on after the first step), not fatal.
   if (!job.checkpoint.dir.empty()) InstallStopSignal(job.checkpoint.stop_signal);
@@ -30,7 +31,7 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* 
 
 }  // namespace
 
-void AddJobOverrideOptions(CLI::App* cmd, TrainOptions* opt) {
+void AddJobOverrideOptions(CLI::App* cmd, JobOverrides* opt) {
   cmd->add_option("--steps", opt->steps, "Override the job's number of steps")
       ->check(PositiveInteger());
   cmd->add_option("--checkpoint-dir", opt->checkpoint_dir,

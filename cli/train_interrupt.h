@@ -4,7 +4,7 @@
 // command resumes from it (DescribeRestart), as `loom launch` does for its workers.
 #pragma once
 
-#include "worker/job_config.h"
+#include "job/job_config.h"
 
 namespace loom {
 

@@ -27,14 +27,14 @@ namespace {
 Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   const ParallelConfig& p = job.parallel;
   Layout l;
-  l.tp = static_cast<int>(p.tp);
-  l.cp = static_cast<int>(p.cp);
-  l.pp = static_cast<int>(p.pp);
-  l.vpp = static_cast<int>(p.vpp);
-  l.zero = static_cast<int>(p.zero);
-  l.sp = p.sp;
+  l.tp = static_cast<int>(p.tp.value_or(1));
+  l.cp = static_cast<int>(p.cp.value_or(1));
+  l.pp = static_cast<int>(p.pp.value_or(1));
+  l.vpp = static_cast<int>(p.vpp.value_or(1));
+  l.zero = static_cast<int>(p.zero.value_or(0));
+  l.sp = p.sp.value_or(false);
   const int model_parallel = l.tp * l.cp * l.pp;
-  l.dp = p.dp > 0 ? static_cast<int>(p.dp) : std::max(1, world / model_parallel);
+  l.dp = p.dp ? static_cast<int>(*p.dp) : std::max(1, world / model_parallel);
   LayoutConstraints c{job.model.heads,  job.model.layers,      job.model.vocab,     job.data.seq,
                       job.model.hidden, job.data.global_batch, job.data.micro_batch};
   Status st = l.Validate(world, c);
@@ -73,35 +73,7 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
 
 }  // namespace
 
-Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
-  if (opt.steps > 0) job->steps = opt.steps, job->steps_from_flag = true;
-  CheckpointConfig& c = job->checkpoint;
-  // For the record (checkpoints' provenance): what the command line changed.
-  if (opt.steps > 0) job->overrides.push_back("--steps " + std::to_string(opt.steps));
-  for (const auto& [flag, value] :
-       {std::pair<const char*, const std::string*>{"--checkpoint-dir", &opt.checkpoint_dir},
-        {"--load", &opt.load},
-        {"--init-from", &opt.init_from}}) {
-    if (value->empty()) continue;
-    std::error_code ec;  // recorded absolute: the record is read from elsewhere
-    const std::filesystem::path abs = std::filesystem::absolute(*value, ec);
-    job->overrides.push_back(std::string(flag) + " " + (ec ? *value : abs.string()));
-  }
-  if (opt.no_resume) job->overrides.push_back("--no-resume");
-  if (opt.no_load_optimizer) job->overrides.push_back("--no-load-optimizer");
-  if (opt.exit_after_minutes > 0) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "--exit-after-minutes %g", opt.exit_after_minutes);
-    job->overrides.push_back(buf);
-  }
-  if (!opt.checkpoint_dir.empty()) c.dir = opt.checkpoint_dir, c.dir_from_flag = true;
-  if (!opt.load.empty()) c.load = opt.load, c.load_from_flag = true;
-  if (!opt.init_from.empty()) c.init_from = opt.init_from, c.init_from_from_flag = true;
-  if (opt.no_resume) c.resume = false, c.resume_from_flag = true;
-  if (opt.no_load_optimizer) c.load_optimizer = false, c.load_optimizer_from_flag = true;
-  if (opt.exit_after_minutes > 0) {
-    c.exit_after_minutes = opt.exit_after_minutes, c.exit_after_from_flag = true;
-  }
+Status CheckTrainOutputs(const TrainOptions& opt) {
   // The output files are written after training: a path that cannot take them is an error now,
   // not after the run.
   for (const auto& [flag, path] :
@@ -124,7 +96,7 @@ Status ApplyOverrides(const TrainOptions& opt, JobConfig* job) {
     ::close(pfd);
     ::unlink(probe.c_str());
   }
-  return CheckCheckpointConfig(*job);
+  return Status::Ok();
 }
 
 Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local) {

@@ -10,26 +10,23 @@
 
 #include "comm/mpi/mpi_runtime.h"
 #include "core/status.h"
-#include "worker/job_config.h"
+#include "job/job_config.h"
+#include "job/job_overrides.h"
 #include "worker/trainer.h"
 
 namespace loom {
 
-struct TrainOptions {
+// `loom train`'s flags: the job's overrides (job/job_overrides.h) and its own.
+struct TrainOptions : JobOverrides {
   std::string config;
   int threads = 0;
-  int64_t steps = 0;
-  std::string dump_losses;           // per-step losses, one "step loss" line each (world rank 0)
-  std::string dump_params;           // final parameters in single-process layout (safetensors)
-  std::string checkpoint_dir, load;  // override checkpoint.dir / checkpoint.load
-  std::string init_from;             // overrides checkpoint.init_from
-  bool no_resume = false;
-  double exit_after_minutes = 0;   // overrides checkpoint.exit_after_minutes (0: not given)
-  bool no_load_optimizer = false;  // checkpoint.load_optimizer: false
+  std::string dump_losses;  // per-step losses, one "step loss" line each (world rank 0)
+  std::string dump_params;  // final parameters in single-process layout (safetensors)
 };
 
-// Applies the command-line overrides of `opt` to `job` and checks the result.
-Status ApplyOverrides(const TrainOptions& opt, JobConfig* job);
+// The files --dump-losses and --dump-params will be written to after training: an error now,
+// naming the flag, when one cannot take them.
+Status CheckTrainOutputs(const TrainOptions& opt);
 
 // Starts MPI when launched by it or when `force`; sets *world and *local (ranks on this host).
 Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local);

@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/memory.h"
+#include "job/job_overrides.h"
 #include "worker/coordinator_client.h"
 #include "worker/stop_signal.h"
 

@@ -10,13 +10,10 @@
 #include <vector>
 
 #include "core/config_reader.h"
+#include "core/precision.h"
 #include "core/status.h"
 
 namespace loom {
-
-enum class Precision { kFp32, kBf16 };
-const char* PrecisionName(Precision p);
-Result<Precision> ParsePrecision(const std::string& name);  // fp32 | bf16
 
 struct DeviceType {
   std::string name;

@@ -1,38 +1,24 @@
-// What the planner needs from a job file (the job.yaml of `loom train`, docs/JOB.md): the model
-// shape, the batch, and which parts of the layout the user has fixed. Fields under `parallel:`
-// that are present are fixed; absent ones are the planner's to choose. Planner-only settings live
-// in an optional top-level `plan:` section (docs/PLANNER.md). Sections and keys that only
-// `loom train` uses (optimizer, eval, data.text, ...) are left to it and ignored here.
+// What the planner needs from a job (job/job_config.h, docs/JOB.md): the model, the batch, the
+// planner's settings (`plan:`, docs/PLANNER.md), and which parts of the layout the user has
+// fixed. Fields under `parallel:` that are present are fixed; absent ones are the planner's to
+// choose. A view computed from the one parsed JobConfig, never read from YAML itself.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "coordinator/cluster.h"
+#include "core/precision.h"
 #include "core/status.h"
+#include "job/job_config.h"
+#include "parallel/param_layout.h"  // ModelConfig
 #include "parallel/pipeline/schedule.h"
 
 namespace loom {
 
-// GPT-2 style decoder shape (ffn = 4 * hidden, tied embeddings, learned positions).
-struct ModelShape {
-  int64_t vocab = 0;
-  int64_t max_seq = 0;  // rows of the position table
-  int64_t layers = 0;
-  int64_t heads = 0;
-  int64_t hidden = 0;
-  int64_t ffn() const { return 4 * hidden; }
-  int64_t head_dim() const { return hidden / heads; }
-};
-
-enum class RecomputeMode { kNone, kSelective, kFull };
-const char* RecomputeModeName(RecomputeMode r);
-Result<RecomputeMode> ParseRecomputeMode(const std::string& name);  // none | selective | full
-
 struct PlanJob {
   std::string file;
-  ModelShape model;
+  ModelConfig model;
   int64_t seq = 0;           // tokens per sequence
   int64_t global_batch = 0;  // sequences per optimizer step
   Precision precision = Precision::kFp32;
@@ -45,12 +31,15 @@ struct PlanJob {
   std::optional<int64_t> micro_batch, tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;
   std::optional<ScheduleKind> schedule;
-  std::optional<RecomputeMode> recompute;
+  std::optional<Recompute> recompute;
 
   // True when tp, cp, pp and dp are all fixed (the world size is then their product).
   bool FullyFixed() const { return tp && cp && pp && dp; }
 };
 
+// The planner's view of a parsed job (its schedule name was checked by the parser).
+PlanJob PlanJobOf(const JobConfig& job);
+// Reads `path` for planning (JobUse::kPlan) and returns its planner view.
 Result<PlanJob> LoadPlanJob(const std::string& path);
 
 }  // namespace loom

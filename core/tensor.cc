@@ -63,6 +63,13 @@ Result<DType> DTypeFromName(const std::string& name) {
                          "' (expected F32, F64, BF16, F16, I32, I64, U16, U32)");
 }
 
+Result<DType> ParseFloatDType(const std::string& name, const std::string& where) {
+  if (name == "f32" || name == "fp32" || name == "float32") return DType::kF32;
+  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+  if (name == "f16" || name == "fp16" || name == "float16") return DType::kF16;
+  return InvalidArgument(where + ": expected f32, bf16 or f16, got '" + name + "'");
+}
+
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -22,6 +22,10 @@ size_t DTypeSize(DType dtype);
 // Safetensors spelling: "F32", "F64", "BF16", "I32", "I64", "U16", "U32", "F16".
 const char* DTypeName(DType dtype);
 Result<DType> DTypeFromName(const std::string& name);
+// A floating-point storage type as users name it: "f32" / "bf16" / "f16" (also "fp32",
+// "float32", "bfloat16", "fp16", "float16") -> kF32 / kBF16 / kF16; anything else: an error
+// naming `where` (a flag or a job file's field).
+Result<DType> ParseFloatDType(const std::string& name, const std::string& where);
 
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& shape);

@@ -21,6 +21,7 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/version.h"
+#include "job/job_overrides.h"
 
 namespace loom {
 namespace {
@@ -1126,7 +1127,7 @@ Status Checkpointer::ExportFinal(int64_t step) {
   if (rank_ == 0) {
     RemoveExportLeftovers(c.export_path);  // of an export a crash cut short
     const std::string src = JoinPath(c.dir, StepDirName(step));
-    Result<DType> dtype = ParseExportDtype(c.export_dtype, "checkpoint.export_dtype");
+    Result<DType> dtype = ParseFloatDType(c.export_dtype, "checkpoint.export_dtype");
     const bool file = ExportsOneFile(c);
     Result<ExportResult> r =
         !dtype.ok() ? Result<ExportResult>(dtype.status())

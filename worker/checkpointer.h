@@ -38,7 +38,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "parallel/layout.h"
-#include "worker/job_config.h"
+#include "job/job_config.h"
 #include "worker/param_store.h"
 
 namespace loom {

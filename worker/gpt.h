@@ -25,17 +25,16 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "job/job_config.h"  // Recompute
 #include "parallel/param_layout.h"
 #include "worker/param_store.h"
 
 namespace loom {
 
-enum class Recompute { kNone, kFull };
-
 struct ModelRuntime {
   int64_t micro_batch = 1;  // sequences per forward/backward
   int64_t seq = 0;          // tokens per sequence (<= max_seq); 0 means max_seq
-  Recompute recompute = Recompute::kNone;
+  Recompute recompute = Recompute::kNone;  // none or full (selective is not run)
   int64_t vocab_chunk = 4096;  // vocabulary rows per cross-entropy chunk
   int64_t attn_block_q = 64;   // query rows per attention block
   int64_t attn_block_k = 256;  // key/value rows per attention block

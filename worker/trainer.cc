@@ -133,9 +133,9 @@ Status Trainer::Setup() {
 }
 
 Status Trainer::Init() {
-  // Evaluation batches do not depend on the layout: data.micro_batch sequences each, or
-  // global_batch when it is not set (as before it had a default), run micro_batch at a time.
-  eval_rows_ = job_.data.micro_batch > 0 ? job_.data.micro_batch : job_.data.global_batch;
+  // Evaluation is defined by the job alone (as Megatron's eval_iters x global batch): eval.batches
+  // global batches, run micro_batch sequences at a time, whatever the layout and micro-batch.
+  eval_rows_ = job_.data.global_batch;
   // No data.micro_batch: each data-parallel rank runs its whole share of the batch at once, or,
   // with pipeline stages, one sequence per micro-batch (as many micro-batches as can be, so the
   // stages overlap).
@@ -189,7 +189,7 @@ Status Trainer::Init() {
   LOOM_ASSIGN_OR_RETURN(store_, MakeParamStore(layout_, oc, so));
   ModelRuntime rt{d.micro_batch,
                   d.seq / lay.cp,
-                  job_.runtime.recompute,
+                  job_.runtime.recompute.value_or(Recompute::kNone),
                   job_.runtime.vocab_chunk,
                   job_.runtime.attn_block_q,
                   job_.runtime.attn_block_k};
@@ -669,7 +669,7 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
         static_cast<long long>(tokens_per_step));
     std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
                 models_[0]->ActivationBytesPerLayer() / 1048576.0,
-                job_.runtime.recompute == Recompute::kFull ? "full" : "none");
+                RecomputeName(job_.runtime.recompute.value_or(Recompute::kNone)));
     if (ckpt_ && !ckpt_->stats().resumed_from.empty()) {
       // A resume into another layout says so: the checkpoint is resharded as it loads.
       const std::string& saved = ckpt_->stats().resumed_layout;

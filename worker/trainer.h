@@ -18,7 +18,7 @@
 #include "worker/checkpointer.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
-#include "worker/job_config.h"
+#include "job/job_config.h"
 #include "worker/param_store.h"
 
 namespace loom {

@@ -61,8 +61,8 @@ void ContextParallel(PathCache* paths, const Layout& L, double kv, const LayerCo
 }  // namespace
 
 LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
-                        int64_t micro_batch, RecomputeMode recompute) {
-  const ModelShape& m = job.model;
+                        int64_t micro_batch, Recompute recompute) {
+  const ModelConfig& m = job.model;
   const int e = ElementBytes(job.precision);
   const std::vector<GemmShape> g = LayerForwardGemms(m, micro_batch, job.seq, L.tp, L.cp);
   LayerCosts x;
@@ -91,22 +91,22 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
   const double overhead = kElementwiseOpsPerLayer * hw.op_overhead;
   x.fwd = linear + x.attn_fwd + hw.MemoryTime(elementwise) + overhead;
   x.bwd = 2 * linear + x.attn_bwd + hw.MemoryTime(2 * elementwise) + 2 * overhead;
-  if (recompute == RecomputeMode::kFull) x.recompute = x.fwd;
-  if (recompute == RecomputeMode::kSelective) x.recompute = x.attn_fwd;
+  if (recompute == Recompute::kFull) x.recompute = x.fwd;
+  if (recompute == Recompute::kSelective) x.recompute = x.attn_fwd;
   return x;
 }
 
 LayerPasses LayerTraffic(const PlanJob& job, PathCache* paths, const Layout& L, int64_t micro_batch,
-                         RecomputeMode recompute, const LayerCosts& x, double layers_per_chunk) {
+                         Recompute recompute, const LayerCosts& x, double layers_per_chunk) {
   const int e = ElementBytes(job.precision);
   const double tokens = static_cast<double>(micro_batch * job.seq) / L.cp;
   const double nh = tokens * static_cast<double>(job.model.hidden);
   LayerPasses p;
   p.fwd.compute = x.fwd;
   p.bwd.compute = x.bwd + x.recompute;
-  if (L.tp > 1) TensorParallel(paths, L, nh * e, recompute == RecomputeMode::kFull, &p);
+  if (L.tp > 1) TensorParallel(paths, L, nh * e, recompute == Recompute::kFull, &p);
   if (L.cp > 1) {
-    ContextParallel(paths, L, 2 * nh / L.tp * e, x, recompute != RecomputeMode::kNone, &p);
+    ContextParallel(paths, L, 2 * nh / L.tp * e, x, recompute != Recompute::kNone, &p);
   }
   if (L.pp > 1) {
     // One activation forward and one gradient backward per chunk: they occupy their link (and

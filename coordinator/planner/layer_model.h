@@ -41,7 +41,7 @@ struct LayerCosts {
 // two batched GEMMs plus the softmax/dropout traffic over the s x s scores (unfused) or as one
 // fused kernel, and the memory-bound element-wise ops as bytes over memory bandwidth.
 LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
-                        int64_t micro_batch, RecomputeMode recompute);
+                        int64_t micro_batch, Recompute recompute);
 
 // One pass (forward, or backward with its recompute) of one layer for one micro-batch.
 struct LayerPass {
@@ -67,6 +67,6 @@ struct LayerPasses {
 // (alongside; their delay to the receiver is the pipeline simulator's). `layers_per_chunk`
 // spreads the chunk's two pipeline messages over its layers.
 LayerPasses LayerTraffic(const PlanJob& job, PathCache* paths, const Layout& L, int64_t micro_batch,
-                         RecomputeMode recompute, const LayerCosts& x, double layers_per_chunk);
+                         Recompute recompute, const LayerCosts& x, double layers_per_chunk);
 
 }  // namespace loom

@@ -66,11 +66,11 @@ LayerTensors Tensors(const ActivationShape& a) {
 double LayerActivationBytes(const ActivationShape& a) {
   const LayerTensors x = Tensors(a);
   switch (a.recompute) {
-    case RecomputeMode::kFull: {
+    case Recompute::kFull: {
       const TensorCounts c = Counts(a);
       return a.element_bytes * c.tokens_h / (a.sp ? c.t : 1);
     }
-    case RecomputeMode::kSelective:
+    case Recompute::kSelective:
       return x.replicated + x.sharded + (a.fused_attention ? x.scores : 0);
     default:
       return x.replicated + x.sharded + x.scores;
@@ -82,15 +82,15 @@ double LayerWorkingBytes(const ActivationShape& a) {
   const double e = a.element_bytes;
   // Gradient buffers: the residual-stream gradient and the widest intermediate (4h / tp).
   double working = e * c.tokens_h * (2 + 4 / c.t);
-  if (a.recompute == RecomputeMode::kNone) return working;
+  if (a.recompute == Recompute::kNone) return working;
   const LayerTensors x = Tensors(a);
-  if (a.recompute == RecomputeMode::kSelective) return working + x.scores;
+  if (a.recompute == Recompute::kSelective) return working + x.scores;
   return working + x.replicated + x.sharded + x.scores;
 }
 
 MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight) {
   const Layout& L = in.layout;
-  const ModelShape& m = in.model;
+  const ModelConfig& m = in.model;
   const bool first = stage == 0, last = stage == L.pp - 1;
   const double layers = static_cast<double>(m.layers) / L.pp;
   const double h = static_cast<double>(m.hidden);

@@ -52,7 +52,7 @@ struct ActivationShape {
   int64_t heads = 1;
   int tp = 1, cp = 1;
   bool sp = false;
-  RecomputeMode recompute = RecomputeMode::kNone;
+  Recompute recompute = Recompute::kNone;
   int element_bytes = 2;
   bool dropout = true;
   bool fused_attention = false;
@@ -72,10 +72,10 @@ struct MemoryBreakdown {
 };
 
 struct StageMemoryInput {
-  ModelShape model;
+  ModelConfig model;
   int64_t seq = 0, micro_batch = 1;
   Layout layout;
-  RecomputeMode recompute = RecomputeMode::kNone;
+  Recompute recompute = Recompute::kNone;
   Precision precision = Precision::kBf16;
   bool dropout = true;
   bool fused_kernels = false;  // fused attention and chunked loss

@@ -55,7 +55,7 @@ std::string Tflops(double t) {
 }
 
 std::string Header(const SearchResult& r, const PlanJob& job, const Cluster& c) {
-  const ModelShape& m = job.model;
+  const ModelConfig& m = job.model;
   const RankPlacement& p = r.placement;
   std::string s =
       Fmt("model: %s parameters (layers %lld, hidden %lld, heads %lld, vocab %lld), seq %lld, "
@@ -125,7 +125,7 @@ std::string PlanTable(const SearchResult& r, const PlanJob& job, const Cluster& 
     s += Fmt("%3d %3d %3d %3d %3d %5d %4d %3s %3lld %-9s %-11s %9s %11.0f %12s %5.1f%% %8s\n", ++i,
              L.tp, L.cp, L.pp, L.vpp, L.dp, L.zero, OnOff(L.sp && L.tp > 1),
              static_cast<long long>(p.candidate.micro_batch),
-             RecomputeModeName(p.candidate.recompute), ScheduleKindName(p.candidate.schedule),
+             RecomputeName(p.candidate.recompute), ScheduleKindName(p.candidate.schedule),
              Secs(p.time.step).c_str(), p.tokens_per_s, Tflops(p.tflops_per_device).c_str(),
              100 * p.mfu, Bytes(p.peak_memory).c_str());
   }
@@ -278,7 +278,7 @@ std::string PlanJson(const SearchResult& r, const PlanJob& job, const Cluster& c
                    {"sp", L.sp && L.tp > 1}};
     o["micro_batch"] = p.candidate.micro_batch;
     o["micro_batches"] = p.micro_batches;
-    o["recompute"] = RecomputeModeName(p.candidate.recompute);
+    o["recompute"] = RecomputeName(p.candidate.recompute);
     o["schedule"] = ScheduleKindName(p.candidate.schedule);
     o["step_seconds"] = p.time.step;
     o["tokens_per_second"] = p.tokens_per_s;

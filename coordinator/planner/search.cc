@@ -60,7 +60,7 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
   PathCache paths(cluster, place, res.hardware);
   PipelineModel pipeline;
   TimeModel model(job, res.hardware, place, &paths, &pipeline);
-  const ModelShape& m = job.model;
+  const ModelConfig& m = job.model;
 
   LayoutConstraints constraints;
   constraints.heads = m.heads;
@@ -74,8 +74,8 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
   for (int t : Divisors(place.ranks_per_node, place.ranks_per_node)) {
     if (m.heads % t == 0 && m.ffn() % t == 0) tps.push_back(t);
   }
-  std::vector<RecomputeMode> modes{RecomputeMode::kNone, RecomputeMode::kFull};
-  if (job.selective_recompute) modes.push_back(RecomputeMode::kSelective);
+  std::vector<Recompute> modes{Recompute::kNone, Recompute::kFull};
+  if (job.selective_recompute) modes.push_back(Recompute::kSelective);
   if (job.recompute) modes = {*job.recompute};
 
   for (int tp : Choices(job.tp, tps)) {
@@ -109,7 +109,7 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
               if (tp > 1 && (job.seq / cp) % tp == 0) sps.push_back(1);
               if (job.sp) sps = {*job.sp ? 1 : 0};
               for (int sp : sps) {
-                for (RecomputeMode rc : modes) {
+                for (Recompute rc : modes) {
                   Candidate c;
                   c.layout = Layout{tp, cp, pp, vpp, dp, zero, sp == 1};
                   c.micro_batch = mb;

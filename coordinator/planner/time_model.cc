@@ -22,7 +22,7 @@ std::string Candidate::ToString() const {
   std::snprintf(buf, sizeof(buf), "tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s mb=%lld rc=%s %s",
                 layout.tp, layout.cp, layout.pp, layout.vpp, layout.dp, layout.zero,
                 layout.sp ? "on" : "off", static_cast<long long>(micro_batch),
-                RecomputeModeName(recompute), ScheduleKindName(schedule));
+                RecomputeName(recompute), ScheduleKindName(schedule));
   return buf;
 }
 
@@ -127,7 +127,7 @@ void TimeModel::ChunkEnds(const Layout& L, const Buckets& z, double layers, Chun
 
 TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
   const Layout& L = c.layout;
-  const ModelShape& m = job_.model;
+  const ModelConfig& m = job_.model;
   const int e = ElementBytes(job_.precision);
   const double tokens = static_cast<double>(c.micro_batch * job_.seq) / L.cp;
   const double nh = tokens * static_cast<double>(m.hidden);
@@ -239,7 +239,7 @@ void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreak
                               CommBytes* bytes, LinkLoad* links) const {
   const Layout& L = c.layout;
   const BytesPerParam pb = ParamBytes(job_.precision);
-  const ModelShape& m = job_.model;
+  const ModelConfig& m = job_.model;
   t->dp = 0;
   DataParallel(c, k, t, bytes, links);
   const double psi = static_cast<double>(m.layers / L.pp) * LayerParamsPerRank(m, L.tp) +

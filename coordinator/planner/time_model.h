@@ -40,7 +40,7 @@ namespace loom {
 struct Candidate {
   Layout layout;
   int64_t micro_batch = 1;
-  RecomputeMode recompute = RecomputeMode::kNone;
+  Recompute recompute = Recompute::kNone;
   ScheduleKind schedule = ScheduleKind::k1F1B;
   std::string ToString() const;  // "tp=8 cp=1 pp=8 vpp=2 dp=24 zero=0 sp=off mb=1 rc=full ..."
 };

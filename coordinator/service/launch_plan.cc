@@ -1,8 +1,6 @@
 // Layout choice and job rewriting for loom launch / loom coordinator.
 #include "coordinator/service/launch_plan.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -12,6 +10,7 @@
 #include "coordinator/planner/search.h"
 #include "coordinator/service/embedded_manifest.h"
 #include "core/config_reader.h"
+#include "job/job_rewrite.h"
 
 namespace loom {
 
@@ -44,90 +43,94 @@ std::string Format(const char* fmt, auto... args) {
 
 }  // namespace
 
-Result<LaunchPlan> PlanLaunch(const std::string& job_file, const Cluster& cluster,
-                              const Calibration& calibration, int world) {
-  // Workers resolve the job's relative paths against this, wherever they run.
-  std::error_code ec;
-  const std::string job_path = std::filesystem::absolute(job_file, ec).lexically_normal().string();
-  LOOM_ASSIGN_OR_RETURN(PlanJob job, LoadPlanJob(job_path));
-  if (world <= 0) world = cluster.UsableDevices();
-  job.devices = world;
-  job.selective_recompute = false;  // the runtime recomputes all of a layer or nothing
-  LaunchPlan out;
-  Candidate chosen;
+namespace {
+
+// The layout: the job's own when fully fixed (checked against the ranks launched), priced by the
+// planner either way; otherwise the planner's best.
+Result<Prediction> ChooseLayout(const PlanJob& job, const Cluster& cluster,
+                                const Calibration& calibration, int world, LaunchPlan* out,
+                                RankPlacement* placement) {
   if (job.FullyFixed()) {
-    chosen.layout.tp = static_cast<int>(*job.tp);
-    chosen.layout.cp = static_cast<int>(*job.cp);
-    chosen.layout.pp = static_cast<int>(*job.pp);
-    chosen.layout.dp = static_cast<int>(*job.dp);
-    if (chosen.layout.world() != world) {
-      return InvalidArgument(job_path + ": section 'parallel': tp*cp*pp*dp = " +
-                             std::to_string(chosen.layout.world()) + ", but " +
-                             std::to_string(world) + " ranks are launched");
+    const int64_t fixed = *job.tp * *job.cp * *job.pp * *job.dp;
+    if (fixed != world) {
+      return InvalidArgument(job.file +
+                             ": section 'parallel': tp*cp*pp*dp = " + std::to_string(fixed) +
+                             ", but " + std::to_string(world) + " ranks are launched");
     }
-    out.how = "the job's parallel section";
+    out->how = "the job's parallel section";
   }
   // The planner prices a fixed layout too (one candidate) and chooses the rest otherwise.
   Result<SearchResult> found = SearchPlans(job, cluster, calibration, 1);
-  if (!found.ok()) return found.status().WithContext(job_path);
+  if (!found.ok()) return found.status().WithContext(job.file);
   if (found->plans.empty()) {
-    return FailedPrecondition(job_path + ": no layout of " + std::to_string(world) +
+    return FailedPrecondition(job.file + ": no layout of " + std::to_string(world) +
                               " ranks fits in memory on " + cluster.name);
   }
-  const Prediction& best = found->plans.front();
-  chosen = best.candidate;
-  if (out.how.empty()) {
-    out.how = Format("planner: best of %lld layouts for %d ranks (searched in %.2f s)",
-                     static_cast<long long>(found->stats.enumerated), world, found->stats.seconds);
+  if (out->how.empty()) {
+    out->how = Format("planner: best of %lld layouts for %d ranks (searched in %.2f s)",
+                      static_cast<long long>(found->stats.enumerated), world, found->stats.seconds);
   }
-  out.prediction =
-      Format("predicted %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak memory %.1f MB",
-             best.time.step * 1e3, best.tokens_per_s, 100 * best.mfu, best.peak_memory / 1e6);
-  const Layout& l = chosen.layout;
-  // The job as the workers will run it: its own text with the layout written in.
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(job_path);
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(job_path + ": " + e.what());
-  }
-  YAML::Node par = root["parallel"];
-  par["tp"] = l.tp;
-  par["cp"] = l.cp;
-  par["pp"] = l.pp;
-  par["vpp"] = l.vpp;
-  par["dp"] = l.dp;
-  par["zero"] = l.zero;
-  par["sp"] = l.sp;
-  if (l.pp > 1) par["schedule"] = ScheduleKindName(chosen.schedule);
-  root["data"]["micro_batch"] = chosen.micro_batch;
-  root["runtime"]["recompute"] =
-      std::string(chosen.recompute == RecomputeMode::kFull ? "full" : "none");
-  YAML::Emitter emit;
-  emit << root;
-  JobSpec& s = out.spec;
-  s.layout = l;
-  s.schedule = l.pp > 1 ? ScheduleKindName(chosen.schedule) : "";
-  s.job_yaml = emit.c_str();
-  s.job_path = job_path;
-  s.steps = root["steps"] ? root["steps"].as<int64_t>(0) : 0;
-  s.tokens_per_step = job.global_batch * job.seq;
-  s.predicted_step_s = best.time.step;
-  s.flops_per_step = ModelFlops(job.model, job.global_batch, job.seq);
-  const DeviceType& type = cluster.types[static_cast<size_t>(found->placement.type)];
-  s.peak_flops = type.Peak(job.precision);
+  *placement = found->placement;
+  return found->plans.front();
+}
+
+// Where every rank runs: per used node its host and slot count.
+void PlaceRanks(const Cluster& cluster, const RankPlacement& placement, int world,
+                LaunchPlan* out) {
   std::map<int, int> per_node;
-  for (int r = 0; r < l.world(); ++r) {
-    const int node = found->placement.NodeOf(r);
-    s.node.push_back(node);
-    s.device.push_back(found->placement.DeviceOf(r));
+  for (int r = 0; r < world; ++r) {
+    const int node = placement.NodeOf(r);
+    out->spec.node.push_back(node);
+    out->spec.device.push_back(placement.DeviceOf(r));
     ++per_node[node];
   }
   for (const auto& [node, count] : per_node) {
     const Node& n = cluster.nodes[static_cast<size_t>(node)];
-    out.hosts.push_back(n.host.empty() ? n.name : n.host);
-    out.slots.push_back(count);
+    out->hosts.push_back(n.host.empty() ? n.name : n.host);
+    out->slots.push_back(count);
   }
+}
+
+}  // namespace
+
+Result<LaunchPlan> PlanLaunch(const JobConfig& parsed, const JobOverrides& overrides,
+                              const Cluster& cluster, const Calibration& calibration, int world) {
+  // Workers resolve the job's relative paths against this, wherever they run.
+  JobConfig job = parsed;
+  std::error_code ec;
+  job.path = std::filesystem::absolute(job.path, ec).lexically_normal().string();
+  PlanJob plan_job = PlanJobOf(job);
+  if (world <= 0) world = cluster.UsableDevices();
+  plan_job.devices = world;
+  plan_job.selective_recompute = false;  // the runtime recomputes all of a layer or nothing
+  LaunchPlan out;
+  RankPlacement placement;
+  LOOM_ASSIGN_OR_RETURN(const Prediction best,
+                        ChooseLayout(plan_job, cluster, calibration, world, &out, &placement));
+  const Candidate& chosen = best.candidate;
+  out.prediction =
+      Format("predicted %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak memory %.1f MB",
+             best.time.step * 1e3, best.tokens_per_s, 100 * best.mfu, best.peak_memory / 1e6);
+  const Layout& l = chosen.layout;
+  // The job as the workers will run it: its own text with the layout and the overrides in.
+  JobEdits edits;
+  edits.layout = l;
+  edits.schedule = ScheduleKindName(chosen.schedule);
+  edits.micro_batch = chosen.micro_batch;
+  edits.recompute = chosen.recompute == Recompute::kFull ? Recompute::kFull : Recompute::kNone;
+  edits.overrides = overrides;
+  JobSpec& s = out.spec;
+  LOOM_ASSIGN_OR_RETURN(s.job_yaml, RewriteJobText(job, edits));
+  s.layout = l;
+  s.schedule = l.pp > 1 ? ScheduleKindName(chosen.schedule) : "";
+  s.job_path = job.path;
+  s.steps = job.steps;
+  s.tokens_per_step = plan_job.global_batch * plan_job.seq;
+  s.predicted_step_s = best.time.step;
+  s.flops_per_step = ModelFlops(plan_job.model, plan_job.global_batch, plan_job.seq);
+  const DeviceType& type = cluster.types[static_cast<size_t>(placement.type)];
+  s.peak_flops = type.Peak(plan_job.precision);
+  PlaceRanks(cluster, placement, l.world(), &out);
   return out;
 }
 

@@ -10,6 +10,8 @@
 #include "coordinator/cluster.h"
 #include "coordinator/service/job_state.h"
 #include "core/status.h"
+#include "job/job_config.h"
+#include "job/job_overrides.h"
 
 namespace loom {
 
@@ -26,9 +28,11 @@ struct LaunchPlan {
   std::vector<int> slots;          // per used node: ranks on it
 };
 
-// `world` 0: every usable device of the cluster. Errors name the job file and field. The plan's
-// job_path is absolute.
-Result<LaunchPlan> PlanLaunch(const std::string& job_file, const Cluster& cluster,
-                              const Calibration& calibration, int world);
+// `job` as parsed (LoadJobConfig) with the command line's `overrides` (applied to it already);
+// `world` 0: every usable device of the cluster. The plan's job text has the chosen layout and the
+// overrides written in (job/job_rewrite.h); its job_path is absolute. Errors name the job file and
+// field.
+Result<LaunchPlan> PlanLaunch(const JobConfig& job, const JobOverrides& overrides,
+                              const Cluster& cluster, const Calibration& calibration, int world);
 
 }  // namespace loom

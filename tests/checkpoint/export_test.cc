@@ -73,10 +73,10 @@ TEST(ExportDtype, F16RoundsToNearestEvenAndRefusesOverflow) {
 }
 
 TEST(ExportDtype, Parse) {
-  EXPECT_EQ(*ParseExportDtype("bf16", "--dtype"), DType::kBF16);
-  EXPECT_EQ(*ParseExportDtype("fp16", "--dtype"), DType::kF16);
-  EXPECT_EQ(*ParseExportDtype("f32", "--dtype"), DType::kF32);
-  const auto bad = ParseExportDtype("int8", "--dtype");
+  EXPECT_EQ(*ParseFloatDType("bf16", "--dtype"), DType::kBF16);
+  EXPECT_EQ(*ParseFloatDType("fp16", "--dtype"), DType::kF16);
+  EXPECT_EQ(*ParseFloatDType("f32", "--dtype"), DType::kF32);
+  const auto bad = ParseFloatDType("int8", "--dtype");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--dtype: expected f32, bf16 or f16, got 'int8'"),
             std::string::npos);

@@ -30,7 +30,7 @@ TEST(ZeroFormulas, PaperExample) {
 // Korthikanti et al. 2022, table 2, with s = 2048, b = 1, h = 12288, a = 96, t = 8.
 class ActivationFormulas : public ::testing::Test {
  protected:
-  ActivationShape Shape(int tp, bool sp, RecomputeMode r) const {
+  ActivationShape Shape(int tp, bool sp, Recompute r) const {
     ActivationShape a;
     a.micro_batch = b;
     a.seq = s;
@@ -48,22 +48,22 @@ class ActivationFormulas : public ::testing::Test {
 };
 
 TEST_F(ActivationFormulas, KorthikantiTable2) {
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(1, false, RecomputeMode::kNone)),
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(1, false, Recompute::kNone)),
                    sbh * (34 + 5 * heads * s / h));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, RecomputeMode::kNone)),
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, Recompute::kNone)),
                    sbh * (10 + 24 / t + 5 * heads * s / (h * t)));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, RecomputeMode::kNone)),
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, Recompute::kNone)),
                    sbh * (34 / t + 5 * heads * s / (h * t)));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, RecomputeMode::kSelective)), sbh * 34 / t);
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, RecomputeMode::kSelective)),
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, Recompute::kSelective)), sbh * 34 / t);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, Recompute::kSelective)),
                    sbh * (10 + 24 / t));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, RecomputeMode::kFull)), 2 * sbh);
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(1, false, RecomputeMode::kFull)), 2 * sbh);
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, RecomputeMode::kFull)), 2 * sbh / t);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, false, Recompute::kFull)), 2 * sbh);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(1, false, Recompute::kFull)), 2 * sbh);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(Shape(8, true, Recompute::kFull)), 2 * sbh / t);
 }
 
 TEST_F(ActivationFormulas, ContextParallelDividesTokens) {
-  ActivationShape a = Shape(8, true, RecomputeMode::kNone);
+  ActivationShape a = Shape(8, true, Recompute::kNone);
   a.cp = 4;
   // A rank holds s/cp tokens and s/cp x s scores: the whole expression divides by cp.
   EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh / 4 * (34 / t + 5 * heads * s / (h * t)));
@@ -71,14 +71,14 @@ TEST_F(ActivationFormulas, ContextParallelDividesTokens) {
 
 TEST_F(ActivationFormulas, VariantsFollowTheTensorList) {
   // Without dropout the masks and the dropout output go: 4 + 24/t (x2 bytes) and 2as/(ht).
-  ActivationShape a = Shape(8, false, RecomputeMode::kNone);
+  ActivationShape a = Shape(8, false, Recompute::kNone);
   a.dropout = false;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh * (8 + 24 / t + 2 * heads * s / (h * t)));
   // Fused attention never stores the scores (only a per-row fp32 log-sum-exp).
   a.fused_attention = true;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh * (8 + 24 / t) + 4 * b * heads / t * s);
   // fp32 activations double the tensor terms.
-  a = Shape(1, false, RecomputeMode::kFull);
+  a = Shape(1, false, Recompute::kFull);
   a.element_bytes = 4;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(a), 4 * sbh);
 }
@@ -90,8 +90,8 @@ TEST(FlopFormulas, MatchNarayananClosedForm) {
   };
   for (const Case& c : {Case{24, 2304, 24, 512}, Case{96, 12288, 80, 2304},
                         Case{160, 25600, 128, 3072}, Case{8, 256, 4, 8}}) {
-    ModelShape m{51200, 2048, c.layers, c.heads, c.hidden};
-    const double ops = IterationFlops(m, c.batch, 2048, RecomputeMode::kFull);
+    ModelConfig m{51200, 2048, c.layers, c.heads, c.hidden};
+    const double ops = IterationFlops(m, c.batch, 2048, Recompute::kFull);
     EXPECT_NEAR(ops / MegatronFlops(m, c.batch, 2048), 1.0, 1e-12) << c.hidden;
     // Without recompute: 72 B s l h^2 (1 + s/6h + V/(12 l h)).
     const double b = c.batch, s = 2048, l = c.layers, h = c.hidden, v = 51200;
@@ -103,9 +103,9 @@ TEST(FlopFormulas, MatchNarayananClosedForm) {
 
 TEST(FlopFormulas, ParameterCounts) {
   // The 145.6 B model of Narayanan et al.: 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)).
-  ModelShape m{51200, 2048, 80, 96, 12288};
+  ModelConfig m{51200, 2048, 80, 96, 12288};
   EXPECT_NEAR(TotalParams(m) / 1e9, 145.6, 0.1);
-  ModelShape t{51200, 2048, 128, 160, 25600};
+  ModelConfig t{51200, 2048, 128, 160, 25600};
   EXPECT_NEAR(TotalParams(t) / 1e9, 1008, 1);
   // Tensor-parallel shards add up to the layer, counting replicated tensors once per rank.
   const double h = 12288;

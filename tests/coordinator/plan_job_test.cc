@@ -36,7 +36,7 @@ TEST(PlanJob, ExamplesLoad) {
   EXPECT_TRUE(fixed->FullyFixed());
   EXPECT_EQ(*fixed->tp, 2);
   EXPECT_EQ(*fixed->micro_batch, 8);
-  EXPECT_EQ(*fixed->recompute, RecomputeMode::kNone);
+  EXPECT_EQ(*fixed->recompute, Recompute::kNone);
   EXPECT_EQ(*fixed->vpp, 1);
   EXPECT_EQ(fixed->precision, Precision::kFp32);  // default
 
@@ -89,7 +89,7 @@ TEST(PlanJob, IgnoresTrainingOnlyKeys) {
                 "parallel: {pp: 2, overlap: false}\n");
   Result<PlanJob> r = LoadPlanJob(path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(*r->recompute, RecomputeMode::kFull);
+  EXPECT_EQ(*r->recompute, Recompute::kFull);
   EXPECT_EQ(*r->pp, 2);
   EXPECT_FALSE(r->overlap);
   EXPECT_FALSE(r->dp.has_value());

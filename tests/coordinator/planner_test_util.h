@@ -32,7 +32,7 @@ inline Calibration LoadShippedCalibration(const std::string& name) {
 inline PlanJob MegatronJob(int64_t heads, int64_t hidden, int64_t layers, int64_t batch,
                            int64_t devices) {
   PlanJob j;
-  j.model = ModelShape{51200, 2048, layers, heads, hidden};
+  j.model = ModelConfig{51200, 2048, layers, heads, hidden};
   j.seq = 2048;
   j.global_batch = batch;
   j.precision = Precision::kBf16;
@@ -50,7 +50,7 @@ inline PlanJob Published(PlanJob j, int tp, int pp) {
   j.cp = 1;
   j.dp = j.devices / (tp * pp);
   j.micro_batch = 1;
-  j.recompute = RecomputeMode::kFull;
+  j.recompute = Recompute::kFull;
   j.zero = 0;
   j.sp = false;
   if (pp > 1) j.schedule = ScheduleKind::kInterleaved;

@@ -12,7 +12,7 @@ namespace {
 
 PlanJob Small() {
   PlanJob j;
-  j.model = ModelShape{256, 128, 4, 8, 256};
+  j.model = ModelConfig{256, 128, 4, 8, 256};
   j.seq = 128;
   j.global_batch = 16;
   return j;
@@ -30,7 +30,7 @@ TEST(Search, FullyFixedLayoutIsPricedAsGiven) {
   EXPECT_EQ(p.candidate.layout.dp, 1);
   EXPECT_EQ(p.candidate.micro_batch, 8);
   EXPECT_EQ(p.micro_batches, 2);
-  EXPECT_EQ(p.candidate.recompute, RecomputeMode::kNone);
+  EXPECT_EQ(p.candidate.recompute, Recompute::kNone);
   EXPECT_GT(p.time.step, 0);
   EXPECT_GT(p.time.tp, 0);  // two ranks exchange activations every layer
   EXPECT_EQ(r->placement.world, 2);
@@ -73,13 +73,13 @@ TEST(Search, FixedFieldsAreRespected) {
   PlanJob job = MegatronJob(32, 4096, 24, 256, 64);
   job.pp = 2;
   job.zero = 1;
-  job.recompute = RecomputeMode::kSelective;
+  job.recompute = Recompute::kSelective;
   Result<SearchResult> r = SearchPlans(job, a100, cal, 20);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   for (const Prediction& p : r->plans) {
     EXPECT_EQ(p.candidate.layout.pp, 2);
     EXPECT_EQ(p.candidate.layout.zero, 1);
-    EXPECT_EQ(p.candidate.recompute, RecomputeMode::kSelective);
+    EXPECT_EQ(p.candidate.recompute, Recompute::kSelective);
     EXPECT_EQ(p.candidate.layout.world(), 64);
   }
 }

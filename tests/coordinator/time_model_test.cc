@@ -95,7 +95,7 @@ class GptOnA100 : public ::testing::Test {
     paths_ = std::make_unique<PathCache>(cluster_, place_, hw_);
     model_ = std::make_unique<TimeModel>(job_, hw_, place_, paths_.get(), &pipeline_);
   }
-  static Candidate Make(int tp, int cp, int pp, int vpp, int zero, int mb, RecomputeMode rc) {
+  static Candidate Make(int tp, int cp, int pp, int vpp, int zero, int mb, Recompute rc) {
     Candidate c;
     c.layout = Layout{tp, cp, pp, vpp, 1536 / (tp * cp * pp), zero, tp > 1};
     c.micro_batch = mb;
@@ -124,7 +124,7 @@ Candidate OldChoice() {
   Candidate c;
   c.layout = Layout{2, 2, 1, 1, 384, 3, true};
   c.micro_batch = 3;
-  c.recompute = RecomputeMode::kSelective;
+  c.recompute = Recompute::kSelective;
   return c;
 }
 
@@ -159,7 +159,7 @@ TEST_F(GptOnA100, FirstGatherOfEveryChunkIsWaitedFor) {
   // One layer per chunk (pp 8, vpp 10): nothing can be prefetched, so every chunk's forward
   // waits for a whole gather and its backward for a gather and a reduce-scatter, although a
   // layer's compute (8 sequences) outlasts them.
-  const Candidate c = Make(2, 4, 8, 10, 3, 8, RecomputeMode::kNone);
+  const Candidate c = Make(2, 4, 8, 10, 3, 8, Recompute::kNone);
   const ChunkCosts k = model_->Chunk(c);
   const GroupPath dp = paths_->Ring(2, 4 * c.layout.dp);
   const double w = LayerParamsPerRank(job_.model, 2) * 2;
@@ -168,7 +168,7 @@ TEST_F(GptOnA100, FirstGatherOfEveryChunkIsWaitedFor) {
   ASSERT_GT(k.f.compute, AllGather(dp, w));
   // With ten layers per chunk the gathers of nine of them hide behind their predecessors: the
   // chunk waits no longer than the one-layer chunk did.
-  const ChunkCosts ten = model_->Chunk(Make(2, 4, 8, 1, 3, 8, RecomputeMode::kNone));
+  const ChunkCosts ten = model_->Chunk(Make(2, 4, 8, 1, 3, 8, Recompute::kNone));
   EXPECT_NEAR(ten.f.zero, k.f.zero, 1e-12);
   EXPECT_NEAR(ten.f.compute, 10 * k.f.compute, 1e-9);
 }
@@ -194,20 +194,20 @@ TEST_F(GptOnA100, TransfersLongerThanComputeShow) {
 TEST_F(GptOnA100, RingAttentionWaitsForTheGradientHops) {
   // worker/gpt.cc RingBackward sends the dK/dV accumulators after each block and waits at once:
   // cp hops per layer are exposed even when the attention would hide them.
-  const Candidate c = Make(2, 4, 1, 1, 3, 1, RecomputeMode::kNone);
+  const Candidate c = Make(2, 4, 1, 1, 3, 1, Recompute::kNone);
   const ChunkCosts k = model_->Chunk(c);
   const GroupPath ring = paths_->Hop(2, 4);
   const double kv = 2.0 * 2048 / 4 * 12288 / 2 * 2;  // K and V of the local tokens, bf16
   EXPECT_GE(k.b.cp, 80 * 4 * PointToPoint(ring, kv));
   // Selective recompute rebuilds the attention core, and so runs the forward ring again.
-  const ChunkCosts sel = model_->Chunk(Make(2, 4, 1, 1, 3, 1, RecomputeMode::kSelective));
+  const ChunkCosts sel = model_->Chunk(Make(2, 4, 1, 1, 3, 1, Recompute::kSelective));
   EXPECT_NEAR(sel.b.cp - k.b.cp, k.f.cp, 1e-12);
   EXPECT_NEAR(sel.bytes.cp - k.bytes.cp, k.bytes.cp * 3 / 10, 1);  // 3 of 10 hops again
 }
 
 TEST_F(GptOnA100, DimensionsSharingTheNetworkAddUp) {
   // tp 8, cp 2: the context ring and the ZeRO-3 ring both cross the network from every node.
-  const Prediction p = Price(Make(8, 2, 1, 1, 3, 4, RecomputeMode::kSelective));
+  const Prediction p = Price(Make(8, 2, 1, 1, 3, 4, Recompute::kSelective));
   EXPECT_GT(p.time.shared, 0);
   // With one member per node (tp 8) a ZeRO ring gets one NIC's share, 185 / 8 GB/s: the layout
   // is network-bound.
@@ -231,7 +231,7 @@ TEST_F(GptOnA100, Zero2ReductionsPerMicroBatchAddUp) {
   // 48 micro-batches of one sequence, one layer per chunk: each chunk reduce-scatters its
   // layer's 1.8 GB gradient after every micro-batch, 960 times per step at 92.5 GB/s per rank;
   // the step cannot be shorter than that.
-  const Candidate c = Make(2, 4, 4, 20, 2, 1, RecomputeMode::kNone);
+  const Candidate c = Make(2, 4, 4, 20, 2, 1, Recompute::kNone);
   const Prediction p = Price(c);
   const GroupPath dp = paths_->Ring(2, 4 * c.layout.dp);
   const double rs = ReduceScatter(dp, LayerParamsPerRank(job_.model, 2) * 2);

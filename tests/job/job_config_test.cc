@@ -1,5 +1,5 @@
 // Job files: the shipped demo parses; each kind of mistake names file, line, field, expectation.
-#include "worker/job_config.h"
+#include "job/job_config.h"
 
 #include <gtest/gtest.h>
 

@@ -1,20 +1,31 @@
-// The job file (YAML) of `loom train`: model, data, optimizer, schedule, steps, seed, evaluation,
-// sampling and runtime settings. Every field is validated; an error names the file, the line, the
-// field and what was expected. Relative paths are resolved against the job file's directory.
-// docs/JOB.md lists every field with its default.
+// The job file (YAML): model, data, optimizer, schedule, steps, seed, evaluation, sampling,
+// runtime, parallel layout, checkpoints and the planner's settings. It is parsed here and only
+// here, into one typed description that the worker (`loom train`, `loom worker`), the planner
+// (`loom plan`) and the launcher (`loom launch`) all use; job/job_rewrite.h changes its text for
+// the workers. Every field is validated; an error names the file, the line, the field and what
+// was expected (a field given twice and an unknown field are errors too). Relative paths are
+// resolved against the job file's directory. docs/JOB.md lists every field with its default.
 #pragma once
 
 #include <csignal>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/precision.h"
 #include "core/status.h"
-#include "parallel/param_layout.h"
-#include "worker/gpt.h"
+#include "parallel/param_layout.h"  // ModelConfig
 
 namespace loom {
+
+// Activation recomputation: none keeps every activation for the backward; full keeps only each
+// layer's input and recomputes the rest; selective (Megatron's: the attention core only) is
+// priced by the planner but not run by the trainer.
+enum class Recompute { kNone, kSelective, kFull };
+const char* RecomputeName(Recompute r);                     // "none", "selective", "full"
+Result<Recompute> ParseRecompute(const std::string& name);  // none | selective | full
 
 struct DataConfig {
   std::string text;           // a UTF-8 corpus tokenised on the fly (byte level), or:
@@ -40,7 +51,7 @@ struct ScheduleConfig {
 
 struct EvalConfig {
   int64_t every = 0;    // 0: only at the end
-  int64_t batches = 4;  // micro-batches per evaluation
+  int64_t batches = 4;  // global batches (data.global_batch sequences each) per evaluation
 };
 
 struct SampleConfig {
@@ -51,24 +62,37 @@ struct SampleConfig {
 };
 
 struct RuntimeConfig {
-  int64_t threads = 0;  // 0: hardware threads / local ranks (LOOM_THREADS overrides)
-  Recompute recompute = Recompute::kNone;
+  int64_t threads = 0;                 // 0: hardware threads / local ranks (LOOM_THREADS overrides)
+  std::optional<Recompute> recompute;  // absent: the planner's choice (loom train: none)
   int64_t attn_block_q = 64;
   int64_t attn_block_k = 256;
   int64_t vocab_chunk = 4096;
   int64_t log_every = 10;
 };
 
-// The parallel layout requested by the job (absent: one process, or pure data parallelism over
-// every rank under mpirun). dp = 0 means "whatever the world size leaves".
+// The parallel layout requested by the job (no section: one process, or pure data parallelism
+// over every rank under mpirun). A field given is fixed; an absent one is the planner's to choose
+// under `loom launch` and `loom plan`, and under `loom train` takes the default in brackets:
+// tp, cp, pp, vpp [1], dp [whatever the world size leaves], zero [0], sp [false].
 struct ParallelConfig {
-  bool present = false;
-  int64_t tp = 1, cp = 1, pp = 1, vpp = 1, dp = 0;
-  int64_t zero = 0;
-  bool sp = false;
+  bool present = false;  // the job has a `parallel:` section
+  std::optional<int64_t> tp, cp, pp, vpp, dp, zero;
+  std::optional<bool> sp;
   bool overlap = true;  // start gradient reductions during the backward
-  std::string
-      schedule;  // pipeline: gpipe | 1f1b | interleaved | zb-h1 ("": 1f1b, interleaved if vpp > 1)
+  // Pipeline schedule: gpipe | 1f1b | interleaved ("": the default, 1f1b, interleaved if
+  // vpp > 1). zb-h1 is simulated (loom schedule) but not executed.
+  std::string schedule;
+  // True when tp, cp, pp and dp are all given (the world size is then their product).
+  bool FullyFixed() const { return tp && cp && pp && dp; }
+};
+
+// The planner's own settings (`plan:`, docs/PLANNER.md), ignored by training.
+struct PlanSettings {
+  Precision precision = Precision::kFp32;
+  double headroom = 0.1;             // fraction of device memory kept free
+  int64_t devices = 0;               // use at most this many devices (0: every usable one)
+  bool selective_recompute = false;  // may the search choose selective recompute?
+  bool dropout = false;  // the model applies dropout (Megatron's GPT does; Loom's does not)
 };
 
 // Universal checkpoints (docs/CHECKPOINT.md). Saving is on when `dir` is set.
@@ -120,26 +144,25 @@ struct JobConfig {
   RuntimeConfig runtime;
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
+  PlanSettings plan;
   int64_t steps = 100;
   bool steps_from_flag = false;  // set by --steps (errors name the flag)
   uint64_t seed = 1337;
   std::string launcher;  // how `loom launch` starts the workers: mpirun | srun | none ("": mpirun)
 };
 
-// Where a checkpoint setting came from, for errors: "--load" when the flag set it, else
-// "<job file>: field 'checkpoint.load'". `key` is dir, load, init_from, resume,
-// exit_after_minutes or load_optimizer.
-std::string CheckpointSetting(const JobConfig& job, std::string_view key);
-// Records that `flag` ("--steps", "--checkpoint-dir", "--load", "--init-from", "--no-resume",
-// "--exit-after-minutes", "--no-load-optimizer") set its setting (a job a launcher rewrote from its
-// command line); false for any other name.
-bool MarkSetByFlag(std::string_view flag, JobConfig* job);
+// What the job is read for. kTrain: everything training needs must be there (data source,
+// optimizer, steps) and the layout's settings must be ones the trainer runs. kPlan (`loom plan`):
+// the model, the batch and the layout are enough; training's sections are checked when present.
+enum class JobUse { kTrain, kPlan };
 
-Result<JobConfig> LoadJobConfig(const std::string& path);
+Result<JobConfig> LoadJobConfig(const std::string& path, JobUse use = JobUse::kTrain);
 // The same from the file's text (e.g. sent by the coordinator); relative paths are resolved
 // against `path`'s directory and errors name `path`.
-Result<JobConfig> ParseJobConfig(const std::string& text, const std::string& path);
-// Cross-field checks of the checkpoint section, after command-line overrides.
+Result<JobConfig> ParseJobConfig(const std::string& text, const std::string& path,
+                                 JobUse use = JobUse::kTrain);
+// Cross-field checks of the checkpoint section, after command-line overrides
+// (job/job_overrides.h); errors name the flag where one set the setting.
 Status CheckCheckpointConfig(const JobConfig& job);
 
 }  // namespace loom

@@ -1,0 +1,79 @@
+// Command-line overrides of job settings, and which flag set which setting.
+#include "job/job_overrides.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <utility>
+
+namespace loom {
+namespace {
+
+// The flags that set checkpoint settings, one row each: the key under `checkpoint:`, the flag, and
+// the bit that records that the flag set it. CheckpointSetting and MarkSetByFlag both read it.
+struct CheckpointFlag {
+  std::string_view key, flag;
+  bool CheckpointConfig::*from_flag;
+};
+constexpr CheckpointFlag kCheckpointFlags[] = {
+    {"dir", "--checkpoint-dir", &CheckpointConfig::dir_from_flag},
+    {"load", "--load", &CheckpointConfig::load_from_flag},
+    {"init_from", "--init-from", &CheckpointConfig::init_from_from_flag},
+    {"resume", "--no-resume", &CheckpointConfig::resume_from_flag},
+    {"exit_after_minutes", "--exit-after-minutes", &CheckpointConfig::exit_after_from_flag},
+    {"load_optimizer", "--no-load-optimizer", &CheckpointConfig::load_optimizer_from_flag},
+};
+
+// For the record (checkpoints' provenance): what the command line changed.
+void RecordOverrides(const JobOverrides& o, JobConfig* job) {
+  if (o.steps > 0) job->overrides.push_back("--steps " + std::to_string(o.steps));
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>{"--checkpoint-dir", &o.checkpoint_dir},
+        {"--load", &o.load},
+        {"--init-from", &o.init_from}}) {
+    if (value->empty()) continue;
+    std::error_code ec;  // recorded absolute: the record is read from elsewhere
+    const std::filesystem::path abs = std::filesystem::absolute(*value, ec);
+    job->overrides.push_back(std::string(flag) + " " + (ec ? *value : abs.string()));
+  }
+  if (o.no_resume) job->overrides.push_back("--no-resume");
+  if (o.no_load_optimizer) job->overrides.push_back("--no-load-optimizer");
+  if (o.exit_after_minutes > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "--exit-after-minutes %g", o.exit_after_minutes);
+    job->overrides.push_back(buf);
+  }
+}
+
+}  // namespace
+
+Status ApplyOverrides(const JobOverrides& o, JobConfig* job) {
+  RecordOverrides(o, job);
+  if (o.steps > 0) job->steps = o.steps, job->steps_from_flag = true;
+  CheckpointConfig& c = job->checkpoint;
+  if (!o.checkpoint_dir.empty()) c.dir = o.checkpoint_dir, c.dir_from_flag = true;
+  if (!o.load.empty()) c.load = o.load, c.load_from_flag = true;
+  if (!o.init_from.empty()) c.init_from = o.init_from, c.init_from_from_flag = true;
+  if (o.no_resume) c.resume = false, c.resume_from_flag = true;
+  if (o.no_load_optimizer) c.load_optimizer = false, c.load_optimizer_from_flag = true;
+  if (o.exit_after_minutes > 0) {
+    c.exit_after_minutes = o.exit_after_minutes, c.exit_after_from_flag = true;
+  }
+  return CheckCheckpointConfig(*job);
+}
+
+std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
+  for (const CheckpointFlag& f : kCheckpointFlags) {
+    if (f.key == key && job.checkpoint.*f.from_flag) return std::string(f.flag);
+  }
+  return job.path + ": field 'checkpoint." + std::string(key) + "'";
+}
+
+bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
+  if (flag == "--steps") return job->steps_from_flag = true;
+  for (const CheckpointFlag& f : kCheckpointFlags) {
+    if (f.flag == flag) return job->checkpoint.*f.from_flag = true;
+  }
+  return false;
+}
+
+}  // namespace loom
