@@ -7,14 +7,11 @@
 //
 // `loom coordinator JOB --np N` is the same service without a launcher: it prints how to start
 // the workers and waits for them.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -35,9 +32,10 @@
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
 #include "core/logging.h"
+#include "core/signals.h"
+#include "core/stop_signal.h"
 #include "worker/checkpointer.h"
 #include "worker/job_config.h"
-#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -107,42 +105,6 @@ std::string SelfPath() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "loom" : p.string();
-}
-
-// Signals: recorded by the handler, waited for through a pipe.
-std::atomic<int> g_signal{0};
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int sig) {
-  g_signal.store(sig);
-  const char c = 1;
-  (void)!::write(g_signal_pipe[1], &c, 1);
-}
-
-// Every signal a user or scheduler sends to stop or preempt a job (the job's checkpoint.signal is
-// one of them): none may take its default action and orphan the workers.
-Status InstallSignalHandlers() {
-  if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return ErrnoError("pipe", errno);
-  }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-    if (::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
-  }
-  return Status::Ok();
-}
-
-// The signal received (0: none) within `ms` milliseconds; each is returned once.
-int WaitForSignal(int ms) {
-  pollfd p{g_signal_pipe[0], POLLIN, 0};
-  if (::poll(&p, 1, ms) > 0) {
-    char buf[16];
-    while (::read(g_signal_pipe[0], buf, sizeof(buf)) > 0) {
-    }
-  }
-  return g_signal.exchange(0);
 }
 
 // A file made with mkstemp, removed when this goes out of scope.
@@ -304,12 +266,14 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
 
   // A signal must never take the default action (kill this process and orphan the workers),
   // whichever thread it lands on — threads created before main (OpenBLAS) have nothing blocked:
-  // the handler only records it and wakes the loop below through a pipe.
+  // the handler only records it and wakes the loop below (core/signals.h). One ignored from the
+  // start is taken over too: the launcher decides what each one does.
   // The job's checkpoint.signal (preemption: a scheduler may send it to this process, e.g.
   // `sbatch --signal=B:USR1@120`) is passed on to the workers, which save and stop; a second
   // one, or any other signal, stops them at once.
   const int stop_signal = job.checkpoint.dir.empty() ? 0 : job.checkpoint.stop_signal;
-  LOOM_RETURN_IF_ERROR(InstallSignalHandlers());
+  SignalWaiter signals(RecordSignals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2},
+                                     OnRepeat::kRecordAgain, IfIgnored::kTakeOver));
   // The stop signal is passed on once every rank has finished a step: by then each has its
   // handler (before, the signal would kill it).
   bool stop_received = false, stop_passed_on = false;
@@ -415,7 +379,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   Status result;
   int64_t stopped_at = 0;
   for (;;) {
-    const int sig = WaitForSignal(250);
+    const int sig = signals.Wait(std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
     if (sig != 0 && sig == stop_signal && !stop_received) {
       stop_received = true;
       std::printf("\nloom launch: %s: the workers save the step they are at and stop%s\n",

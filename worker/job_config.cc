@@ -8,8 +8,8 @@
 #include "checkpoint/export.h"
 #include "core/config_reader.h"
 #include "core/file_util.h"
+#include "core/stop_signal.h"
 #include "parallel/pipeline/schedule.h"
-#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {

@@ -1,20 +1,17 @@
-// The stop signal: a flag set by the handler, read at step boundaries.
-#include "worker/stop_signal.h"
+// The stop signal: its names, exit codes and record (core/signals), read at step boundaries.
+#include "core/stop_signal.h"
 
 #include <atomic>
 #include <cctype>
 #include <csignal>
-#include <cstring>
 #include <utility>
+
+#include "core/signals.h"
 
 namespace loom {
 namespace {
 
-volatile std::sig_atomic_t g_received = 0;
-
-void OnSignal(int sig) {
-  g_received = sig;
-}
+std::atomic<int> g_stop_signal{0};  // the signal InstallStopSignal handles (0: none)
 
 constexpr std::pair<const char*, int> kSignals[] = {
     {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT}};
@@ -49,19 +46,16 @@ std::string StopSignalName(int sig) {
 void InstallStopSignal(int sig) {
   // Installed once the job is known and again by the trainer: after a signal has come, the
   // handler is not armed again, so the next one still has its default effect.
-  if (sig == 0 || g_received != 0) return;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  // SA_RESTART: blocking I/O and waits carry on, the flag is read between steps. SA_RESETHAND:
-  // a second signal has its default effect, so a run stuck while saving can still be stopped.
-  sa.sa_flags = SA_RESTART | SA_RESETHAND;
-  ::sigaction(sig, &sa, nullptr);
+  if (sig == 0 || PendingStopSignal() != 0) return;
+  // kDefaultAction: a second signal has its default effect, so a run stuck while saving can
+  // still be stopped.
+  RecordSignals({sig}, OnRepeat::kDefaultAction, IfIgnored::kTakeOver);
+  g_stop_signal.store(sig);
 }
 
 int PendingStopSignal() {
-  return g_received;
+  const int sig = g_stop_signal.load();
+  return sig != 0 && SignalCount(sig) > 0 ? sig : 0;
 }
 
 }  // namespace loom
