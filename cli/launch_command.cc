@@ -32,6 +32,7 @@
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
 #include "core/logging.h"
+#include "core/progress_line.h"
 #include "core/signals.h"
 #include "core/stop_signal.h"
 #include "worker/checkpointer.h"
@@ -89,17 +90,6 @@ std::string RandomToken() {
   return buf;
 }
 
-std::string Duration(double s) {
-  char buf[32];
-  const int t = static_cast<int>(s + 0.5);
-  if (t >= 3600) {
-    std::snprintf(buf, sizeof(buf), "%dh%02dm", t / 3600, (t / 60) % 60);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%dm%02ds", t / 60, t % 60);
-  }
-  return buf;
-}
-
 // This executable, for the workers (they run the same build).
 std::string SelfPath() {
   std::error_code ec;
@@ -123,34 +113,26 @@ Result<std::string> MakeTempFile(const std::string& stem) {
   return path;
 }
 
+// The live progress line from the complete steps (core/progress_line.h).
 class Monitor {
  public:
-  Monitor(const JobState& job, int log_every) : job_(job), log_every_(std::max(1, log_every)) {
-    tty_ = ::isatty(STDOUT_FILENO) != 0;
-  }
+  Monitor(const JobState& job, int log_every)
+      : job_(job),
+        line_({.in_place = StdoutUpdatesInPlace(/*one_process=*/true),
+               .log_every = log_every,
+               .steps = job.spec().steps}) {}
 
   // `final`: the last line (printed unless this step's line already was).
   void Update(bool final) {
     const Progress p = job_.GetProgress();
-    if (p.step == shown_ || p.step == 0) return;  // no step reported yet (or none to train)
-    // A line each time a multiple of log_every is passed (the terminal's line updates in place).
-    const bool line = final || p.step / log_every_ != std::max<int64_t>(0, shown_) / log_every_ ||
-                      p.step == job_.spec().steps;
-    if (!tty_ && !line) return;
-    shown_ = p.step;
-    std::printf(
-        "%sstep %5lld/%lld | loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s%s",
-        tty_ ? "\r" : "", static_cast<long long>(p.step), static_cast<long long>(job_.spec().steps),
-        p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3, Duration(p.eta_s).c_str(),
-        tty_ && !line ? "" : "\n");
-    std::fflush(stdout);
+    line_.Show(p.step, final, "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s",
+               p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3,
+               FormatDuration(p.eta_s).c_str());
   }
 
  private:
   const JobState& job_;
-  int log_every_;
-  bool tty_ = false;
-  int64_t shown_ = -1;
+  ProgressLine line_;
 };
 
 // Whether process `pid` still runs: it exists and is not a zombie (a zombie has closed its files
@@ -507,7 +489,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
         "stopped after step %lld of %lld in %s on %s (all %d ranks): saved %s; the same command "
         "resumes it\n",
         static_cast<long long>(stopped_at), static_cast<long long>(job.steps),
-        Duration(total).c_str(), StopSignalName(*stopped_by).c_str(), world,
+        FormatDuration(total).c_str(), StopSignalName(*stopped_by).c_str(), world,
         JoinPath(job.checkpoint.dir, StepDirName(stopped_at)).c_str());
     return Status::Ok();
   }
@@ -515,7 +497,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
     const proto::Done& d = *p.final;
     if (d.first_step() >= d.step()) {
       std::printf("done in %s: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
-                  Duration(total).c_str(), static_cast<long long>(d.first_step()),
+                  FormatDuration(total).c_str(), static_cast<long long>(d.first_step()),
                   static_cast<long long>(d.step()), d.val_loss());
     } else {
       const std::string steps = d.first_step() > 0
@@ -524,7 +506,7 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
                                           std::to_string(d.first_step()) + ")"
                                     : std::to_string(d.step()) + " steps";
       std::printf("done in %s: %s | train loss %.4f | val loss %.4f | %.0f tok/s\n",
-                  Duration(total).c_str(), steps.c_str(), d.train_loss(), d.val_loss(),
+                  FormatDuration(total).c_str(), steps.c_str(), d.train_loss(), d.val_loss(),
                   d.tokens_per_s());
     }
     if (!d.sample().empty()) std::printf("--- sample ---\n%s\n---\n", d.sample().c_str());
