@@ -3,22 +3,21 @@
 // planner), serves the workers (docs/COORDINATOR.md), starts them through the launcher (mpirun
 // on this machine by default, srun inside a Slurm allocation, or none), shows one live progress
 // line, and returns 0 only when every rank finished training. On Ctrl-C, a worker failure or a
-// worker that falls silent it stops every worker and says what happened.
+// worker that falls silent it stops every worker and says what happened. What to do when is the
+// supervisor's decision (coordinator/supervisor/supervisor.h); this file is its driver: it
+// checks and plans, starts the service and the workers, observes, carries out the actions and
+// prints.
 //
 // `loom coordinator JOB --np N` is the same service without a launcher: it prints how to start
 // the workers and waits for them.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <climits>
-#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -26,18 +25,19 @@
 #include <thread>
 
 #include "checkpoint/format.h"
-
 #include "cli/commands.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
-#include "core/logging.h"
+#include "coordinator/supervisor/supervisor.h"
+#include "core/progress_line.h"
+#include "core/signals.h"
+#include "core/stop_signal.h"
 #include "job/job_config.h"
 #include "job/job_overrides.h"
 #include "worker/checkpointer.h"
-#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {
@@ -58,58 +58,11 @@ std::string RandomToken() {
   return buf;
 }
 
-std::string Duration(double s) {
-  char buf[32];
-  const int t = static_cast<int>(s + 0.5);
-  if (t >= 3600) {
-    std::snprintf(buf, sizeof(buf), "%dh%02dm", t / 3600, (t / 60) % 60);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%dm%02ds", t / 60, t % 60);
-  }
-  return buf;
-}
-
 // This executable, for the workers (they run the same build).
 std::string SelfPath() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "loom" : p.string();
-}
-
-// Signals: recorded by the handler, waited for through a pipe.
-std::atomic<int> g_signal{0};
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int sig) {
-  g_signal.store(sig);
-  const char c = 1;
-  (void)!::write(g_signal_pipe[1], &c, 1);
-}
-
-// Every signal a user or scheduler sends to stop or preempt a job (the job's checkpoint.signal is
-// one of them): none may take its default action and orphan the workers.
-Status InstallSignalHandlers() {
-  if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return ErrnoError("pipe", errno);
-  }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
-    if (::sigaction(sig, &sa, nullptr) != 0) return ErrnoError("sigaction", errno);
-  }
-  return Status::Ok();
-}
-
-// The signal received (0: none) within `ms` milliseconds; each is returned once.
-int WaitForSignal(int ms) {
-  pollfd p{g_signal_pipe[0], POLLIN, 0};
-  if (::poll(&p, 1, ms) > 0) {
-    char buf[16];
-    while (::read(g_signal_pipe[0], buf, sizeof(buf)) > 0) {
-    }
-  }
-  return g_signal.exchange(0);
 }
 
 // A file made with mkstemp, removed when this goes out of scope.
@@ -128,36 +81,6 @@ Result<std::string> MakeTempFile(const std::string& stem) {
   return path;
 }
 
-class Monitor {
- public:
-  Monitor(const JobState& job, int log_every) : job_(job), log_every_(std::max(1, log_every)) {
-    tty_ = ::isatty(STDOUT_FILENO) != 0;
-  }
-
-  // `final`: the last line (printed unless this step's line already was).
-  void Update(bool final) {
-    const Progress p = job_.GetProgress();
-    if (p.step == shown_ || p.step == 0) return;  // no step reported yet (or none to train)
-    // A line each time a multiple of log_every is passed (the terminal's line updates in place).
-    const bool line = final || p.step / log_every_ != std::max<int64_t>(0, shown_) / log_every_ ||
-                      p.step == job_.spec().steps;
-    if (!tty_ && !line) return;
-    shown_ = p.step;
-    std::printf(
-        "%sstep %5lld/%lld | loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s%s",
-        tty_ ? "\r" : "", static_cast<long long>(p.step), static_cast<long long>(job_.spec().steps),
-        p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3, Duration(p.eta_s).c_str(),
-        tty_ && !line ? "" : "\n");
-    std::fflush(stdout);
-  }
-
- private:
-  const JobState& job_;
-  int log_every_;
-  bool tty_ = false;
-  int64_t shown_ = -1;
-};
-
 // Whether process `pid` still runs: it exists and is not a zombie (a zombie has closed its files
 // and released its locks; its reaping, by init here, can take a while).
 bool Running(pid_t pid) {
@@ -169,68 +92,22 @@ bool Running(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
 }
 
-// Why the job failed, from what the ranks said (or did not say).
-std::string DescribeFailure(const JobState& job) {
-  std::string out;
-  std::vector<int> silent;
-  const std::vector<RankStatus> ranks = job.Ranks();
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    const RankStatus& s = ranks[r];
-    if (s.done && !s.ok) {
-      // Step 0: no step reported (failed while starting or loading a checkpoint).
-      out += "\n  rank " + std::to_string(r) + " (" + s.host + ", pid " + std::to_string(s.pid) +
-             ") failed " +
-             (s.step > 0 ? "after step " + std::to_string(s.step)
-                         : std::string("before its first step")) +
-             ": " + s.error;
-    } else if (!s.done) {
-      silent.push_back(static_cast<int>(r));
-    }
-  }
-  if (!silent.empty()) {
-    // Named, since a hung rank is often among them (the others report its deadline).
-    constexpr size_t kNamed = 8;
-    std::string list;
-    for (size_t i = 0; i < std::min(silent.size(), kNamed); ++i) {
-      list += (i ? ", " : "") + std::to_string(silent[i]);
-    }
-    if (silent.size() > kNamed) list += " and " + std::to_string(silent.size() - kNamed) + " more";
-    out += "\n  " + std::string(silent.size() == 1 ? "rank " : "ranks ") + list +
-           " ended without reporting (hung or killed, or stopped by the others' failure)";
-  }
-  return out;
-}
+// How a launch ended, for the exit code (an error is returned as a Status instead).
+struct LaunchOutcome {
+  int stopped_by = 0;      // every rank saved and stopped on this signal (or the time limit)
+  int interrupted_by = 0;  // this process was interrupted by this signal: exit 128 + it
+};
 
-// The signal every rank stopped on after saving the same step (checkpoint.signal), with that
-// step; 0 when any rank finished, failed or is still running, or they disagree.
-int StoppedBySignal(const JobState& job, int64_t* step) {
-  const std::vector<RankStatus> ranks = job.Ranks();
-  if (ranks.empty() || ranks[0].stopped_by == 0) return 0;
-  for (const RankStatus& r : ranks) {
-    if (!r.done || r.stopped_by != ranks[0].stopped_by || r.step != ranks[0].step) return 0;
-  }
-  *step = ranks[0].step;
-  return ranks[0].stopped_by;
-}
+// The job as checked and planned, before anything starts.
+struct PlannedLaunch {
+  JobConfig job;  // as given, with the command-line overrides
+  LaunchPlan plan;
+  int world = 0;
+};
 
-// The ranks furthest behind, for a job that stopped making progress.
-std::string DescribeLaggards(const JobState& job) {
-  const std::vector<RankStatus> ranks = job.Ranks();
-  int64_t low = INT64_MAX;
-  for (const RankStatus& r : ranks) low = std::min(low, r.step);
-  std::string who;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i].step == low) {
-      who += (who.empty() ? "" : ", ") + std::to_string(i) + " (" + ranks[i].host + ", pid " +
-             std::to_string(ranks[i].pid) + ")";
-    }
-  }
-  return "; furthest behind at step " + std::to_string(low) + ": rank " + who;
-}
-
-Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
-  // Everything is checked before anything starts: the job as the workers will read it, the
-  // manifest, the layout.
+// Everything is checked before anything starts: the job as the workers will read it, the
+// manifest, the layout.
+Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(o.job));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(o.overrides, &job));
   // What the workers would each refuse, named by the flag the user typed, before any starts.
@@ -267,27 +144,11 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
   plan.spec.token = o.token.empty() ? RandomToken() : o.token;
   plan.spec.heartbeat_ms = o.heartbeat_ms;
   const int world = plan.spec.layout.world();
+  return PlannedLaunch{std::move(job), std::move(plan), world};
+}
 
-  // A signal must never take the default action (kill this process and orphan the workers),
-  // whichever thread it lands on — threads created before main (OpenBLAS) have nothing blocked:
-  // the handler only records it and wakes the loop below through a pipe.
-  // The job's checkpoint.signal (preemption: a scheduler may send it to this process, e.g.
-  // `sbatch --signal=B:USR1@120`) is passed on to the workers, which save and stop; a second
-  // one, or any other signal, stops them at once.
-  const int stop_signal = job.checkpoint.dir.empty() ? 0 : job.checkpoint.stop_signal;
-  LOOM_RETURN_IF_ERROR(InstallSignalHandlers());
-  // The stop signal is passed on once every rank has finished a step: by then each has its
-  // handler (before, the signal would kill it).
-  bool stop_received = false, stop_passed_on = false;
-
-  JobState state(plan.spec);
-  ServiceOptions so;
-  so.address = o.address;
-  so.port = o.port;
-  so.idle_timeout_ms = static_cast<int>(o.silence_s * 1000);
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
-                        CoordinatorService::Start(&state, so));
-  // What workers connect to: the listen address unless it is a wildcard.
+// What workers connect to: the listen address unless it is a wildcard.
+Result<std::string> AdvertisedAddress(const LaunchOptions& o, const LaunchPlan& plan) {
   std::string advertise = o.advertise;
   if (advertise.empty()) {
     advertise = o.address;
@@ -302,51 +163,47 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
                            " nodes: --address must be one the other nodes can reach (e.g. "
                            "0.0.0.0) and --advertise this host's name on their network");
   }
-  const std::string endpoint = advertise + ":" + std::to_string(service->port());
-  std::printf("loom %s: %s | %d ranks via %s | layout %s (%s)\n",
-              kind == LauncherKind::kNone ? "coordinator" : "launch", o.job.c_str(), world,
-              LauncherName(kind), plan.spec.layout.ToString().c_str(), plan.how.c_str());
-  if (!plan.prediction.empty()) std::printf("  %s\n", plan.prediction.c_str());
-  std::printf("  coordinator at %s\n", endpoint.c_str());
-  std::fflush(stdout);
+  return advertise;
+}
 
-  LaunchCommand cmd;
-  cmd.kind = kind;
-  cmd.world = world;
-  cmd.loom = SelfPath();
-  cmd.threads = o.threads;
-  cmd.as_root = ::geteuid() == 0;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  TempFile hostfile;
-  if (plan.hosts.size() > 1) {
-    LOOM_ASSIGN_OR_RETURN(hostfile.path, MakeTempFile("loom-hostfile"));
-    cmd.hostfile = hostfile.path;
-    LOOM_RETURN_IF_ERROR(WriteHostfile(cmd.hostfile, plan.hosts, plan.slots));
-  } else {
-    cmd.oversubscribe = world > static_cast<int>(cores);
+// Serves the workers; prints what runs where. Returns the service, listening.
+Result<std::unique_ptr<CoordinatorService>> StartService(const LaunchOptions& o, LauncherKind kind,
+                                                         const PlannedLaunch& l, JobState* state,
+                                                         std::string* endpoint) {
+  ServiceOptions so;
+  so.address = o.address;
+  so.port = o.port;
+  so.idle_timeout_ms = static_cast<int>(o.silence_s * 1000);
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
+                        CoordinatorService::Start(state, so));
+  LOOM_ASSIGN_OR_RETURN(const std::string advertise, AdvertisedAddress(o, l.plan));
+  *endpoint = advertise + ":" + std::to_string(service->port());
+  std::printf("loom %s: %s | %d ranks via %s | layout %s (%s)\n",
+              kind == LauncherKind::kNone ? "coordinator" : "launch", o.job.c_str(), l.world,
+              LauncherName(kind), l.plan.spec.layout.ToString().c_str(), l.plan.how.c_str());
+  if (!l.plan.prediction.empty()) std::printf("  %s\n", l.plan.prediction.c_str());
+  std::printf("  coordinator at %s\n", endpoint->c_str());
+  std::fflush(stdout);
+  return service;
+}
+
+// The workers' launcher when this process started one (none: they are started elsewhere).
+class Workers {
+ public:
+  Workers() = default;
+  explicit Workers(WorkerProcesses p) : p_(std::move(p)) {}
+
+  bool started() const { return p_.has_value(); }
+  bool Exited(int* status) { return p_ && p_->Exited(status); }
+  void Signal(int sig) {
+    if (p_) p_->Signal(sig);
   }
-  std::optional<WorkerProcesses> workers;
-  if (kind == LauncherKind::kNone) {
-    std::printf(
-        "  start %d workers, e.g.: LOOM_COORDINATOR=%s LOOM_JOB_TOKEN=%s mpirun -np %d "
-        "%s worker\n",
-        world, endpoint.c_str(), plan.spec.token.c_str(), world, cmd.loom.c_str());
-    std::fflush(stdout);
-  } else {
-    if (kind == LauncherKind::kSrun && std::getenv("SLURM_JOB_ID") == nullptr) {
-      return FailedPrecondition(
-          "--launcher srun: run loom launch inside a Slurm allocation "
-          "(salloc or sbatch)");
-    }
-    LOOM_ASSIGN_OR_RETURN(
-        workers, WorkerProcesses::Start(LauncherArgv(cmd), {"LOOM_COORDINATOR=" + endpoint,
-                                                            "LOOM_JOB_TOKEN=" + plan.spec.token}));
-  }
+
   // Stops the launcher, then kills any worker of this host it left behind (mpirun gives its
   // ranks process groups of their own).
-  auto stop_workers = [&] {
-    if (!workers) return;
-    workers->Stop(5000);
+  void Stop(const JobState& state) {
+    if (!p_) return;
+    p_->Stop(5000);
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     std::vector<pid_t> killed;
@@ -356,190 +213,248 @@ Status RunLaunch(const LaunchOptions& o, LauncherKind kind, int* stopped_by) {
         killed.push_back(static_cast<pid_t>(r.pid));
       }
     }
-    // Gone before the closing lines say "the same command resumes": a rerun must not find rank 0
-    // still holding the checkpoint directory's lock. Bounded: a process stuck in the kernel
+    // Gone before the closing lines say "the same command resumes": a rerun must not find rank
+    // 0 still holding the checkpoint directory's lock. Bounded: a process stuck in the kernel
     // (an NFS write) may take longer, and the rerun then waits for the lock itself.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < until &&
            std::any_of(killed.begin(), killed.end(), Running)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-  };
+  }
 
-  Monitor monitor(state, static_cast<int>(job.runtime.log_every));
-  const auto start = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  // The job must keep completing steps: none for this long after the last one (or after every
-  // worker registered) means a rank is stuck even if its heartbeats still arrive.
-  int64_t last_step = -1;
-  auto last_advance = start;
-  double slowest_step = 0;
-  bool io_before = false;  // a rank was in checkpoint I/O at the previous check
-  std::optional<std::chrono::steady_clock::time_point> ending;  // all done, or one failed
-  Status result;
-  int64_t stopped_at = 0;
-  for (;;) {
-    const int sig = WaitForSignal(250);
-    if (sig != 0 && sig == stop_signal && !stop_received) {
-      stop_received = true;
-      std::printf("\nloom launch: %s: the workers save the step they are at and stop%s\n",
-                  StopSignalName(sig).c_str(),
-                  workers ? "" : " (their launcher passes the signal on)");
-      std::fflush(stdout);
-    } else if (sig != 0) {
-      if (workers) {
-        std::printf("\nloom launch: interrupted (%s): stopping %d workers now\n", strsignal(sig),
-                    world);
-        std::fflush(stdout);
-        stop_workers();
-        // Named once they are gone: until then they may commit (and retention delete) more.
-        std::printf("loom launch: workers stopped; %s\n", DescribeRestart(job).c_str());
-      } else {  // started by somebody else: they stop when they lose the coordinator
-        std::printf(
-            "\nloom launch: interrupted (%s): the %d workers started elsewhere stop when they "
-            "lose the coordinator; so far %s\n",
-            strsignal(sig), world, DescribeRestart(job).c_str());
-      }
-      std::fflush(stdout);
-      return Status(StatusCode::kFailedPrecondition,
-                    "interrupted by signal " + std::to_string(sig));
-    }
-    if (stop_received && !stop_passed_on && workers && state.GetProgress().step >= 1) {
-      workers->Signal(stop_signal);
-      stop_passed_on = true;
-    }
-    monitor.Update(false);
-    int status = 0;
-    if (workers && workers->Exited(&status)) {
-      const Progress p = state.GetProgress();  // after the exit: every Done has arrived
-      if (status == 0 && p.done == world && p.failed == 0) break;
-      *stopped_by = StoppedBySignal(state, &stopped_at);
-      if (*stopped_by != 0) break;  // saved and stopped on a signal: not a failure
-      result =
-          Internal(std::string(kind == LauncherKind::kSrun ? "srun" : "mpirun") +
-                   " (the workers' launcher) " + DescribeExit(status) + DescribeFailure(state));
-      stop_workers();
-      break;
-    }
-    const Progress p = state.GetProgress();
-    if (!workers && p.done == world) {
-      *stopped_by = StoppedBySignal(state, &stopped_at);
-      if (p.failed > 0 && *stopped_by == 0)
-        result = Internal("workers failed" + DescribeFailure(state));
-      break;
-    }
-    if ((p.done == world || p.failed > 0) && !ending) ending = std::chrono::steady_clock::now();
-    if (ending && since(*ending) > 30) {
-      result = DeadlineExceeded(
-          std::string(p.failed > 0 ? "a rank failed" : "every rank finished") +
-          " 30 s ago but the workers have not exited; stopping them" + DescribeFailure(state));
-      stop_workers();
-      break;
-    }
-    if (p.step != last_step || p.registered < world) {
-      if (p.step != last_step) last_step = p.step;
-      last_advance = std::chrono::steady_clock::now();
-    }
-    slowest_step = std::max(slowest_step, p.step_s);
-    double stall_s = std::max(o.silence_s, 20 * std::max(slowest_step, plan.spec.predicted_step_s));
-    // While a rank's heartbeats say it is loading a checkpoint or finishing its final save, no
-    // step completes for as long as the I/O takes: allow that too (the workers' own waits on
-    // it fail after LOOM_CKPT_TIMEOUT_MS and say so; a dead rank is still found by its
-    // silence). When the I/O ends, the next step gets the usual time from then.
-    bool io = false;
-    for (const RankStatus& r : state.Ranks()) io = io || r.checkpoint_io;
-    if (io_before && !io) last_advance = std::chrono::steady_clock::now();
-    io_before = io;
-    if (io) stall_s += static_cast<double>(CheckpointTimeoutMs()) / 1000;
-    if (!ending && p.registered == world && since(last_advance) > stall_s) {
-      result = DeadlineExceeded(
-          "no step completed for " + std::to_string(static_cast<int>(stall_s)) + " s (" +
-          (p.step > 0 ? "last complete step " + std::to_string(p.step)
-                      : std::string(job.checkpoint.dir.empty() && job.checkpoint.load.empty() &&
-                                            job.checkpoint.init_from.empty()
-                                        ? "none yet"
-                                        : "none yet: starting, or loading a checkpoint")) +
-          ")" + DescribeLaggards(state));
-      stop_workers();
-      break;
-    }
-    const std::vector<int> silent = state.Silent(service->Now(), o.silence_s);
-    if (!silent.empty()) {
-      const RankStatus s = state.Ranks().at(static_cast<size_t>(silent[0]));
-      result = DeadlineExceeded("rank " + std::to_string(silent[0]) + " (" + s.host + ", pid " +
-                                std::to_string(s.pid) + ") has not been heard from for " +
-                                std::to_string(static_cast<int>(o.silence_s)) + " s (last step " +
-                                std::to_string(s.step) + ")");
-      stop_workers();
-      break;
-    }
-    if (p.registered < world && since(start) > o.silence_s) {
-      result = DeadlineExceeded(std::to_string(world - p.registered) + " of " +
-                                std::to_string(world) + " workers did not register within " +
-                                std::to_string(static_cast<int>(o.silence_s)) + " s" +
-                                DescribeFailure(state));
-      stop_workers();
-      break;
-    }
+ private:
+  std::optional<WorkerProcesses> p_;
+};
+
+// Starts the workers through the launcher, or says how to start them (kNone). `hostfile` must
+// outlive the launch.
+Result<Workers> StartWorkers(const LaunchOptions& o, LauncherKind kind, const PlannedLaunch& l,
+                             const std::string& endpoint, TempFile* hostfile) {
+  LaunchCommand cmd;
+  cmd.kind = kind;
+  cmd.world = l.world;
+  cmd.loom = SelfPath();
+  cmd.threads = o.threads;
+  cmd.as_root = ::geteuid() == 0;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (l.plan.hosts.size() > 1) {
+    LOOM_ASSIGN_OR_RETURN(hostfile->path, MakeTempFile("loom-hostfile"));
+    cmd.hostfile = hostfile->path;
+    LOOM_RETURN_IF_ERROR(WriteHostfile(cmd.hostfile, l.plan.hosts, l.plan.slots));
+  } else {
+    cmd.oversubscribe = l.world > static_cast<int>(cores);
   }
-  monitor.Update(true);
-  if (!result.ok()) {  // the workers are stopped: what a rerun of the same command resumes
-    result = Status(result.code(), result.message() + "\n  " + DescribeRestart(job));
-  }
-  const ServiceStats st = service->stats();
-  if (st.rejected_token + st.rejected_malformed + st.rejected_oversized + st.rejected_protocol >
-      0) {
+  if (kind == LauncherKind::kNone) {
     std::printf(
-        "coordinator: rejected %lld connection(s) (wrong token %lld, malformed %lld, "
-        "oversized %lld, protocol %lld)\n",
-        static_cast<long long>(st.rejected_token + st.rejected_malformed + st.rejected_oversized +
-                               st.rejected_protocol),
-        static_cast<long long>(st.rejected_token), static_cast<long long>(st.rejected_malformed),
-        static_cast<long long>(st.rejected_oversized),
-        static_cast<long long>(st.rejected_protocol));
+        "  start %d workers, e.g.: LOOM_COORDINATOR=%s LOOM_JOB_TOKEN=%s mpirun -np %d "
+        "%s worker\n",
+        l.world, endpoint.c_str(), l.plan.spec.token.c_str(), l.world, cmd.loom.c_str());
+    std::fflush(stdout);
+    return Workers();
   }
+  if (kind == LauncherKind::kSrun && std::getenv("SLURM_JOB_ID") == nullptr) {
+    return FailedPrecondition(
+        "--launcher srun: run loom launch inside a Slurm allocation "
+        "(salloc or sbatch)");
+  }
+  LOOM_ASSIGN_OR_RETURN(
+      WorkerProcesses p,
+      WorkerProcesses::Start(LauncherArgv(cmd), {"LOOM_COORDINATOR=" + endpoint,
+                                                 "LOOM_JOB_TOKEN=" + l.plan.spec.token}));
+  return Workers(std::move(p));
+}
+
+// The live progress line from the complete steps (core/progress_line.h).
+class Monitor {
+ public:
+  Monitor(const JobState& job, int log_every)
+      : job_(job),
+        line_({.in_place = StdoutUpdatesInPlace(/*one_process=*/true),
+               .log_every = log_every,
+               .steps = job.spec().steps}) {}
+
+  // `final`: the last line (printed unless this step's line already was).
+  void Update(bool final) {
+    const Progress p = job_.GetProgress();
+    line_.Show(p.step, final, "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s",
+               p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3,
+               FormatDuration(p.eta_s).c_str());
+  }
+
+ private:
+  const JobState& job_;
+  ProgressLine line_;
+};
+
+SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const PlannedLaunch& l) {
+  const CheckpointConfig& c = l.job.checkpoint;
+  SupervisorConfig s;
+  s.world = l.world;
+  s.launcher = kind == LauncherKind::kNone ? "" : LauncherName(kind);
+  // The job's checkpoint.signal (preemption: a scheduler may send it to this process, e.g.
+  // `sbatch --signal=B:USR1@120`) is passed on to the workers, which save and stop; a second
+  // one, or any other signal, stops them at once.
+  s.stop_signal = c.dir.empty() ? 0 : c.stop_signal;
+  s.silence_s = o.silence_s;
+  s.predicted_step_s = l.plan.spec.predicted_step_s;
+  s.checkpoint_io_s = static_cast<double>(CheckpointTimeoutMs()) / 1000;
+  s.loads_checkpoint = !(c.dir.empty() && c.load.empty() && c.init_from.empty());
+  return s;
+}
+
+// The supervision loop: observes every 250 ms (at once on a signal), carries out the
+// supervisor's actions and shows progress; returns the action that ended it.
+Action Supervise(Supervisor* supervisor, SignalWaiter* signals, const JobState& state,
+                 const CoordinatorService& service, Workers* workers, Monitor* monitor) {
+  for (;;) {
+    Observation ob;
+    ob.signal = signals->Wait(std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
+    int status = 0;
+    if (workers->Exited(&status)) ob.launcher_exit = status;
+    ob.job = state.Snapshot();  // after the exit: every Done has arrived
+    ob.now = service.Now();
+    for (Action& a : supervisor->Observe(ob)) {
+      if (a.kind == ActionKind::kAnnounceStop) {
+        std::printf("\nloom launch: %s: the workers save the step they are at and stop%s\n",
+                    StopSignalName(a.signal).c_str(),
+                    workers->started() ? "" : " (their launcher passes the signal on)");
+        std::fflush(stdout);
+      } else if (a.kind == ActionKind::kPassStopSignal) {
+        workers->Signal(a.signal);
+      } else {
+        if (a.kind != ActionKind::kInterrupt) monitor->Update(false);
+        return std::move(a);
+      }
+    }
+    monitor->Update(false);
+  }
+}
+
+// Ctrl-C or another signal: the workers are stopped at once, and what a rerun resumes named.
+void Interrupt(int sig, const PlannedLaunch& l, const JobState& state, Workers* workers) {
+  if (workers->started()) {
+    std::printf("\nloom launch: interrupted (%s): stopping %d workers now\n", strsignal(sig),
+                l.world);
+    std::fflush(stdout);
+    workers->Stop(state);
+    // Named once they are gone: until then they may commit (and retention delete) more.
+    std::printf("loom launch: workers stopped; %s\n", DescribeRestart(l.job).c_str());
+  } else {  // started by somebody else: they stop when they lose the coordinator
+    std::printf(
+        "\nloom launch: interrupted (%s): the %d workers started elsewhere stop when they "
+        "lose the coordinator; so far %s\n",
+        strsignal(sig), l.world, DescribeRestart(l.job).c_str());
+  }
+  std::fflush(stdout);
+}
+
+void PrintRejected(const ServiceStats& st) {
+  const int64_t rejected =
+      st.rejected_token + st.rejected_malformed + st.rejected_oversized + st.rejected_protocol;
+  if (rejected == 0) return;
+  std::printf(
+      "coordinator: rejected %lld connection(s) (wrong token %lld, malformed %lld, "
+      "oversized %lld, protocol %lld)\n",
+      static_cast<long long>(rejected), static_cast<long long>(st.rejected_token),
+      static_cast<long long>(st.rejected_malformed), static_cast<long long>(st.rejected_oversized),
+      static_cast<long long>(st.rejected_protocol));
+}
+
+// The closing lines of a job that finished: the steps it trained, the losses, the sample.
+void PrintDone(const Progress& p, double total_s) {
+  if (!p.final) return;
+  const proto::Done& d = *p.final;
+  const std::string took = FormatDuration(total_s);
+  if (d.first_step() >= d.step()) {
+    std::printf("done in %s: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
+                took.c_str(), static_cast<long long>(d.first_step()),
+                static_cast<long long>(d.step()), d.val_loss());
+  } else {
+    const std::string steps = d.first_step() > 0
+                                  ? "steps " + std::to_string(d.first_step() + 1) + "-" +
+                                        std::to_string(d.step()) + " (resumed at step " +
+                                        std::to_string(d.first_step()) + ")"
+                                  : std::to_string(d.step()) + " steps";
+    std::printf("done in %s: %s | train loss %.4f | val loss %.4f | %.0f tok/s\n", took.c_str(),
+                steps.c_str(), d.train_loss(), d.val_loss(), d.tokens_per_s());
+  }
+  if (!d.sample().empty()) std::printf("--- sample ---\n%s\n---\n", d.sample().c_str());
+  if (!d.checkpoint().empty()) std::printf("checkpoints: %s\n", d.checkpoint().c_str());
+}
+
+// Carries out the action that ended the supervision and says how the job ended.
+Status Report(const Action& end, const PlannedLaunch& l, const JobState& state,
+              const CoordinatorService& service, double total_s, Workers* workers, Monitor* monitor,
+              LaunchOutcome* outcome) {
+  if (end.kind == ActionKind::kInterrupt) {
+    Interrupt(end.signal, l, state, workers);
+    outcome->interrupted_by = end.signal;
+    return Status::Ok();
+  }
+  Status result;
+  if (end.kind == ActionKind::kFail) workers->Stop(state);
+  monitor->Update(true);
+  if (end.kind == ActionKind::kFail) {  // the workers are stopped: what a rerun resumes
+    result = Status(end.status.code(), end.status.message() + "\n  " + DescribeRestart(l.job));
+  }
+  PrintRejected(service.stats());
   LOOM_RETURN_IF_ERROR(result);
-  const Progress p = state.GetProgress();
-  const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (*stopped_by != 0) {
+  if (end.kind == ActionKind::kStopped) {
+    outcome->stopped_by = end.signal;
     std::printf(
         "stopped after step %lld of %lld in %s on %s (all %d ranks): saved %s; the same command "
         "resumes it\n",
-        static_cast<long long>(stopped_at), static_cast<long long>(job.steps),
-        Duration(total).c_str(), StopSignalName(*stopped_by).c_str(), world,
-        JoinPath(job.checkpoint.dir, StepDirName(stopped_at)).c_str());
+        static_cast<long long>(end.step), static_cast<long long>(l.job.steps),
+        FormatDuration(total_s).c_str(), StopSignalName(end.signal).c_str(), l.world,
+        JoinPath(l.job.checkpoint.dir, StepDirName(end.step)).c_str());
     return Status::Ok();
   }
-  if (p.final) {
-    const proto::Done& d = *p.final;
-    if (d.first_step() >= d.step()) {
-      std::printf("done in %s: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
-                  Duration(total).c_str(), static_cast<long long>(d.first_step()),
-                  static_cast<long long>(d.step()), d.val_loss());
-    } else {
-      const std::string steps = d.first_step() > 0
-                                    ? "steps " + std::to_string(d.first_step() + 1) + "-" +
-                                          std::to_string(d.step()) + " (resumed at step " +
-                                          std::to_string(d.first_step()) + ")"
-                                    : std::to_string(d.step()) + " steps";
-      std::printf("done in %s: %s | train loss %.4f | val loss %.4f | %.0f tok/s\n",
-                  Duration(total).c_str(), steps.c_str(), d.train_loss(), d.val_loss(),
-                  d.tokens_per_s());
-    }
-    if (!d.sample().empty()) std::printf("--- sample ---\n%s\n---\n", d.sample().c_str());
-    if (!d.checkpoint().empty()) std::printf("checkpoints: %s\n", d.checkpoint().c_str());
-  }
+  PrintDone(state.GetProgress(), total_s);
   return Status::Ok();
 }
 
-// 128 + the signal for a run stopped by one (130 for Ctrl-C, 143 for SIGTERM); 0 otherwise.
-int InterruptedExit(const Status& st) {
-  int sig = 0;
-  if (std::sscanf(st.message().c_str(), "interrupted by signal %d", &sig) == 1) return 128 + sig;
-  return 0;
+// How the workers start: `loom coordinator` starts none; `loom launch` as --launcher says, else
+// as the job's `launcher:` says, else with mpirun.
+Result<LauncherKind> LauncherOf(const LaunchOptions& o, bool coordinator_only,
+                                const JobConfig& job) {
+  if (coordinator_only) return LauncherKind::kNone;
+  if (!o.launcher.empty()) return ParseLauncher(o.launcher);  // checked before the job was read
+  return ParseLauncher(job.launcher.empty() ? "mpirun" : job.launcher);
+}
+
+Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* outcome) {
+  if (!coordinator_only && !o.launcher.empty()) {  // a bad flag is named before the job is read
+    LOOM_RETURN_IF_ERROR(ParseLauncher(o.launcher).status().WithContext("--launcher"));
+  }
+  LOOM_ASSIGN_OR_RETURN(const PlannedLaunch l, CheckAndPlan(o));
+  LOOM_ASSIGN_OR_RETURN(const LauncherKind kind, LauncherOf(o, coordinator_only, l.job));
+  // A signal must never take the default action (kill this process and orphan the workers),
+  // whichever thread it lands on — threads created before main (OpenBLAS) have nothing
+  // blocked: the handler only records it and wakes the supervision loop (core/signals.h). One
+  // ignored from the start is taken over too: the launcher decides what each one does.
+  SignalWaiter signals(RecordSignals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2},
+                                     OnRepeat::kRecordAgain, IfIgnored::kTakeOver));
+  JobState state(l.plan.spec);
+  std::string endpoint;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
+                        StartService(o, kind, l, &state, &endpoint));
+  TempFile hostfile;
+  LOOM_ASSIGN_OR_RETURN(Workers workers, StartWorkers(o, kind, l, endpoint, &hostfile));
+  Supervisor supervisor(SupervisionOf(o, kind, l), service->Now());
+  Monitor monitor(state, static_cast<int>(l.job.runtime.log_every));
+  const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor);
+  const double total_s = service->Now() - supervisor.start();
+  return Report(end, l, state, *service, total_s, &workers, &monitor, outcome);
+}
+
+// The exit code: 0, 128 + the signal a run stopped on after saving (75 for the time limit), as
+// loom train; 128 + the signal that interrupted it (130 for Ctrl-C, 143 for SIGTERM); 1 for an
+// error.
+int ExitCode(const char* command, const Status& st, const LaunchOutcome& outcome) {
+  if (!st.ok()) return ReportError(command, st);
+  if (outcome.interrupted_by != 0) return 128 + outcome.interrupted_by;
+  return StopExitCode(outcome.stopped_by);
 }
 
 void AddOptions(CLI::App* cmd, LaunchOptions* o) {
@@ -575,18 +490,9 @@ void AddLaunchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--launcher", o->launcher,
                   "mpirun, srun or none (default: the job's `launcher:`, else mpirun)");
   cmd->callback([o, exit_code] {
-    std::string name = o->launcher;
-    if (name.empty()) {  // the job's choice; a bad job is reported by RunLaunch
-      Result<JobConfig> job = LoadJobConfig(o->job);
-      name = job.ok() && !job->launcher.empty() ? job->launcher : "mpirun";
-    }
-    Result<LauncherKind> kind = ParseLauncher(name);
-    int stopped_by = 0;
-    Status st =
-        kind.ok() ? RunLaunch(*o, *kind, &stopped_by) : kind.status().WithContext("--launcher");
-    *exit_code = st.ok()               ? StopExitCode(stopped_by)  // as loom train
-                 : InterruptedExit(st) ? InterruptedExit(st)
-                                       : ReportError("launch", st);
+    LaunchOutcome outcome;
+    const Status st = RunLaunch(*o, /*coordinator_only=*/false, &outcome);
+    *exit_code = ExitCode("launch", st, outcome);
   });
 }
 
@@ -596,11 +502,9 @@ void AddCoordinatorCommand(CLI::App& app, int* exit_code) {
       "coordinator", "Run the coordinator service for workers started elsewhere (srun, by hand)");
   AddOptions(cmd, o.get());
   cmd->callback([o, exit_code] {
-    int stopped_by = 0;
-    Status st = RunLaunch(*o, LauncherKind::kNone, &stopped_by);
-    *exit_code = st.ok()               ? StopExitCode(stopped_by)
-                 : InterruptedExit(st) ? InterruptedExit(st)
-                                       : ReportError("coordinator", st);
+    LaunchOutcome outcome;
+    const Status st = RunLaunch(*o, /*coordinator_only=*/true, &outcome);
+    *exit_code = ExitCode("coordinator", st, outcome);
   });
 }
 

@@ -6,7 +6,7 @@
 #include "cli/train_interrupt.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
-#include "worker/stop_signal.h"
+#include "core/stop_signal.h"
 
 namespace loom {
 namespace {

@@ -1,5 +1,5 @@
-// core/interrupt's handlers record the signal; a thread that looks for it every 50 ms does what
-// a handler must not (list the checkpoint directory, print).
+// core/interrupt's handlers record the signal; a thread that waits for it (core/signals) does
+// what a handler must not (list the checkpoint directory, print).
 #include "cli/train_interrupt.h"
 
 #include <atomic>
@@ -10,9 +10,11 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "checkpoint/export.h"
 #include "core/interrupt.h"
+#include "core/signals.h"
 #include "worker/checkpointer.h"
 
 namespace loom {
@@ -35,11 +37,13 @@ void WatchInterrupts(const JobConfig& job) {
       break;
     }
   }
-  InstallInterruptHandlers(job.checkpoint.stop_signal);  // that one saves and stops
-  std::thread([job] {
+  // (The job's checkpoint.signal saves and stops instead.)
+  std::vector<int> handled = InstallInterruptHandlers(job.checkpoint.stop_signal);
+  if (handled.empty()) return;  // all ignored from the start (nohup)
+  std::thread([job, waiter = SignalWaiter(std::move(handled))]() mutable {
     int sig = 0;
-    while ((sig = InterruptSignal()) == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while ((sig = waiter.Wait(std::chrono::steady_clock::time_point::max())) == 0) {
+    }
     // The handlers have given the signals their default action back: a second one while the
     // directory is listed ends the process.
     if (!job.checkpoint.export_path.empty()) RemoveExportLeftovers(job.checkpoint.export_path);

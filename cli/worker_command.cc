@@ -18,9 +18,9 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/memory.h"
+#include "core/stop_signal.h"
 #include "job/job_overrides.h"
 #include "worker/coordinator_client.h"
-#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {

@@ -1,49 +1,46 @@
-// Interrupt recording for the file-writing tools (see interrupt.h).
+// Interrupt recording for the file-writing tools (see interrupt.h), on core/signals.
 #include "core/interrupt.h"
 
 #include <signal.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "core/signals.h"
+
 namespace loom {
 namespace {
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-volatile sig_atomic_t g_signal = 0;
-volatile sig_atomic_t g_handled[3] = {0, 0, 0};  // per kSignals: installed here
-
-void Record(int sig) {
-  if (g_signal == 0) g_signal = sig;
-  // Whichever comes next (Ctrl-C, then the supervisor's SIGTERM) has its default action.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  for (int i = 0; i < 3; ++i) {
-    if (g_handled[i]) ::sigaction(kSignals[i], &dfl, nullptr);  // async-signal-safe
-  }
-}
+constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+std::atomic<int> g_handled[kSignals.size()];  // per kSignals: the signal when installed here
 
 }  // namespace
 
-void InstallInterruptHandlers(int except) {
-  struct sigaction sa {};
-  sa.sa_handler = Record;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  for (int i = 0; i < 3; ++i) {
-    if (kSignals[i] == except) continue;
-    // A signal ignored from the start stays ignored (nohup, a script's background job).
-    struct sigaction old {};
-    if (::sigaction(kSignals[i], nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    g_handled[i] = 1;
-    ::sigaction(kSignals[i], &sa, nullptr);
+std::vector<int> InstallInterruptHandlers(int except) {
+  std::vector<int> wanted;
+  for (const int sig : kSignals) {
+    if (sig != except) wanted.push_back(sig);
   }
+  // A signal ignored from the start stays ignored (nohup, a script's background job);
+  // whichever comes after the first (Ctrl-C, then the supervisor's SIGTERM) has its default
+  // action.
+  std::vector<int> handled =
+      RecordSignals(wanted, OnRepeat::kDefaultAction, IfIgnored::kStayIgnored);
+  for (size_t i = 0; i < kSignals.size(); ++i) {
+    const bool in = std::find(handled.begin(), handled.end(), kSignals[i]) != handled.end();
+    g_handled[i].store(in ? kSignals[i] : 0);
+  }
+  return handled;
 }
 
 int InterruptSignal() {
-  return g_signal;
+  std::array<int, kSignals.size()> handled{};
+  for (size_t i = 0; i < kSignals.size(); ++i) handled[i] = g_handled[i].load();
+  return FirstSignal(handled);
 }
 
 Status CheckInterrupted(const char* what, bool writing) {
@@ -55,7 +52,7 @@ Status CheckInterrupted(const char* what, bool writing) {
   }();
   static int checks = 0;
   if (raise_at > 0 && ++checks == raise_at) ::raise(SIGINT);
-  const int sig = g_signal;
+  const int sig = InterruptSignal();
   if (sig == 0) return Status::Ok();
   if (!writing) {
     return IoError(std::string("interrupted by SIG") + sigabbrev_np(sig) + " while reading " +

@@ -6,7 +6,7 @@
 
 #include "core/config_reader.h"
 #include "core/file_util.h"
-#include "core/signal_names.h"
+#include "core/stop_signal.h"
 #include "core/tensor.h"
 #include "job/job_overrides.h"
 #include "parallel/pipeline/schedule.h"

@@ -113,7 +113,7 @@ struct CheckpointConfig {
   // is resumed: fine-tuning. The step, data position, LR schedule and AdamW state start fresh.
   std::string init_from;
   // On this signal (0: none) the ranks agree at a step boundary, save, and exit 128 + signal
-  // (worker/stop_signal.h). Only with `dir`.
+  // (core/stop_signal.h). Only with `dir`.
   int stop_signal = SIGUSR1;
   // Stop after the first step that ends this many minutes after the process started, saving it
   // (Megatron's --exit-duration-in-mins; 0: no limit). Only with `dir`.

@@ -17,12 +17,12 @@
 #include "core/kernels/elementwise.h"
 #include "core/logging.h"
 #include "core/rng.h"
+#include "core/stop_signal.h"
 #include "core/threads.h"
 #include "parallel/pipeline/simulator.h"
 #include "parallel/ring_attention.h"
 #include "worker/data/token_file.h"
 #include "worker/lr_schedule.h"
-#include "worker/stop_signal.h"
 
 namespace loom {
 namespace {

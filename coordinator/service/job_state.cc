@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/stop_signal.h"
+
 namespace loom {
 
 JobState::JobState(JobSpec spec) : spec_(std::move(spec)) {
@@ -141,8 +143,8 @@ Status JobState::Done(const proto::Done& done, double now) {
                            ": field 'step': success at step " + std::to_string(done.step()) +
                            ", the job has " + std::to_string(spec_.steps) + " steps");
   }
-  // 65: the time limit (kStopTimeLimit in worker/stop_signal.h; proto/control.proto).
-  if (done.stopped_by_signal() < 0 || done.stopped_by_signal() > 65 ||
+  // 65: the time limit (proto/control.proto).
+  if (done.stopped_by_signal() < 0 || done.stopped_by_signal() > kStopTimeLimit ||
       (done.stopped_by_signal() != 0 && done.ok())) {
     return InvalidArgument("done from rank " + std::to_string(done.rank()) +
                            ": field 'stopped_by_signal': expected 0, or a signal number 1-64 "
@@ -162,6 +164,10 @@ Status JobState::Done(const proto::Done& done, double now) {
 
 Progress JobState::GetProgress() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return ProgressLocked();
+}
+
+Progress JobState::ProgressLocked() const {
   Progress p;
   p.world = spec_.layout.world();
   for (const RankStatus& r : ranks_) {
@@ -188,15 +194,24 @@ std::vector<RankStatus> JobState::Ranks() const {
   return ranks_;
 }
 
-std::vector<int> JobState::Silent(double now, double timeout_s) const {
+JobSnapshot JobState::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
+  return JobSnapshot{ProgressLocked(), ranks_};
+}
+
+std::vector<int> SilentRanks(const std::vector<RankStatus>& ranks, double now, double timeout_s) {
   std::vector<int> out;
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    const RankStatus& r = ranks_[i];
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankStatus& r = ranks[i];
     if (r.registered && !r.done && now - r.last_contact > timeout_s)
       out.push_back(static_cast<int>(i));
   }
   return out;
+}
+
+std::vector<int> JobState::Silent(double now, double timeout_s) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SilentRanks(ranks_, now, timeout_s);
 }
 
 std::vector<proto::StepReport> JobState::LatestReports() const {

@@ -56,6 +56,16 @@ struct Progress {
   std::optional<proto::Done> final;  // rank 0's Done, once received
 };
 
+// Progress and every rank's status at one moment (what the supervisor reads).
+struct JobSnapshot {
+  Progress progress;
+  std::vector<RankStatus> ranks;  // by world rank
+};
+
+// Of `ranks`, those registered and unfinished but not heard from for more than `timeout_s`
+// (`now` and their last_contact on one clock).
+std::vector<int> SilentRanks(const std::vector<RankStatus>& ranks, double now, double timeout_s);
+
 class JobState {
  public:
   explicit JobState(JobSpec spec);
@@ -70,6 +80,7 @@ class JobState {
 
   Progress GetProgress() const;
   std::vector<RankStatus> Ranks() const;
+  JobSnapshot Snapshot() const;  // both, consistent
   // Registered, unfinished ranks not heard from for more than `timeout_s`.
   std::vector<int> Silent(double now, double timeout_s) const;
   // Per-step collective summaries of the latest complete step, by rank (for the detector).
@@ -77,6 +88,7 @@ class JobState {
 
  private:
   Status CheckRank(int rank, const char* what) const;
+  Progress ProgressLocked() const;  // mu_ held
 
   const JobSpec spec_;
   mutable std::mutex mu_;

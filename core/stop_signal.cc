@@ -1,11 +1,17 @@
-#include "core/signal_names.h"
+// The stop signal: its names, exit codes and record (core/signals), read at step boundaries.
+#include "core/stop_signal.h"
 
+#include <atomic>
 #include <cctype>
 #include <csignal>
 #include <utility>
 
+#include "core/signals.h"
+
 namespace loom {
 namespace {
+
+std::atomic<int> g_stop_signal{0};  // the signal InstallStopSignal handles (0: none)
 
 constexpr std::pair<const char*, int> kSignals[] = {
     {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT}};
@@ -35,6 +41,21 @@ std::string StopSignalName(int sig) {
     if (s == sig) return std::string("SIG") + n;
   }
   return sig == 0 ? "none" : "signal " + std::to_string(sig);
+}
+
+void InstallStopSignal(int sig) {
+  // Installed once the job is known and again by the trainer: after a signal has come, the
+  // handler is not armed again, so the next one still has its default effect.
+  if (sig == 0 || PendingStopSignal() != 0) return;
+  // kDefaultAction: a second signal has its default effect, so a run stuck while saving can
+  // still be stopped.
+  RecordSignals({sig}, OnRepeat::kDefaultAction, IfIgnored::kTakeOver);
+  g_stop_signal.store(sig);
+}
+
+int PendingStopSignal() {
+  const int sig = g_stop_signal.load();
+  return sig != 0 && SignalCount(sig) > 0 ? sig : 0;
 }
 
 }  // namespace loom
