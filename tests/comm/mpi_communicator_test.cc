@@ -5,14 +5,14 @@
 
 #include <numeric>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "parallel/layout.h"
 #include "tests/mpi_test_main.h"
 
 namespace loom {
 namespace {
 
-std::unique_ptr<Communicator> World() {
+std::shared_ptr<Communicator> World() {
   auto w = testing::Mpi().World();
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   return std::move(*w);
