@@ -31,7 +31,7 @@
 
 #include "checkpoint/format.h"
 #include "checkpoint/reader.h"
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "core/file_util.h"
 #include "core/threads.h"
 #include "worker/checkpointer.h"
@@ -195,17 +195,12 @@ loom::JobConfig BenchJob(const std::string& dir) {
   return job;
 }
 
-loom::Status Run(loom::MpiRuntime& rt, const std::string& dir, int rounds, Figures* f) {
+loom::Status Run(loom::Backend& rt, const std::string& dir, int rounds, Figures* f) {
   const int rank = rt.world_rank();
-  LOOM_ASSIGN_OR_RETURN(auto world, rt.World());
-  LOOM_ASSIGN_OR_RETURN(auto dp, rt.CreateGroup("dp", {0, 1}));
+  LOOM_ASSIGN_OR_RETURN(const loom::Placement place,
+                        loom::ProcessGroups::Create(rt, loom::Layout{.dp = 2, .zero = 1}));
+  loom::Communicator* world = place.world;
   const loom::JobConfig job = BenchJob(dir);
-  loom::Placement place;
-  place.layout.dp = 2;
-  place.layout.zero = 1;
-  place.world_rank = rank;
-  place.dp = dp.get();
-  place.world = world.get();
   LOOM_ASSIGN_OR_RETURN(auto trainer, loom::Trainer::Create(job, place));
   int64_t step = 0;
   for (; step < 2; ++step) LOOM_RETURN_IF_ERROR(trainer->Step(step).status());  // warm-up
@@ -445,7 +440,7 @@ loom::Status RunReshard(const std::string& dir, const std::string& from, int rou
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok() || (*rt)->world_size() != 2) {
     std::fprintf(stderr, "checkpoint_bench: run with mpirun -np 2\n");
     return 1;

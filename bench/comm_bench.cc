@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 
 namespace {
 double Median(std::vector<double> v) {
@@ -18,7 +18,7 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok()) return 1;
   auto world = (*rt)->World();
   if (!world.ok()) return 1;
@@ -54,7 +54,5 @@ int main(int argc, char** argv) {
     if (rank == 0) std::printf("%10lld %14.2f %14.2f %8.3f\n", (long long)mib, lg, mg, lg / mg);
   }
   if (rank == 0) std::printf("comm_allreduce_ratio=%.3f\n", last_ratio);
-  world->reset();
-  rt->reset();
   return 0;
 }

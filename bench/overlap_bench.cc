@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "core/threads.h"
+#include "parallel/process_groups.h"
 #include "worker/trainer.h"
 
 namespace {
@@ -27,15 +28,11 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-loom::Status RunPhase(loom::MpiRuntime& rt, loom::Communicator* dp, const loom::JobConfig& base,
+loom::Status RunPhase(loom::Backend& rt, const loom::Placement& place, const loom::JobConfig& base,
                       bool overlap, int steps, Phase* out) {
   loom::JobConfig job = base;
   job.parallel.overlap = overlap;
-  loom::Placement place;
-  place.layout.dp = 2;
-  place.layout.zero = 2;
-  place.world_rank = rt.world_rank();
-  place.dp = dp;
+  loom::Communicator* dp = place.dp;
   LOOM_ASSIGN_OR_RETURN(auto trainer, loom::Trainer::Create(job, place));
   std::vector<double> times;
   for (int s = 0; s < steps + 2; ++s) {
@@ -64,7 +61,7 @@ loom::Status RunPhase(loom::MpiRuntime& rt, loom::Communicator* dp, const loom::
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok() || (*rt)->world_size() != 2) {
     std::fprintf(stderr, "overlap_bench: run with mpirun -np 2\n");
     return 1;
@@ -74,8 +71,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
   }
   loom::ConfigureThreads(1);  // one core per rank
-  auto dp = (*rt)->CreateGroup("dp", {0, 1});
-  if (!dp.ok()) return 1;
+  auto place = loom::ProcessGroups::Create(**rt, loom::Layout{.dp = 2, .zero = 2});
+  if (!place.ok()) return 1;
   loom::JobConfig job;
   job.path = "overlap_bench";
   job.model = {256, 64, 6, 8, 512};  // 19M parameters
@@ -87,8 +84,8 @@ int main(int argc, char** argv) {
   job.steps = steps + 2;
   job.optim.lr = 1e-4;
   Phase on, off;
-  loom::Status st = RunPhase(**rt, dp->get(), job, true, steps, &on);
-  if (st.ok()) st = RunPhase(**rt, dp->get(), job, false, steps, &off);
+  loom::Status st = RunPhase(**rt, *place, job, true, steps, &on);
+  if (st.ok()) st = RunPhase(**rt, *place, job, false, steps, &off);
   if (!st.ok()) {
     std::fprintf(stderr, "overlap_bench: %s\n", st.ToString().c_str());
     return 1;
@@ -108,7 +105,5 @@ int main(int argc, char** argv) {
     std::printf("overlap_on_ms=%.1f overlap_off_ms=%.1f exposed_fraction=%.3f\n", on.step_ms,
                 off.step_ms, on.waited_ms / on.comm_ms);
   }
-  dp->reset();
-  rt->reset();
   return 0;
 }

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "core/threads.h"
 #include "parallel/pipeline/simulator.h"
 #include "worker/trainer.h"
@@ -31,15 +31,15 @@ double Seconds(Clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok() || (*rt)->world_size() != 2) {
     std::fprintf(stderr, "pipeline_bench: run with mpirun -np 2\n");
     return 1;
   }
   loom::ConfigureThreads(1);
-  auto pp = (*rt)->CreateGroup("pp", {0, 1});
-  if (!pp.ok()) return 1;
-  loom::Communicator& comm = **pp;
+  auto groups = loom::ProcessGroups::Create(**rt, loom::Layout{.pp = 2});
+  if (!groups.ok()) return 1;
+  loom::Communicator& comm = *groups->pp;
   const bool root = (*rt)->world_rank() == 0;
   loom::JobConfig base;
   base.path = "pipeline_bench";
@@ -81,11 +81,8 @@ int main(int argc, char** argv) {
       job.data.global_batch = m * job.data.micro_batch;
       job.parallel.schedule = c.schedule;
       job.steps = 8;
-      loom::Placement place;
-      place.layout.pp = 2;
+      loom::Placement place = *groups;  // the same communicators
       place.layout.vpp = c.vpp;
-      place.world_rank = (*rt)->world_rank();
-      place.pp = &comm;
       auto trainer = loom::Trainer::Create(job, place);
       if (!trainer.ok()) {
         std::fprintf(stderr, "%s\n", trainer.status().ToString().c_str());
@@ -130,7 +127,5 @@ int main(int argc, char** argv) {
     }
   }
   if (root) std::printf("pipeline_max_error=%.3f\n", worst);
-  pp->reset();
-  rt->reset();
   return 0;
 }

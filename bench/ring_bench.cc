@@ -6,20 +6,23 @@
 #include <cstdio>
 #include <vector>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "core/threads.h"
+#include "parallel/process_groups.h"
 #include "worker/trainer.h"
 
 int main(int argc, char** argv) {
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok() || (*rt)->world_size() != 2) {
     std::fprintf(stderr, "ring_bench: run with mpirun -np 2\n");
     return 1;
   }
   loom::ConfigureThreads(1);
-  auto cp = (*rt)->CreateGroup("cp", {0, 1});
-  auto dpcp = (*rt)->CreateGroup("dp-cp", {0, 1});
-  if (!cp.ok() || !dpcp.ok()) return 1;
+  // The trainer shares the ownership of its communicators: whatever is released first below,
+  // they outlive it.
+  auto place = loom::ProcessGroups::Create(**rt, loom::Layout{.cp = 2});
+  if (!place.ok()) return 1;
+  loom::Communicator& cp = *place->cp;
   loom::JobConfig job;
   job.path = "ring_bench";
   job.model = {256, 2048, 2, 4, 128};
@@ -30,12 +33,7 @@ int main(int argc, char** argv) {
   job.data.micro_batch = 1;
   job.steps = 5;
   job.optim.lr = 1e-4;
-  loom::Placement place;
-  place.layout.cp = 2;
-  place.world_rank = (*rt)->world_rank();
-  place.cp = cp->get();
-  place.dpcp = dpcp->get();
-  auto trainer = loom::Trainer::Create(job, place);
+  auto trainer = loom::Trainer::Create(job, *place);
   if (!trainer.ok()) {
     std::fprintf(stderr, "%s\n", trainer.status().ToString().c_str());
     return 1;
@@ -58,7 +56,7 @@ int main(int argc, char** argv) {
     ++messages;
   }
   std::vector<float> sums{static_cast<float>(flight), static_cast<float>(waited)};
-  if (!(*cp)->AllReduce(sums.data(), 2).ok()) return 1;
+  if (!cp.AllReduce(sums.data(), 2).ok()) return 1;
   if ((*rt)->world_rank() == 0) {
     std::printf(
         "cp=2, seq 2048 (1024 tokens per rank), 2 layers x 128 hidden, 1 thread/rank; "
@@ -70,9 +68,5 @@ int main(int argc, char** argv) {
         messages, sums[0] / 1e6, sums[1] / 1e6);
     std::printf("kv_hidden_fraction=%.3f\n", 1.0 - sums[1] / sums[0]);
   }
-  cp->reset();
-  dpcp->reset();
-  trainer->reset();
-  rt->reset();
   return 0;
 }

@@ -117,15 +117,15 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
 
 }  // namespace
 
-Status MeasureComm(MpiRuntime& mpi, int64_t max_bytes, const PlanJob* job, Calibration* cal) {
-  const int world = mpi.world_size(), rank = mpi.world_rank();
+Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Calibration* cal) {
+  const int world = backend.world_size(), rank = backend.world_rank();
   std::vector<std::pair<double, double>> pair_allreduce;
   for (int g = 2; g <= world; ++g) {
     std::vector<int> members;
     for (int r = 0; r < g; ++r) members.push_back(r);
-    std::unique_ptr<Communicator> comm;
+    std::shared_ptr<Communicator> comm;
     if (rank < g) {
-      LOOM_ASSIGN_OR_RETURN(comm, mpi.CreateGroup("calib" + std::to_string(g), members));
+      LOOM_ASSIGN_OR_RETURN(comm, backend.CreateGroup("calib" + std::to_string(g), members));
     }
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t n = bytes / 4 / g * g;

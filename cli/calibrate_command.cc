@@ -16,7 +16,7 @@
 
 #include "cli/calibrate_measure.h"
 #include "cli/commands.h"
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "coordinator/calibration.h"
 #include "coordinator/plan_job.h"
 #include "core/file_util.h"
@@ -73,7 +73,7 @@ void Merge(const Calibration& fresh, Calibration* base) {
   if (fresh.intra.bandwidth > 0) base->intra = fresh.intra;
 }
 
-Status RunCalibrate(const CalibrateOptions& o, std::unique_ptr<MpiRuntime>* mpi) {
+Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend) {
   std::unique_ptr<PlanJob> job;
   if (!o.job.empty()) {
     LOOM_ASSIGN_OR_RETURN(PlanJob j, LoadPlanJob(o.job));
@@ -81,12 +81,10 @@ Status RunCalibrate(const CalibrateOptions& o, std::unique_ptr<MpiRuntime>* mpi)
   }
   int world = 1, rank = 0, local = 1;
   if (UnderMpirun()) {
-    int argc = 0;
-    char** argv = nullptr;
-    LOOM_ASSIGN_OR_RETURN(*mpi, MpiRuntime::Init(&argc, &argv));
-    world = (*mpi)->world_size();
-    rank = (*mpi)->world_rank();
-    local = (*mpi)->local_size();
+    LOOM_ASSIGN_OR_RETURN(*backend, CreateBackend(BackendKind::kMpi));
+    world = (*backend)->world_size();
+    rank = (*backend)->world_rank();
+    local = (*backend)->local_size();
   }
   const int threads = DefaultThreads(local);
   ConfigureThreads(threads);
@@ -102,7 +100,7 @@ Status RunCalibrate(const CalibrateOptions& o, std::unique_ptr<MpiRuntime>* mpi)
   MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, o.passes, &cal);
   if (world > 1) {
     if (rank == 0) std::fprintf(stderr, "loom calibrate: collectives over 2..%d ranks\n", world);
-    LOOM_RETURN_IF_ERROR(MeasureComm(**mpi, o.max_bytes, job.get(), &cal));
+    LOOM_RETURN_IF_ERROR(MeasureComm(**backend, o.max_bytes, job.get(), &cal));
   }
   if (rank != 0) return Status::Ok();
   std::string output = o.output;
@@ -140,8 +138,8 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-bytes", o->max_bytes, "Largest collective message")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 32));
   cmd->callback([o, exit_code] {
-    std::unique_ptr<MpiRuntime> mpi;
-    Status st = RunCalibrate(*o, &mpi);
+    std::shared_ptr<Backend> backend;
+    Status st = RunCalibrate(*o, &backend);
     *exit_code = st.ok() ? 0 : ReportError("calibrate", st);
   });
 }

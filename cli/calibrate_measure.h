@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "coordinator/calibration.h"
 #include "coordinator/plan_job.h"
 #include "core/status.h"
@@ -37,6 +37,6 @@ void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, in
 // 2..world ranks and send/recv exchanges between two, from 4 KiB to `max_bytes` (x4 steps); the
 // intra-node link fit from the two-rank all-reduce; the overlap slowdown (two ranks). Only rank
 // 0's `cal` is complete for what groups it belongs to (all of them).
-Status MeasureComm(MpiRuntime& mpi, int64_t max_bytes, const PlanJob* job, Calibration* cal);
+Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Calibration* cal);
 
 }  // namespace loom

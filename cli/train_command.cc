@@ -12,7 +12,7 @@ namespace loom {
 namespace {
 
 // Sets *stopped_by to the signal the run stopped on after saving (checkpoint.signal), 0 if none.
-Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* stopped_by) {
+Status RunTrain(const TrainOptions& opt, std::shared_ptr<Backend>* backend, int* stopped_by) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(opt.config));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(opt, &job));
   LOOM_RETURN_IF_ERROR(CheckTrainOutputs(opt));
@@ -21,10 +21,10 @@ Status RunTrain(const TrainOptions& opt, std::unique_ptr<MpiRuntime>* mpi, int* 
   if (!job.checkpoint.dir.empty()) InstallStopSignal(job.checkpoint.stop_signal);
   WatchInterrupts(job);
   int world = 1, local = 1;
-  LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, mpi, &world, &local));
-  if (*mpi) SetInterruptRank((*mpi)->world_rank());
+  LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, backend, &world, &local));
+  if (*backend) SetInterruptRank((*backend)->world_rank());
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
-                        TrainJob(job, opt, mpi->get(), world, local, RunHooks{}));
+                        TrainJob(job, opt, backend->get(), world, local, RunHooks{}));
   *stopped_by = summary.stopped_by_signal;
   return Status::Ok();
 }
@@ -74,12 +74,12 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
                   "Write the final parameters (single-process layout) to this safetensors file")
       ->check(NonEmptyPath());
   cmd->callback([opt, exit_code] {
-    std::unique_ptr<MpiRuntime> mpi;
+    std::shared_ptr<Backend> backend;
     int stopped_by = 0;
-    Status st = RunCatching([&] { return RunTrain(*opt, &mpi, &stopped_by); });
+    Status st = RunCatching([&] { return RunTrain(*opt, &backend, &stopped_by); });
     if (!st.ok()) {
       *exit_code = ReportError("train", st);
-      AbortAfterGrace(mpi.get(), *exit_code);
+      AbortAfterGrace(backend.get(), *exit_code);
       return;
     }
     // Stopped early on checkpoint.signal or the time limit, with the checkpoint committed: 128 +

@@ -14,12 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "comm/mpi/mpi_backend.h"
 #include "core/env.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
 #include "parallel/layout.h"
+#include "parallel/process_groups.h"
 
 namespace loom {
 namespace {
@@ -99,63 +101,41 @@ Status CheckTrainOutputs(const TrainOptions& opt) {
   return Status::Ok();
 }
 
-Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local) {
+Status StartMpi(bool force, std::shared_ptr<Backend>* backend, int* world, int* local) {
   *world = 1;
   *local = 1;
   if (!LaunchedByMpi() && !force) return Status::Ok();
-  int argc = 0;
-  char** argv = nullptr;
-  LOOM_ASSIGN_OR_RETURN(*mpi, MpiRuntime::Init(&argc, &argv));
-  *world = (*mpi)->world_size();
-  *local = (*mpi)->local_size();
-  SetLogRank((*mpi)->world_rank());
+  LOOM_ASSIGN_OR_RETURN(*backend, CreateBackend(BackendKind::kMpi));
+  *world = (*backend)->world_size();
+  *local = (*backend)->local_size();
+  SetLogRank((*backend)->world_rank());
   return Status::Ok();
 }
 
-Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, MpiRuntime* mpi,
+Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Backend* backend,
                               int world, int local, const RunHooks& hooks) {
   LOOM_ASSIGN_OR_RETURN(Layout layout, ResolveLayout(job, world));
   int threads = opt.threads > 0           ? opt.threads
                 : job.runtime.threads > 0 ? static_cast<int>(job.runtime.threads)
                                           : DefaultThreads(local);
   ConfigureThreads(threads);
-  Placement place;
+  Placement place;  // one process; the trainer shares the communicators' ownership
   place.layout = layout;
-  std::unique_ptr<Communicator> world_comm;
-  std::vector<std::unique_ptr<Communicator>> groups;  // outlive the trainer
-  if (mpi) {
-    const int r = mpi->world_rank();
-    place.world_rank = r;
-    LOOM_ASSIGN_OR_RETURN(world_comm, mpi->World());
-    place.world = world_comm.get();
-    // Every rank creates its groups in the same order (group creation is collective).
-    auto join = [&](GroupKind kind, bool needed, Communicator** slot) -> Status {
-      if (!needed) return Status::Ok();
-      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> c,
-                            mpi->CreateGroup(GroupKindName(kind), layout.GroupOf(kind, r)));
-      *slot = c.get();
-      groups.push_back(std::move(c));
-      return Status::Ok();
-    };
-    LOOM_RETURN_IF_ERROR(join(GroupKind::kTensor, layout.tp > 1, &place.tp));
-    LOOM_RETURN_IF_ERROR(join(GroupKind::kContext, layout.cp > 1, &place.cp));
-    LOOM_RETURN_IF_ERROR(join(GroupKind::kDataContext, layout.cp > 1, &place.dpcp));
-    LOOM_RETURN_IF_ERROR(join(GroupKind::kPipeline, layout.pp > 1, &place.pp));
-    LOOM_RETURN_IF_ERROR(join(GroupKind::kData, layout.dp > 1, &place.dp));
+  if (backend) {
+    LOOM_ASSIGN_OR_RETURN(place, ProcessGroups::Create(*backend, layout));
   }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, place));
   Result<TrainSummary> summary = trainer->Run(hooks.on_step, hooks.print);
   if (summary.ok()) {
     Status st = WriteOutputs(opt, *trainer, *summary);
-    if (st.ok() && world_comm) st = world_comm->Barrier();
+    if (st.ok() && place.world) st = place.world->Barrier();
     if (!st.ok()) summary = st;
   }
-  if (!summary.ok() && world_comm && world_comm->Abandoned()) {
+  if (!summary.ok() && place.world && place.world->Abandoned()) {
     // A timed-out operation may still be inside MPI, writing into the trainer's buffers and using
     // the communicators when its late member arrives: keep them until the job's abort.
     (void)trainer.release();
-    (void)world_comm.release();
-    for (auto& g : groups) (void)g.release();
+    (void)new Placement(place);
   }
   return summary;
 }
@@ -170,10 +150,10 @@ Status RunCatching(const std::function<Status()>& fn) {
   }
 }
 
-void AbortAfterGrace(MpiRuntime* mpi, int code) {
-  if (mpi == nullptr || mpi->world_size() <= 1) return;
+void AbortAfterGrace(Backend* backend, int code) {
+  if (backend == nullptr || backend->world_size() <= 1) return;
   std::this_thread::sleep_for(std::chrono::milliseconds(TunableOr(kAbortGraceTunable)));
-  mpi->Abort(code);
+  backend->Abort(code);
 }
 
 }  // namespace loom

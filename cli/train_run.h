@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "core/status.h"
 #include "job/job_config.h"
 #include "job/job_overrides.h"
@@ -28,27 +28,29 @@ struct TrainOptions : JobOverrides {
 // naming the flag, when one cannot take them.
 Status CheckTrainOutputs(const TrainOptions& opt);
 
-// Starts MPI when launched by it or when `force`; sets *world and *local (ranks on this host).
-Status StartMpi(bool force, std::unique_ptr<MpiRuntime>* mpi, int* world, int* local);
+// Creates the MPI backend (comm/backend.h) when launched by MPI or when `force`, else leaves
+// *backend null; sets *world and *local (ranks on this host).
+Status StartMpi(bool force, std::shared_ptr<Backend>* backend, int* world, int* local);
 
 struct RunHooks {
   bool print = true;                                              // progress on stdout (rank 0)
   std::function<Status(int64_t step, const StepStats&)> on_step;  // after every step
 };
 
-// Trains `job` on this rank (mpi null: one process): resolves and validates the layout, creates
-// the communicators, runs, and writes the requested outputs. The trainer's summary is returned.
-Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, MpiRuntime* mpi,
+// Trains `job` on this rank (backend null: one process): resolves and validates the layout,
+// creates the communicators, runs, and writes the requested outputs. The trainer's summary is
+// returned.
+Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Backend* backend,
                               int world, int local, const RunHooks& hooks);
 
 // Runs `fn`, turning an exception that escapes it (std::bad_alloc: memory ran out) into an
-// error, so that the caller's MPI runtime is still there to abort the job (AbortAfterGrace)
+// error, so that the caller's backend is still there to abort the job (AbortAfterGrace)
 // rather than being finalized while the other ranks wait in a collective.
 Status RunCatching(const std::function<Status()>& fn);
 
 // After a failure under MPI: outstanding operations can be neither completed nor cancelled, so
 // the job is aborted after a grace period (LOOM_ABORT_GRACE_MS, default 5000) in which the other
 // ranks' own deadlines expire and they report what they were waiting for.
-void AbortAfterGrace(MpiRuntime* mpi, int code);
+void AbortAfterGrace(Backend* backend, int code);
 
 }  // namespace loom

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <map>
 
 #include "checkpoint/format.h"
 #include "cli/commands.h"
@@ -36,30 +35,23 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-// Collectives that finished since `*since_ns`, summed per (op, group).
-void SummariseTrace(MpiRuntime* mpi, int64_t* since_ns, proto::StepReport* report) {
-  if (mpi == nullptr) return;
-  std::map<std::pair<std::string, std::string>, proto::CollectiveSummary> sums;
-  int64_t newest = *since_ns;
-  for (const TraceRecord& r : mpi->trace().Snapshot()) {
-    if (r.end_ns <= *since_ns) continue;
-    newest = std::max(newest, r.end_ns);
-    proto::CollectiveSummary& s = sums[{CommOpName(r.op), r.group}];
-    s.set_op(CommOpName(r.op));
-    s.set_group(r.group);
-    s.set_count(s.count() + 1);
-    s.set_bytes(s.bytes() + r.bytes);
-    const double busy = static_cast<double>(r.end_ns - r.start_ns) * 1e-9;
-    s.set_busy_s(s.busy_s() + busy);
-    s.set_wait_s(s.wait_s() + static_cast<double>(r.wait_ns) * 1e-9);
-    s.set_max_s(std::max(s.max_s(), busy));
+// The calls closed since `*cursor` (comm/trace.h), summed per (op, group) into the report.
+void SummariseTrace(Backend* backend, TraceCursor* cursor, proto::StepReport* report) {
+  if (backend == nullptr) return;
+  for (const CommSummary& c : SummariseCalls(backend->trace().Read(cursor).records)) {
+    proto::CollectiveSummary& s = *report->add_collectives();
+    s.set_op(c.op);
+    s.set_group(c.group);
+    s.set_count(c.count);
+    s.set_bytes(c.bytes);
+    s.set_busy_s(c.busy_s);
+    s.set_wait_s(c.wait_s);
+    s.set_max_s(c.max_s);
   }
-  *since_ns = newest;
-  for (auto& [key, s] : sums) *report->add_collectives() = s;
 }
 
 // *stopped_by: the signal the run stopped on after saving (checkpoint.signal), else left 0.
-Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
+Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
                  std::unique_ptr<CoordinatorClient>* client, int64_t* last_step, int* stopped_by) {
   const std::string endpoint = o.coordinator.empty() ? Env("LOOM_COORDINATOR") : o.coordinator;
   const std::string token = o.token.empty() ? Env("LOOM_JOB_TOKEN") : o.token;
@@ -68,9 +60,9 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   }
   if (token.empty()) return InvalidArgument("--token: expected the job token (or LOOM_JOB_TOKEN)");
   int world = 1, local = 1;
-  LOOM_RETURN_IF_ERROR(StartMpi(false, mpi, &world, &local));
+  LOOM_RETURN_IF_ERROR(StartMpi(false, backend, &world, &local));
   proto::RegisterRequest req;
-  req.set_rank(*mpi ? (*mpi)->world_rank() : 0);
+  req.set_rank(*backend ? (*backend)->world_rank() : 0);
   req.set_world_size(world);
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -94,7 +86,7 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
   TrainOptions topt;
   topt.threads = o.threads;
   LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
-  int64_t since_ns = NowNs();
+  TraceCursor cursor = *backend ? (*backend)->trace().End() : TraceCursor{};
   auto last = std::chrono::steady_clock::now();
   const double tokens_per_step = static_cast<double>(job.data.global_batch * job.data.seq);
   RunHooks hooks;
@@ -116,12 +108,13 @@ Status RunWorker(const WorkerOptions& o, std::unique_ptr<MpiRuntime>* mpi,
     }
     r.set_memory_bytes(mem);
     r.set_peak_memory_bytes(peak);
-    SummariseTrace(mpi->get(), &since_ns, &r);
+    SummariseTrace(backend->get(), &cursor, &r);
     (*client)->ReportStep(std::move(r));
     *last_step = step + 1;
     return (*client)->status();  // the coordinator is gone: stop instead of training blind
   };
-  LOOM_ASSIGN_OR_RETURN(TrainSummary summary, TrainJob(job, topt, mpi->get(), world, local, hooks));
+  LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
+                        TrainJob(job, topt, backend->get(), world, local, hooks));
   proto::Done done;
   done.set_rank(req.rank());
   if (summary.stopped_by_signal != 0) {  // saved, then stopped: not done, but no error either
@@ -159,11 +152,11 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout-ms", o->timeout_ms, "Deadline of every exchange with the coordinator")
       ->check(CLI::Range(100, 3600000));
   cmd->callback([o, exit_code] {
-    std::unique_ptr<MpiRuntime> mpi;
+    std::shared_ptr<Backend> backend;
     std::unique_ptr<CoordinatorClient> client;
     int64_t step = 0;
     int stopped_by = 0;
-    Status st = RunCatching([&] { return RunWorker(*o, &mpi, &client, &step, &stopped_by); });
+    Status st = RunCatching([&] { return RunWorker(*o, &backend, &client, &step, &stopped_by); });
     if (st.ok()) {
       *exit_code = StopExitCode(stopped_by);  // as loom train
       return;
@@ -171,13 +164,13 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
     *exit_code = ReportError("worker", st);
     if (client && client->status().ok()) {  // tell the coordinator why (best effort)
       proto::Done done;
-      done.set_rank(mpi ? mpi->world_rank() : 0);
+      done.set_rank(backend ? backend->world_rank() : 0);
       done.set_ok(false);
       done.set_error(st.message().substr(0, st.message().find(" [at ")));
       done.set_step(step);
       (void)client->Finish(done);
     }
-    AbortAfterGrace(mpi.get(), *exit_code);
+    AbortAfterGrace(backend.get(), *exit_code);
   });
 }
 

@@ -1,71 +1,197 @@
-// Blocking forms of the communicator operations.
+// The communicator front: checks and numbers every call, opens its trace record, submits it to
+// the backend's transport; the blocking forms and the host-float overloads.
 #include "comm/communicator.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "comm/backend.h"
+#include "comm/call.h"
 
 namespace loom {
 
-namespace {
+bool CommSupports(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16 ||
+         dtype == DType::kI32 || dtype == DType::kU8;
+}
 
-// Small buffers of the blocking forms are often the caller's stack variables. The operation runs
-// on a heap copy, which a timed-out operation keeps for good: it may still write there when the
-// late member arrives, long after the caller's frame is gone (see Communicator::Abandoned); any
-// failure keeps it, since a cancelled receive may have been matched already.
-// n_in floats of `in` are copied in; on success n_out floats are copied back to `out`, from the
-// input's place when `in_place`, else from a separate output area.
-template <class Issue>
-Status Staged(const float* in, int64_t n_in, float* out, int64_t n_out, bool in_place,
-              Deadline deadline, Issue issue) {
-  auto stage =
-      std::make_unique<std::vector<float>>(static_cast<size_t>(n_in + (in_place ? 0 : n_out)));
-  float* s_in = stage->data();
-  float* s_out = in_place ? s_in : s_in + n_in;
-  if (n_in > 0) std::copy(in, in + n_in, s_in);
-  Status st = issue(s_in, s_out)->Wait(deadline);
-  if (!st.ok()) {
-    (void)stage.release();  // perhaps still an abandoned operation's buffer: a few bytes, kept
-    return st;
+const char* DeviceName(Device device) {
+  return device == Device::kCpu ? "cpu" : "cuda";
+}
+
+CommHandle::~CommHandle() {
+  if (call_) call_->Release();
+}
+Status CommHandle::Wait(Deadline deadline) {
+  return call_->Wait(deadline);
+}
+Status CommHandle::Wait() {
+  return call_->Wait(call_->deadline());
+}
+bool CommHandle::Done() const {
+  return call_->Done();
+}
+
+// One call as the caller described it: the spec, plus the other buffer of a reduce_scatter
+// (its input) or an all_gather (its output), for the checks.
+struct Communicator::Request {
+  CallSpec spec;
+  int64_t other_count = 0;
+  DType other_dtype = DType::kF32;
+  Device other_device = Device::kCpu;
+  int64_t bytes = 0;  // for the trace (TraceRecord::bytes)
+
+  Request(CommOp op, const void* in, void* out, int64_t count, DType dtype, Device device) {
+    spec.op = op;
+    spec.in = in;
+    spec.out = out;
+    spec.count = count;
+    spec.dtype = dtype;
+    spec.device = device;
   }
-  if (n_out > 0) std::copy(s_out, s_out + n_out, out);
-  return st;
+};
+
+Communicator::Communicator(std::shared_ptr<Backend> backend, std::shared_ptr<RankContext> ctx,
+                           std::unique_ptr<GroupTransport> transport, std::string name,
+                           std::vector<int> members)
+    : backend_(std::move(backend)),
+      ctx_(std::move(ctx)),
+      transport_(std::move(transport)),
+      name_(std::move(name)),
+      members_(std::move(members)) {
+  rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->world_rank()) -
+                           members_.begin());
 }
 
-}  // namespace
+Communicator::~Communicator() = default;
 
-Status Communicator::AllReduce(float* data, int64_t n, ReduceOp op) {
-  if (n > kStagedFloats) return AllReduceAsync(data, n, op)->Wait(DefaultDeadline());
-  return Staged(data, n, data, n, /*in_place=*/true, DefaultDeadline(),
-                [&](float* s, float*) { return AllReduceAsync(s, n, op); });
+int Communicator::world_rank() const {
+  return ctx_->world_rank();
 }
-Status Communicator::ReduceScatter(const float* in, float* out, int64_t n_per_rank) {
-  const int64_t n_in = n_per_rank * size();
-  if (n_in > kStagedFloats) return ReduceScatterAsync(in, out, n_per_rank)->Wait(DefaultDeadline());
-  return Staged(
-      in, n_in, out, n_per_rank, /*in_place=*/false, DefaultDeadline(),
-      [&](float* s_in, float* s_out) { return ReduceScatterAsync(s_in, s_out, n_per_rank); });
+bool Communicator::Abandoned() const {
+  return ctx_->Abandoned();
 }
-Status Communicator::AllGather(const float* in, float* out, int64_t n_per_rank) {
-  const int64_t n_out = n_per_rank * size();
-  if (n_out > kStagedFloats) return AllGatherAsync(in, out, n_per_rank)->Wait(DefaultDeadline());
-  return Staged(in, n_per_rank, out, n_out, /*in_place=*/false, DefaultDeadline(),
-                [&](float* s_in, float* s_out) { return AllGatherAsync(s_in, s_out, n_per_rank); });
+std::chrono::milliseconds Communicator::default_timeout() const {
+  return ctx_->default_timeout();
 }
-Status Communicator::Broadcast(float* data, int64_t n, int root) {
-  if (n > kStagedFloats) return BroadcastAsync(data, n, root)->Wait(DefaultDeadline());
-  return Staged(data, n, data, n, /*in_place=*/true, DefaultDeadline(),
-                [&](float* s, float*) { return BroadcastAsync(s, n, root); });
+
+Status Communicator::Check(const Request& req, const CallOptions& o) const {
+  const CallSpec& s = req.spec;
+  if (!CommSupports(s.dtype)) {
+    return InvalidArgument(std::string("dtype ") + DTypeName(s.dtype) +
+                           " is not carried by communicators (F32, BF16, F16, I32, U8)");
+  }
+  if (!backend_->CanServe(s.device)) {
+    return FailedPrecondition(std::string("the ") + BackendKindName(backend_->kind()) +
+                              " backend cannot serve device " + DeviceName(s.device));
+  }
+  const bool two = s.op == CommOp::kReduceScatter || s.op == CommOp::kAllGather;
+  if (two && (req.other_dtype != s.dtype || req.other_device != s.device)) {
+    return InvalidArgument(std::string("input and output differ: ") + DTypeName(s.dtype) + " on " +
+                           DeviceName(s.device) + " and " + DTypeName(req.other_dtype) + " on " +
+                           DeviceName(req.other_device));
+  }
+  if (s.count < 0 || req.other_count < 0) return InvalidArgument("negative element count");
+  if (two && req.other_count != s.count * size()) {
+    return InvalidArgument(std::to_string(s.count) + " elements per rank need " +
+                           std::to_string(s.count * size()) + " in the whole buffer, not " +
+                           std::to_string(req.other_count) + " (a group of " +
+                           std::to_string(size()) + ")");
+  }
+  const bool reads = two || s.op == CommOp::kSend;
+  const bool writes = s.op != CommOp::kSend && s.op != CommOp::kBarrier;
+  if (s.count > 0 && ((reads && s.in == nullptr) || (writes && s.out == nullptr))) {
+    return InvalidArgument("null buffer of " + std::to_string(s.count) + " elements");
+  }
+  const bool ranked = s.op == CommOp::kSend || s.op == CommOp::kRecv || s.op == CommOp::kBroadcast;
+  if (ranked && (s.peer < 0 || s.peer >= size())) {
+    return InvalidArgument("peer/root " + std::to_string(s.peer) + " is not a rank of the group");
+  }
+  if ((s.op == CommOp::kSend || s.op == CommOp::kRecv) && o.tag < 0) {
+    return InvalidArgument("tag " + std::to_string(o.tag) + " is negative");
+  }
+  return Status::Ok();
 }
-Status Communicator::Send(const float* data, int64_t n, int peer, int tag) {
-  // A send only reads its buffer: after a timeout it may send stale bytes, nothing worse.
-  return SendAsync(data, n, peer, tag)->Wait(DefaultDeadline());
+
+HandlePtr Communicator::Issue(const Request& req, const CallOptions& o) {
+  CallSpec spec = req.spec;
+  spec.rank = rank_;
+  spec.size = size();
+  const bool p2p = spec.op == CommOp::kSend || spec.op == CommOp::kRecv;
+  spec.tag = p2p ? o.tag : -1;
+  TraceRecord rec;
+  rec.op = spec.op;
+  rec.group = name_;
+  rec.seq = next_seq_++;
+  rec.bytes = req.bytes;
+  rec.dtype = spec.dtype;
+  rec.peer = spec.peer >= 0 && spec.peer < size() ? members_[spec.peer] : -1;
+  rec.tag = spec.tag;
+  rec.enqueue_ns = NowNs();
+  std::string what = std::string(CommOpName(spec.op)) + " #" + std::to_string(rec.seq) +
+                     " on group '" + name_ + "' " + FormatMembers(members_);
+  const Deadline deadline = o.deadline ? *o.deadline : Clock::now() + ctx_->default_timeout();
+  Status refused = Check(req, o);
+  auto call = std::make_shared<CommCall>(ctx_, spec, std::move(rec), std::move(what), deadline);
+  if (!refused.ok()) {
+    call->Reject(refused.WithContext(call->what()));
+  } else {
+    transport_->Submit(call);
+  }
+  return std::make_shared<CommHandle>(std::move(call));
 }
-Status Communicator::Recv(float* data, int64_t n, int peer, int tag) {
-  if (n > kStagedFloats) return RecvAsync(data, n, peer, tag)->Wait(DefaultDeadline());
-  return Staged(nullptr, 0, data, n, /*in_place=*/false, DefaultDeadline(),
-                [&](float*, float* s) { return RecvAsync(s, n, peer, tag); });
+
+HandlePtr Communicator::AllReduceAsync(CommBuffer data, ReduceOp op, const CallOptions& o) {
+  Request r(CommOp::kAllReduce, data.data, data.data, data.count, data.dtype, data.device);
+  r.spec.reduce = op;
+  r.bytes = data.bytes();
+  return Issue(r, o);
 }
-Status Communicator::Barrier() {
-  return BarrierAsync()->Wait(DefaultDeadline());
+
+HandlePtr Communicator::ReduceScatterAsync(ConstCommBuffer in, CommBuffer out, ReduceOp op,
+                                           const CallOptions& o) {
+  Request r(CommOp::kReduceScatter, in.data, out.data, out.count, out.dtype, out.device);
+  r.spec.reduce = op;
+  r.other_count = in.count;
+  r.other_dtype = in.dtype;
+  r.other_device = in.device;
+  r.bytes = in.bytes();
+  return Issue(r, o);
+}
+
+HandlePtr Communicator::AllGatherAsync(ConstCommBuffer in, CommBuffer out, const CallOptions& o) {
+  Request r(CommOp::kAllGather, in.data, out.data, in.count, in.dtype, in.device);
+  r.other_count = out.count;
+  r.other_dtype = out.dtype;
+  r.other_device = out.device;
+  r.bytes = out.bytes();
+  return Issue(r, o);
+}
+
+HandlePtr Communicator::BroadcastAsync(CommBuffer data, int root, const CallOptions& o) {
+  Request r(CommOp::kBroadcast, data.data, data.data, data.count, data.dtype, data.device);
+  r.spec.peer = root;
+  r.bytes = data.bytes();
+  return Issue(r, o);
+}
+
+HandlePtr Communicator::SendAsync(ConstCommBuffer data, int peer, const CallOptions& o) {
+  Request r(CommOp::kSend, data.data, nullptr, data.count, data.dtype, data.device);
+  r.spec.peer = peer;
+  r.bytes = data.bytes();
+  return Issue(r, o);
+}
+
+HandlePtr Communicator::RecvAsync(CommBuffer data, int peer, const CallOptions& o) {
+  Request r(CommOp::kRecv, nullptr, data.data, data.count, data.dtype, data.device);
+  r.spec.peer = peer;
+  r.bytes = data.bytes();
+  return Issue(r, o);
+}
+
+HandlePtr Communicator::BarrierAsync(const CallOptions& o) {
+  Request r(CommOp::kBarrier, nullptr, nullptr, 0, DType::kF32, Device::kCpu);
+  return Issue(r, o);
 }
 
 std::string FormatMembers(const std::vector<int>& members) {

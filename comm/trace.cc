@@ -1,6 +1,9 @@
+// The per-call trace: open calls by id, closed records in a ring, reads by cursor, summaries.
 #include "comm/trace.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace loom {
 
@@ -38,6 +41,7 @@ void TraceRing::Add(const TraceRecord& r) {
     ring_[next_] = r;
   }
   next_ = (next_ + 1) % capacity_;
+  ++total_;
 }
 
 std::vector<TraceRecord> TraceRing::Snapshot() const {
@@ -52,6 +56,84 @@ void TraceRing::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   ring_.clear();
   next_ = 0;
+}
+
+uint64_t TraceRing::total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_;
+}
+
+std::vector<TraceRecord> TraceRing::Since(uint64_t from, uint64_t* lost) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t oldest = total_ - ring_.size();  // index of the oldest record kept
+  *lost = from < oldest ? oldest - from : 0;
+  std::vector<TraceRecord> out;
+  for (uint64_t i = std::max(from, oldest); i < total_; ++i) {
+    // Until the ring is full, record i sits at slot i - oldest; after, the oldest is at next_.
+    const size_t first = ring_.size() < capacity_ ? 0 : next_;
+    out.push_back(ring_[(first + static_cast<size_t>(i - oldest)) % ring_.size()]);
+  }
+  return out;
+}
+
+TraceRead CallTrace::Read(TraceCursor* cursor) const {
+  TraceRead read;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // no call closes between the two parts
+    read.records = ring_.Since(cursor->next, &read.lost);
+    for (const auto& [id, rec] : open_) read.open.push_back(rec);
+  }
+  cursor->next += read.lost + read.records.size();
+  return read;
+}
+
+uint64_t CallTrace::Open(TraceRecord r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  open_.emplace(id, std::move(r));
+  return id;
+}
+
+void CallTrace::Started(uint64_t id, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(id);
+  if (it != open_.end()) it->second.start_ns = ns;
+}
+
+void CallTrace::Ended(uint64_t id, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(id);
+  if (it != open_.end()) it->second.end_ns = ns;
+}
+
+void CallTrace::Close(uint64_t id, int64_t wait_ns, bool finished) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(id);
+  if (it == open_.end()) return;
+  TraceRecord& r = it->second;
+  r.wait_ns = wait_ns;
+  if (!finished) r.end_ns = 0;
+  ring_.Add(r);
+  open_.erase(it);
+}
+
+std::vector<CommSummary> SummariseCalls(const std::vector<TraceRecord>& records) {
+  std::map<std::pair<std::string, std::string>, CommSummary> sums;
+  for (const TraceRecord& r : records) {
+    if (r.end_ns == 0) continue;  // never finished: no busy time to count
+    CommSummary& s = sums[{CommOpName(r.op), r.group}];
+    s.op = CommOpName(r.op);
+    s.group = r.group;
+    ++s.count;
+    s.bytes += r.bytes;
+    const double busy = static_cast<double>(r.end_ns - r.start_ns) * 1e-9;
+    s.busy_s += busy;
+    s.wait_s += static_cast<double>(r.wait_ns) * 1e-9;
+    s.max_s = std::max(s.max_s, busy);
+  }
+  std::vector<CommSummary> out;
+  for (auto& [key, s] : sums) out.push_back(std::move(s));
+  return out;
 }
 
 }  // namespace loom

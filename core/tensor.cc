@@ -28,6 +28,8 @@ size_t DTypeSize(DType dtype) {
       return 4;
     case DType::kF16:
       return 2;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
@@ -50,17 +52,19 @@ const char* DTypeName(DType dtype) {
       return "U32";
     case DType::kF16:
       return "F16";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
 
 Result<DType> DTypeFromName(const std::string& name) {
   for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kI32, DType::kI64, DType::kU16,
-                  DType::kU32, DType::kF16}) {
+                  DType::kU32, DType::kF16, DType::kU8}) {
     if (name == DTypeName(d)) return d;
   }
   return InvalidArgument("unknown dtype '" + name +
-                         "' (expected F32, F64, BF16, F16, I32, I64, U16, U32)");
+                         "' (expected F32, F64, BF16, F16, I32, I64, U8, U16, U32)");
 }
 
 Result<DType> ParseFloatDType(const std::string& name, const std::string& where) {

@@ -15,11 +15,11 @@
 
 namespace loom {
 
-enum class DType { kF32, kF64, kBF16, kI32, kI64, kU16, kU32, kF16 };
+enum class DType { kF32, kF64, kBF16, kI32, kI64, kU16, kU32, kF16, kU8 };
 enum class Device { kCpu, kCuda };
 
 size_t DTypeSize(DType dtype);
-// Safetensors spelling: "F32", "F64", "BF16", "I32", "I64", "U16", "U32", "F16".
+// Safetensors spelling: "F32", "F64", "BF16", "I32", "I64", "U16", "U32", "F16", "U8".
 const char* DTypeName(DType dtype);
 Result<DType> DTypeFromName(const std::string& name);
 // A floating-point storage type as users name it: "f32" / "bf16" / "f16" (also "fp32",
@@ -56,6 +56,10 @@ constexpr DType DTypeOf<uint16_t>() {
 template <>
 constexpr DType DTypeOf<uint32_t>() {
   return DType::kU32;
+}
+template <>
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::kU8;
 }
 
 class Tensor {

@@ -6,16 +6,16 @@
 
 namespace loom::testing {
 namespace {
-MpiRuntime* g_runtime = nullptr;
+Backend* g_runtime = nullptr;
 }
-MpiRuntime& Mpi() {
+Backend& Mpi() {
   return *g_runtime;
 }
 }  // namespace loom::testing
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok()) {
     std::fprintf(stderr, "%s\n", rt.status().ToString().c_str());
     return 1;
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   int result = RUN_ALL_TESTS();
   auto world = (*rt)->World();
   if (!world.ok()) return 1;
-  std::unique_ptr<loom::Communicator> w = std::move(*world);
+  std::shared_ptr<loom::Communicator> w = std::move(*world);
   float failed = static_cast<float>(result != 0);
   if (!w->AllReduce(&failed, 1, loom::ReduceOp::kMax).ok()) return 1;
   w.reset();

@@ -1,10 +1,10 @@
-// main() for GoogleTest programs that run under mpirun: initialises MPI through MpiRuntime, runs
-// the tests on every rank (only rank 0 prints), and fails the job if any rank failed.
+// main() for GoogleTest programs that run under mpirun: creates the MPI backend (comm/backend.h),
+// runs the tests on every rank (only rank 0 prints), and fails the job if any rank failed.
 #pragma once
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 
 namespace loom::testing {
-// Valid while the tests run.
-MpiRuntime& Mpi();
+// The process's MPI backend; valid while the tests run.
+Backend& Mpi();
 }  // namespace loom::testing

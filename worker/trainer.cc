@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "checkpoint/format.h"
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/mpi/mpi_backend.h"
 #include "core/file_util.h"
 #include "core/kernels/elementwise.h"
 #include "core/logging.h"

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline/schedule.h"
+#include "parallel/process_groups.h"
 #include "worker/checkpointer.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
@@ -23,17 +24,10 @@
 
 namespace loom {
 
-// Where this rank sits. Default: one process.
-struct Placement {
-  Layout layout;
-  int world_rank = 0;
-  Communicator* tp = nullptr;     // null when tp = 1
-  Communicator* dp = nullptr;     // null when dp = 1
-  Communicator* pp = nullptr;     // null when pp = 1
-  Communicator* cp = nullptr;     // null when cp = 1
-  Communicator* dpcp = nullptr;   // data x context group (gradient reduction); null when cp = 1
-  Communicator* world = nullptr;  // null for one process
-};
+// Where this rank sits: its layout, world rank and communicators. Default: one process. The
+// trainer keeps a copy, which shares ownership of the communicators (parallel/process_groups.h),
+// so they outlive the parameter store and the checkpointer that use them.
+using Placement = ProcessGroups;
 
 struct StepStats {
   double loss = 0;       // mean over the global batch's tokens (before the update)
@@ -120,6 +114,7 @@ class Trainer {
   Result<double> EvaluatePipeline(const std::vector<int32_t>& in, const std::vector<int32_t>& tgt);
 
   JobConfig job_;
+  // Before every member that uses its communicators (store_, models_, ckpt_): they die first.
   Placement place_;
   ParamLayout layout_;
   std::unique_ptr<ParamStore> store_;

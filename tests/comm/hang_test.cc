@@ -14,11 +14,11 @@
 #include <cstdlib>
 #include <thread>
 
-#include "comm/mpi/mpi_runtime.h"
+#include "comm/backend.h"
 #include "parallel/layout.h"
 
 int main(int argc, char** argv) {
-  auto rt = loom::MpiRuntime::Init(&argc, &argv);
+  auto rt = loom::CreateBackend(loom::BackendKind::kMpi, {.argc = &argc, .argv = &argv});
   if (!rt.ok()) return 1;
   const int hang =
       std::atoi(std::getenv("LOOM_TEST_HANG_RANK") ? std::getenv("LOOM_TEST_HANG_RANK") : "1");

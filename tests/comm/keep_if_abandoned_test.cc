@@ -2,42 +2,46 @@
 // communication was abandoned (a timed-out operation may still write into them).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/local/local_backend.h"
 
 namespace loom {
 namespace {
 
-// A communicator whose only behaviour is Abandoned(): the guard asks nothing else.
-class AbandonFlagComm : public Communicator {
+// Rank 0 of a local world of two whose rank 1 never joins: Abandon() makes a wait pass its
+// deadline, which abandons communication (Communicator::Abandoned) as a hung peer would.
+class AbandonableComm {
  public:
-  bool abandoned = false;
-  bool Abandoned() const override { return abandoned; }
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  const std::string& name() const override { return name_; }
-  const std::vector<int>& members() const override { return members_; }
-  HandlePtr AllReduceAsync(float*, int64_t, ReduceOp) override { return nullptr; }
-  HandlePtr ReduceScatterAsync(const float*, float*, int64_t) override { return nullptr; }
-  HandlePtr AllGatherAsync(const float*, float*, int64_t) override { return nullptr; }
-  HandlePtr BroadcastAsync(float*, int64_t, int) override { return nullptr; }
-  HandlePtr SendAsync(const float*, int64_t, int, int) override { return nullptr; }
-  HandlePtr RecvAsync(float*, int64_t, int, int) override { return nullptr; }
-  HandlePtr BarrierAsync() override { return nullptr; }
+  AbandonableComm() {
+    auto world = CreateLocalWorld(2);
+    EXPECT_TRUE(world.ok()) << world.status().ToString();
+    auto comm = (*world)[0]->World();
+    EXPECT_TRUE(comm.ok()) << comm.status().ToString();
+    comm_ = *comm;
+  }
+  const Communicator* get() const { return comm_.get(); }
+  void Abandon() {
+    float x = 1.0f;
+    const Status st = comm_->AllReduce(CommBuffer::Host(&x, 1), ReduceOp::kSum,
+                                       {.deadline = Clock::now() + std::chrono::milliseconds(20)});
+    EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  }
 
  private:
-  std::string name_ = "test";
-  std::vector<int> members_{0};
+  std::shared_ptr<Communicator> comm_;
 };
 
 TEST(KeepIfAbandoned, LeavesBuffersAloneWhileCommunicationIsHealthy) {
-  AbandonFlagComm comm;
+  AbandonableComm comm;
   std::vector<float> buf(16, 1.0f);
   const float* data = buf.data();
   {
-    KeepIfAbandoned keep(&comm);
+    KeepIfAbandoned keep(comm.get());
     keep(buf);
   }
   EXPECT_EQ(buf.size(), 16u);
@@ -45,17 +49,17 @@ TEST(KeepIfAbandoned, LeavesBuffersAloneWhileCommunicationIsHealthy) {
 }
 
 TEST(KeepIfAbandoned, KeepsTheStorageOfEveryGuardedBufferAfterAnAbandonment) {
-  AbandonFlagComm comm;
+  AbandonableComm comm;
   std::vector<float> buf(16, 2.0f);
   std::map<int, std::vector<float>> slots;
   slots[3].assign(8, 3.0f);
   const float* data = buf.data();
   const float* slot = slots[3].data();
   {
-    KeepIfAbandoned keep(&comm);
+    KeepIfAbandoned keep(comm.get());
     keep(buf);
     keep(slots);
-    comm.abandoned = true;  // a wait timed out inside the scope
+    comm.Abandon();  // a wait timed out inside the scope
   }
   // The storage moved to objects that are never freed: the caller's containers are empty and
   // the old addresses still hold the data a late operation may write to.
