@@ -294,6 +294,7 @@ expect "inspect of a checkpoint missing a data file" "$dir/nofile.log" "step    
 # nobody can reach wherever the build tree is.
 if [[ $(id -u) -eq 0 ]] && command -v setpriv > /dev/null; then
   pdir=$(mktemp -d /tmp/loom-perm.XXXXXX) && chmod 755 "$pdir"
+  trap 'rm -rf "$pdir"' EXIT  # also when a step below fails or the script is interrupted
   cp "$loom" "$pdir/loom" && cp -r "$dir/base" "$pdir/ck" && chmod -R a+rX "$pdir/ck"
   as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$pdir/loom" "$@"; }
   as_nobody ckpt inspect "$pdir/ck/step_00000004" > /dev/null 2>&1 || { echo "FAIL: nobody cannot read a readable checkpoint under $pdir"; fail=1; }
