@@ -2,11 +2,10 @@
 // line and the field.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "coordinator/cluster.h"
 #include "core/file_util.h"
 #include "tests/coordinator/planner_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
@@ -28,7 +27,7 @@ links:
 )";
 
 std::string Write(const std::string& name, const std::string& text) {
-  std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::string path = testing::TestTempPath(name);
   EXPECT_TRUE(WriteFileAtomic(path, text).ok());
   return path;
 }

@@ -2,17 +2,16 @@
 // `plan:` section; errors name file, line and field; keys only `loom train` uses are ignored.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "coordinator/plan_job.h"
 #include "core/file_util.h"
 #include "tests/coordinator/planner_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
 
 std::string Write(const std::string& name, const std::string& text) {
-  std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::string path = testing::TestTempPath(name);
   EXPECT_TRUE(WriteFileAtomic(path, text).ok());
   return path;
 }

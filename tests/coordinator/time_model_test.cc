@@ -13,6 +13,7 @@
 #include "coordinator/planner/search.h"
 #include "coordinator/planner/time_model.h"
 #include "tests/coordinator/planner_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
@@ -59,7 +60,7 @@ TEST(OverlapFormulas, SerialChainOfBuckets) {
 TEST(CalibrationFile, OverlapSlowdown) {
   EXPECT_DOUBLE_EQ(LoadShippedCalibration("dgx-a100.calibration.json").overlap_slowdown, 0.15);
   EXPECT_DOUBLE_EQ(Calibration{}.overlap_slowdown, 0);  // not calibrated: overlap is free
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = testing::TestTempDir();
   Calibration c;
   c.overlap_slowdown = 0.2;
   std::ofstream(dir + "/cal.json") << CalibrationToJson(c);

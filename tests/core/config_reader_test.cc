@@ -3,15 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "core/file_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
 
 std::string Write(const char* name, const std::string& text) {
-  std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::string path = testing::TestTempPath(name);
   EXPECT_TRUE(WriteFileAtomic(path, text).ok());
   return path;
 }

@@ -8,12 +8,13 @@
 #include <filesystem>
 
 #include "core/file_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
 
 std::string TempPath(const char* name) {
-  return (std::filesystem::temp_directory_path() / (std::string("loom_st_") + name)).string();
+  return testing::TestTempPath(std::string("loom_st_") + name);
 }
 
 TEST(Safetensors, RoundTrip) {

@@ -7,6 +7,7 @@
 set -uo pipefail
 loom=$1 dir=$2 job=$3
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/parallel: {tp: 2, dp: 2, zero: 1}\ncheckpoint: {every: 2}\nsteps: 8/" \
   "$job" > "$dir/job.yaml"
@@ -294,6 +295,7 @@ expect "inspect of a checkpoint missing a data file" "$dir/nofile.log" "step    
 # nobody can reach wherever the build tree is.
 if [[ $(id -u) -eq 0 ]] && command -v setpriv > /dev/null; then
   pdir=$(mktemp -d /tmp/loom-perm.XXXXXX) && chmod 755 "$pdir"
+  trap 'rm -rf "$pdir"' EXIT  # also when a step below fails or the script is interrupted
   cp "$loom" "$pdir/loom" && cp -r "$dir/base" "$pdir/ck" && chmod -R a+rX "$pdir/ck"
   as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$pdir/loom" "$@"; }
   as_nobody ckpt inspect "$pdir/ck/step_00000004" > /dev/null 2>&1 || { echo "FAIL: nobody cannot read a readable checkpoint under $pdir"; fail=1; }

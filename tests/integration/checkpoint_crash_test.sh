@@ -14,6 +14,7 @@ set -uo pipefail
 loom=$1 dir=$2 job=$3
 trials=${TRIALS:-24} RANDOM=${SEED:-1}
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 np=4
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps: .*/parallel: {tp: 2, pp: 2, zero: 0}\ncheckpoint: {every: 2}\nsteps: 8/" \

@@ -14,6 +14,7 @@ loom=$1 dir=$2 job=$3
 mnt=$dir/mnt
 umount "$mnt" 2>/dev/null
 rm -rf "$dir" && mkdir -p "$mnt"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 fail=0
 . "$(dirname "$0")/expect.sh"

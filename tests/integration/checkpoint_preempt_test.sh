@@ -19,6 +19,7 @@
 set -uo pipefail
 loom=$1 dir=$2 job=$3
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^runtime: .*//; s/^steps: .*/parallel: {tp: 2, dp: 2}\nruntime: {threads: 1, log_every: 1}\ncheckpoint: {every: 25}\nsteps: 3000/" \
   "$job" > "$dir/job.yaml"

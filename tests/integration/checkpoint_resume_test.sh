@@ -21,6 +21,7 @@ set -uo pipefail
 loom=$1 dir=$2 job=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 # Every run saves asynchronously every 5 steps (keeping 2, and step 10 as a milestone): saving
 # must not disturb training.

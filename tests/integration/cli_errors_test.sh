@@ -3,6 +3,7 @@
 set -uo pipefail
 loom=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 fail=0
 expect() {  # expect EXIT_CODE NEEDLE -- command...
   local code=$1 needle=$2

@@ -5,6 +5,7 @@
 set -uo pipefail
 loom=$1 dir=$2 corpus=$3
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 fail=0
 printf '%8s %4s %16s %10s\n' seq cp "peak act bytes" "x cp=1"
 for seq in 1024 2048 4096; do

@@ -3,6 +3,7 @@
 set -euo pipefail
 loom=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 for i in $(seq 1 200); do echo "line $i: the quick brown fox jumps over the lazy dog"; done > "$dir/corpus.txt"
 "$loom" data prepare --input "$dir/corpus.txt" --output-dir "$dir/tokens" --val-fraction 0.2
 size=$(stat -c %s "$dir/corpus.txt")

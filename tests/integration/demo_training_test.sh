@@ -6,6 +6,7 @@
 set -euo pipefail
 loom=$1 job=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \(.*\)#text: $jobdir/\1#; s#dir: .*\##dir: $dir/checkpoints \##" "$job" > "$dir/demo.yaml"
 out=$("$loom" launch "$dir/demo.yaml" 2>&1 | tee /dev/stderr)

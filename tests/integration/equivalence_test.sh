@@ -7,6 +7,7 @@ loom=$1 dir=$2 job=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 # Generated job files live in $dir: make the corpus path absolute.
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#" "$job" > "$dir/job.yaml"

@@ -5,6 +5,7 @@
 set -uo pipefail
 loom=$1 dir=$2 corpus=$3
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 fail=0
 for sched in gpipe 1f1b; do
   cat > "$dir/$sched.yaml" <<YAML

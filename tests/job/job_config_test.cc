@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
@@ -20,7 +21,7 @@ steps: 10
 )";
 
 std::string WriteJob(const std::string& text) {
-  std::string path = (std::filesystem::temp_directory_path() / "loom_job_test.yaml").string();
+  std::string path = testing::TestTempPath("loom_job_test.yaml");
   EXPECT_TRUE(WriteFileAtomic(path, text).ok());
   return path;
 }

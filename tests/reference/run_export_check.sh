@@ -11,6 +11,7 @@ set -euo pipefail
 loom=$1 dir=$2 job=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2, dp: 2}\nsteps:/" "$job" > "$dir/job.yaml"
 mpi() { mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" --checkpoint-dir "$dir/ck" "$@"; }

@@ -3,15 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "core/file_util.h"
+#include "tests/temp_dir.h"
 
 namespace loom {
 namespace {
 
 std::string Temp(const char* name) {
-  return (std::filesystem::temp_directory_path() / name).string();
+  return testing::TestTempPath(name);
 }
 
 TEST(TokenFile, RoundTripBothWidths) {
