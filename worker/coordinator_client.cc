@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "core/logging.h"
-#include "proto/wire.h"
+#include "control/wire.h"
 
 namespace loom {
 namespace {

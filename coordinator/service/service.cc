@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "core/logging.h"
-#include "proto/wire.h"
+#include "control/wire.h"
 
 namespace loom {
 

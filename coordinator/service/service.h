@@ -1,6 +1,6 @@
 // The coordinator's TCP service (Boost.Asio, one I/O thread): workers connect, Register and get
 // their Plan, then send Heartbeats, StepReports and a final Done over the same connection, each
-// answered by an Ack (or an Error). Messages are length-prefixed Protobuf (proto/wire.h).
+// answered by an Ack (or an Error). Messages are length-prefixed Protobuf (control/wire.h).
 //
 // Nothing a peer sends can harm the service: a message with another job's token gets an Error
 // and the connection is closed; an oversized frame, bytes that are not a message, or a message

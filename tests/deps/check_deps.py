@@ -37,9 +37,13 @@ ALLOWED = {
     "job": {"core", "parallel", "model"},
     "checkpoint": {"core", "comm", "parallel", "model", "proto"},
     "fault": {"core", "comm"},
-    "worker": {"core", "comm", "parallel", "model", "job", "checkpoint", "fault", "proto"},
-    "coordinator": {"core", "parallel", "model", "job", "fault", "proto"},
+    "worker": {"core", "comm", "parallel", "model", "job", "checkpoint", "fault", "proto",
+               "control"},
+    "coordinator": {"core", "parallel", "model", "job", "fault", "proto", "control"},
     "proto": set(),
+    # Added beside DESIGN's folders: the control plane's transport (length-prefixed Envelopes over
+    # TCP with deadlines), shared by the coordinator and the workers; proto/ keeps the schemas.
+    "control": {"core", "proto"},
 }
 # Folders that may depend on anything (programs and tests); nothing may depend on them.
 ANYTHING = {"cli", "bench", "tests"}

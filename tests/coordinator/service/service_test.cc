@@ -13,7 +13,7 @@
 #include <random>
 #include <thread>
 
-#include "proto/wire.h"
+#include "control/wire.h"
 #include "worker/coordinator_client.h"
 
 namespace loom {

@@ -1,5 +1,5 @@
 // Length-prefixed Protobuf over TCP with deadlines.
-#include "proto/wire.h"
+#include "control/wire.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

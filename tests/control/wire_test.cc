@@ -1,5 +1,5 @@
 // Framing of control messages: sizes, limits, malformed bodies.
-#include "proto/wire.h"
+#include "control/wire.h"
 
 #include <gtest/gtest.h>
 
