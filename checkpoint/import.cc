@@ -391,6 +391,13 @@ proto::CheckpointMetadata ImportMetadata(const ModelConfig& model, const std::st
 
 }  // namespace
 
+bool HoldsWeights(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return fs::path(path).extension() == ".safetensors";
+  return fs::is_regular_file(JoinPath(path, "model.safetensors"), ec) &&
+         ListCheckpoints(path).empty();
+}
+
 Result<ImportResult> ImportSafetensors(const std::string& input, const std::string& out_root,
                                        int64_t heads, const std::string& heads_name) {
   LOOM_ASSIGN_OR_RETURN(const ImportInput in, ResolveInput(input, heads, heads_name));

@@ -63,15 +63,6 @@ int64_t CheckpointTimeoutMs() {
 namespace {
 std::atomic<int> g_checkpoint_io{0};
 
-// Weights from elsewhere rather than a checkpoint: a safetensors file, or a Hugging Face model
-// directory (model.safetensors, no step directories).
-bool HoldsWeights(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return fs::path(path).extension() == ".safetensors";
-  return fs::is_regular_file(JoinPath(path, "model.safetensors"), ec) &&
-         ListCheckpoints(path).empty();
-}
-
 // checkpoint.export: a .safetensors path is one file, anything else a Hugging Face directory.
 bool ExportsOneFile(const CheckpointConfig& c) {
   return fs::path(c.export_path).extension() == ".safetensors";

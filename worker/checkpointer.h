@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/background_writer.h"
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
 #include "comm/communicator.h"
