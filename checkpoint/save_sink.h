@@ -20,6 +20,13 @@
 //     fails or times out fails Replicate: the save fails at the next step boundary like a failed
 //     write, and the previous snapshot stays committed.
 //
+// Where #23's sinks live: DESIGN lets fault/ depend on core and comm only, and checkpoint/ not on
+// fault/, so the storage (shared-memory segments, RS coding, the fragment transport) belongs in
+// fault/ and the SaveSink adapters over it in worker/ (which may use both), as
+// worker/store_state.h adapts the parameter store to RankState. One engine drives one sink: a
+// run with snapshots and checkpoints has two engines (each its own threads and per-step vote),
+// and the optimizer update waits for both copies.
+//
 // Thread-safety: the engine calls CanSave, Discard and the names from the training thread,
 // Begin/Store/Seal/Replicate from its writer thread (one save at a time), Commit from its
 // committer thread (in save order, one at a time). A sink must outlive its engine.
