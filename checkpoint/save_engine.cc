@@ -110,15 +110,14 @@ Status SaveEngine::Write(int64_t step) {
   return sink_->Replicate();
 }
 
-Status SaveEngine::Save(proto::CheckpointMetadata meta) {
+Status SaveEngine::Save(int64_t step, const Describe& describe) {
   LOOM_RETURN_IF_ERROR(sink_->CanSave());
   const auto t0 = std::chrono::steady_clock::now();
   {
     const CheckpointIoScope io;                     // the previous save may still be writing
     LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
   }
-  const int64_t step = meta.step();
-  pending_meta_ = std::move(meta);
+  pending_meta_ = describe();
   pending_step_ = step;
   ++stats_.saves;
   {

@@ -28,6 +28,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -75,9 +76,12 @@ class SaveEngine {
   SaveEngine(const SaveEngine&) = delete;
   SaveEngine& operator=(const SaveEngine&) = delete;
 
-  // Collective: saves `meta.step()`, described by `meta` (the sink's commit records it). Waits
-  // for the save in flight first.
-  Status Save(proto::CheckpointMetadata meta);
+  // What a save records besides the state (step, model, layout, optimizer, data position, RNG,
+  // provenance), taken as the save starts: after the previous save completed, before the copy.
+  using Describe = std::function<proto::CheckpointMetadata()>;
+  // Collective: waits for the save in flight, then saves step `step`, described by `describe()`
+  // (the sink's commit records it).
+  Status Save(int64_t step, const Describe& describe);
   // Local, before every optimizer update: returns once the latest save's copy is complete (at
   // once when none is running). DeadlineExceeded after LOOM_CKPT_TIMEOUT_MS.
   Status BeforeUpdate();

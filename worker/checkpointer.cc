@@ -284,14 +284,16 @@ Result<int64_t> Checkpointer::Resumed(const std::string& source, const std::vect
 }
 
 Status Checkpointer::Save(int64_t step) {
-  SavePoint at;
-  at.step = step;
-  at.optimizer_steps = state_->optimizer_steps();
-  at.consumed_samples =
-      resume_.resumed_samples + (step - resume_.resumed_step) * job_.data.global_batch;
-  at.loss = last_loss_;
   last_started_ = step;
-  return engine_->Save(SaveMetadata(job_, layout_, at, data_));
+  return engine_->Save(step, [&] {
+    SavePoint at;
+    at.step = step;
+    at.optimizer_steps = state_->optimizer_steps();
+    at.consumed_samples =
+        resume_.resumed_samples + (step - resume_.resumed_step) * job_.data.global_batch;
+    at.loss = last_loss_;
+    return SaveMetadata(job_, layout_, at, data_);
+  });
 }
 
 Status Checkpointer::BeforeUpdate() {

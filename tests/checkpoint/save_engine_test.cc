@@ -183,7 +183,7 @@ class SaveEngineTest : public TempDirTest {
 TEST_F(SaveEngineTest, ImageHoldsEveryStateOfEveryPieceInOrder) {
   ASSERT_EQ(ImageBytes(plan_), state_.Image(plan_).size() * sizeof(float));
   auto engine = Engine(&sink_);
-  ASSERT_TRUE(engine->Save(Meta(2)).ok());
+  ASSERT_TRUE(engine->Save(2, [&] { return Meta(2); }).ok());
   ASSERT_TRUE(engine->Finish().ok());
   EXPECT_EQ(sink_.stored(), state_.Image(plan_));
   EXPECT_EQ(sink_.events(),
@@ -196,7 +196,7 @@ TEST_F(SaveEngineTest, TheUpdateWaitsForTheCopyNotForTheStore) {
   const std::vector<float> before = state_.Image(plan_);
   auto engine = Engine(&sink_);
   sink_.Hold();  // the store goes on after the copy until released
-  ASSERT_TRUE(engine->Save(Meta(2)).ok());
+  ASSERT_TRUE(engine->Save(2, [&] { return Meta(2); }).ok());
   ASSERT_TRUE(engine->BeforeUpdate().ok());  // the copy is complete
   state_.Set(7.0f);                          // the optimizer update
   ASSERT_TRUE(engine->Poll().ok());          // still storing: nothing committed
@@ -209,7 +209,7 @@ TEST_F(SaveEngineTest, TheUpdateWaitsForTheCopyNotForTheStore) {
 
 TEST_F(SaveEngineTest, SavesCommitInOrderOneInFlight) {
   auto engine = Engine(&sink_);
-  for (int64_t step : {2, 4, 6}) ASSERT_TRUE(engine->Save(Meta(step)).ok());
+  for (int64_t step : {2, 4, 6}) ASSERT_TRUE(engine->Save(step, [&] { return Meta(step); }).ok());
   ASSERT_TRUE(engine->Finish().ok());
   std::vector<std::string> commits, writes;
   for (const std::string& e : sink_.events()) {
@@ -225,9 +225,9 @@ TEST_F(SaveEngineTest, SavesCommitInOrderOneInFlight) {
 TEST_F(SaveEngineTest, AFailedStoreFailsTheSaveAndItsPartIsDiscarded) {
   sink_.fail_store = true;
   auto engine = Engine(&sink_);
-  ASSERT_TRUE(engine->Save(Meta(4)).ok());
-  ASSERT_TRUE(engine->BeforeUpdate().ok());   // never blocked by a failed save
-  const Status next = engine->Save(Meta(6));  // waits for step 4, which failed
+  ASSERT_TRUE(engine->Save(4, [&] { return Meta(4); }).ok());
+  ASSERT_TRUE(engine->BeforeUpdate().ok());                      // never blocked by a failed save
+  const Status next = engine->Save(6, [&] { return Meta(6); });  // waits for step 4, which failed
   ASSERT_FALSE(next.ok());
   EXPECT_NE(next.message().find("checkpoint step 4: memory part of step 4: full"),
             std::string::npos)
@@ -240,7 +240,7 @@ TEST_F(SaveEngineTest, AFailedStoreFailsTheSaveAndItsPartIsDiscarded) {
 TEST_F(SaveEngineTest, AReplicationThatIsNotAcknowledgedFailsTheSave) {
   sink_.fail_replicate = true;
   auto engine = Engine(&sink_);
-  ASSERT_TRUE(engine->Save(Meta(2)).ok());
+  ASSERT_TRUE(engine->Save(2, [&] { return Meta(2); }).ok());
   const Status st = engine->Finish();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("checkpoint step 2: fragment 3 was not acknowledged"),
@@ -254,7 +254,8 @@ TEST_F(SaveEngineTest, AReplicationThatIsNotAcknowledgedFailsTheSave) {
 TEST_F(SaveEngineTest, AFailedCommitIsReportedByFinish) {
   sink_.fail_commit = true;
   auto engine = Engine(&sink_, /*async=*/false);
-  ASSERT_TRUE(engine->Save(Meta(2)).ok());  // synchronous: voted complete, commit started
+  ASSERT_TRUE(engine->Save(2, [&] { return Meta(2); })
+                  .ok());  // synchronous: voted complete, commit started
   const Status st = engine->Finish();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("checkpoint commit: the manifest could not be written"),
@@ -271,7 +272,7 @@ TEST_F(SaveEngineTest, TheFileSinkWritesTheImageAsAUniversalCheckpoint) {
   auto engine = Engine(&files);
   for (int64_t step : {1, 2, 3}) {
     state_.Set(static_cast<float>(step));
-    ASSERT_TRUE(engine->Save(Meta(step)).ok());
+    ASSERT_TRUE(engine->Save(step, [&] { return Meta(step); }).ok());
     ASSERT_TRUE(engine->BeforeUpdate().ok());
     ASSERT_TRUE(engine->Poll().ok());
   }
