@@ -69,7 +69,6 @@ Checkpointer::Checkpointer(const JobConfig& job, const Layout& layout, int world
     : job_(job),
       layout_(layout),
       rank_(world_rank),
-      world_(world),
       params_(param_layout),
       plan_(PlanRank(job.model, layout, world_rank)),
       state_(std::make_unique<StoreState>(store)),

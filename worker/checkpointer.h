@@ -137,7 +137,6 @@ class Checkpointer {
   const JobConfig job_;
   const Layout layout_;
   const int rank_;
-  Communicator* world_;
   const ParamLayout& params_;
   const RankShardPlan plan_;
   std::unique_ptr<RankState> state_;  // the parameter store's states
