@@ -29,6 +29,11 @@ struct ImportResult {
   int skipped = 0;  // buffers and a tied head
 };
 
+// Whether `path` holds weights from elsewhere rather than a checkpoint: a .safetensors file, or a
+// Hugging Face model directory (model.safetensors, no step directories) — what ImportSafetensors
+// takes.
+bool HoldsWeights(const std::string& path);
+
 // `source`: a safetensors file, or a Hugging Face model directory (its model.safetensors, and
 // n_head from its config.json). `heads`: 0 to take n_head from the file's metadata or the
 // directory's config.json; `heads_name` names where a non-zero `heads` came from in errors that

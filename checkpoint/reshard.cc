@@ -9,6 +9,7 @@
 
 #include "checkpoint/direct_stream.h"
 #include "checkpoint/direct_writes.h"
+#include "checkpoint/metadata_specs.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
@@ -78,163 +79,220 @@ Result<Layout> ParseLayoutSpec(const std::string& spec) {
   return l;
 }
 
-Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
-                              const std::string& out_root) {
-  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
-  LOOM_RETURN_IF_ERROR(CheckNotTemporary(dir));
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
-  const proto::CheckpointMetadata& meta = reader->meta();
-  const proto::ModelSpec& mo = meta.model();
-  const ModelConfig model{mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()};
-  // The model decides which layouts can hold it; the data settings can change on resume (a
-  // larger dp with a larger global_batch), so they only earn a note.
+namespace {
+
+// The target layout must hold the checkpoint's model; the data settings can change on resume (a
+// larger dp with a larger global_batch), so they only earn a note (*note).
+Status CheckTarget(const proto::CheckpointMetadata& meta, const Layout& to, std::string* note) {
+  const ModelConfig model = ModelOf(meta.model());
   LayoutConstraints c{model.heads, model.layers, model.vocab, 0, model.hidden, 0, 0};
   LOOM_RETURN_IF_ERROR_CTX(to.Validate(0, c), "target layout (" + to.ToString() + ")");
-  ReshardResult out;
   c.seq = meta.data().seq();
   c.global_batch = meta.data().global_batch();
   if (Status fits = to.Validate(0, c); !fits.ok()) {
     std::string why = fits.message();
     const std::string prefix = "parallel layout: ";
     if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
-    out.note = "the checkpoint's data settings do not fit this layout (" + why +
-               "): a job resuming it with " + to.ToString() + " must change them";
+    *note = "the checkpoint's data settings do not fit this layout (" + why +
+            "): a job resuming it with " + to.ToString() + " must change them";
   }
-  LOOM_ASSIGN_OR_RETURN(const OutputRoot root, OutputRoot::Open(out_root, dir));
-  std::error_code ec;
+  return Status::Ok();
+}
+
+// The source's metadata but its tensors and files, with the target layout.
+proto::CheckpointMetadata TargetBase(const proto::CheckpointMetadata& meta, const Layout& to) {
   proto::CheckpointMetadata base = meta;
   base.clear_tensors();
   base.clear_files();
-  proto::LayoutSpec* l = base.mutable_saved_layout();
-  l->set_tp(to.tp);
-  l->set_cp(to.cp);
-  l->set_pp(to.pp);
-  l->set_vpp(to.vpp);
-  l->set_dp(to.dp);
-  l->set_zero(to.zero);
-  l->set_sp(to.sp);
-  const std::string tmp = TempStepDir(out_root, meta.step());
-  std::filesystem::remove_all(tmp, ec);  // a previous interrupted reshard
-  Status st;
-  // Target ranks are written a group at a time, tensor by tensor: each saved tensor state is read
-  // once per group, and at most kGroup files are open.
-  constexpr int kGroup = 256;
-  const ParamLayout canonical = ParamLayout::ForModel(model, 1);
-  // One buffer of the largest tensor, allocated once and never zero-filled. With the read-ahead
-  // and the write buffers below (each at most half of it), the tool's memory is about twice the
-  // largest tensor.
-  int64_t largest = 1;
-  for (const ParamInfo& p : canonical.params) largest = std::max(largest, p.numel());
-  const size_t largest_bytes = static_cast<size_t>(largest) * sizeof(float);
-  // In whole 2 MiB pages: first touching 4 KiB pages costs ~0.5 ms per MiB here, 2 MiB ones
-  // ~0.1 (the first tensor's copy waits for it).
-  const size_t buffer_bytes = (largest_bytes + kIoPageBytes - 1) / kIoPageBytes * kIoPageBytes;
-  std::unique_ptr<float, void (*)(void*)> buffer(
-      reinterpret_cast<float*>(AllocateIoBuffer(buffer_bytes)), std::free);
-  constexpr int kIoThreads = 2;  // for the reads and for the writes
-  std::vector<proto::CheckpointMetadata> fragments(static_cast<size_t>(to.world()));
-  for (int g0 = 0; g0 < to.world() && st.ok(); g0 += kGroup) {
-    const int g1 = std::min(to.world(), g0 + kGroup);
-    std::vector<RankShardPlan> plans;
-    std::vector<std::unique_ptr<RankFileWriter>> writers;
-    std::map<std::string, std::vector<std::pair<int, size_t>>> users;  // name -> (rank, piece)
+  SetLayoutSpec(to, base.mutable_saved_layout());
+  return base;
+}
+
+// Writes the target ranks' files a group at a time, tensor by tensor: each saved tensor state is
+// read once per group, and at most kGroup files are open. Memory: one buffer of the largest
+// tensor, allocated once and never zero-filled; with the read-ahead and the write buffers (each
+// at most half of it), about twice the largest tensor.
+class Resharder {
+ public:
+  static constexpr int kGroup = 256;
+
+  Resharder(CheckpointReader* reader, const ModelConfig& model, const Layout& to, std::string tmp)
+      : reader_(reader),
+        model_(model),
+        to_(to),
+        tmp_(std::move(tmp)),
+        canonical_(ParamLayout::ForModel(model, 1)),
+        buffer_(nullptr, std::free),
+        fragments_(static_cast<size_t>(to.world())) {
+    int64_t largest = 1;
+    for (const ParamInfo& p : canonical_.params) largest = std::max(largest, p.numel());
+    largest_bytes_ = static_cast<size_t>(largest) * sizeof(float);
+    // In whole 2 MiB pages: first touching 4 KiB pages costs ~0.5 ms per MiB here, 2 MiB ones
+    // ~0.1 (the first tensor's copy waits for it).
+    const size_t bytes = (largest_bytes_ + kIoPageBytes - 1) / kIoPageBytes * kIoPageBytes;
+    buffer_.reset(reinterpret_cast<float*>(AllocateIoBuffer(bytes)));
+  }
+
+  // Every target rank's data file and index fragment (kept in memory for the commit).
+  Status WriteAll(uint64_t* bytes_written) {
+    for (int g0 = 0; g0 < to_.world(); g0 += kGroup) {
+      LOOM_RETURN_IF_ERROR(WriteGroup(g0, std::min(to_.world(), g0 + kGroup), bytes_written));
+    }
+    return Status::Ok();
+  }
+  std::vector<proto::CheckpointMetadata> TakeFragments() { return std::move(fragments_); }
+
+ private:
+  static constexpr int kIoThreads = 2;  // for the reads and for the writes
+
+  // Target ranks [g0, g1): plans, reads, writers, the copies, then each file finished.
+  Status WriteGroup(int g0, int g1, uint64_t* bytes_written) {
+    PlanGroup(g0, g1);
+    Status st = OpenStream();
+    for (int r = g0; r < g1 && st.ok(); ++r) {  // created once the reads have started
+      Result<std::unique_ptr<RankFileWriter>> w =
+          RankFileWriter::Open(tmp_, r, plans_[static_cast<size_t>(r - g0)]);
+      if (!w.ok()) st = w.status();
+      if (w.ok()) writers_.push_back(std::move(*w));
+    }
+    std::unique_ptr<DirectWritePool> pool = st.ok() ? MakePool() : nullptr;
+    for (size_t o = 0; o < order_.size() && st.ok(); ++o) {
+      st = CheckInterrupted("the resharded checkpoint");
+      if (st.ok()) st = CopyTensor(order_[o].first, *order_[o].second);
+    }
+    if (st.ok() && stream_ != nullptr) st = stream_->Done();
+    reader_->SetStream(nullptr);
+    stream_.reset();
+    for (size_t i = 0; i < writers_.size() && st.ok(); ++i) {
+      Result<uint64_t> bytes = writers_[i]->Finish(&fragments_[static_cast<size_t>(g0) + i]);
+      if (!bytes.ok()) st = bytes.status();
+      if (bytes.ok()) *bytes_written += *bytes;
+    }
+    writers_.clear();  // before the pool: an unfinished writer waits for its queued writes
+    return st;
+  }
+
+  // The group's shard plans, who writes which pieces of each tensor, and the (state, tensor)
+  // pairs it needs in the order they are processed (the saved files' order: tensor by tensor
+  // within a state; going through a tensor's states one after the other was tried and made the
+  // reads from the disk slower than the overlap it gained).
+  void PlanGroup(int g0, int g1) {
+    plans_.clear();
+    users_.clear();
+    order_.clear();
     for (int r = g0; r < g1; ++r) {
-      const RankShardPlan& plan = plans.emplace_back(PlanRank(model, to, r));
+      const RankShardPlan& plan = plans_.emplace_back(PlanRank(model_, to_, r));
       for (size_t k = 0; k < plan.writes.size(); ++k) {
-        users[plan.layout.params[static_cast<size_t>(plan.writes[k].param)].name].push_back(
+        users_[plan.layout.params[static_cast<size_t>(plan.writes[k].param)].name].push_back(
             {r - g0, k});
       }
     }
-    // The (state, tensor) pairs this group needs, in the order they are processed (the saved
-    // files' order: tensor by tensor within a state; going through a tensor's states one after
-    // the other was tried and made the reads from the disk slower than the overlap it gained).
-    std::vector<std::pair<StateKind, const ParamInfo*>> order;
     for (int s = 0; s < kNumStates; ++s) {
-      for (const ParamInfo& p : canonical.params) {
-        if (users.count(p.name)) order.emplace_back(static_cast<StateKind>(s), &p);
+      for (const ParamInfo& p : canonical_.params) {
+        if (users_.count(p.name)) order_.emplace_back(static_cast<StateKind>(s), &p);
       }
     }
-    // Every byte range the reads below take, in their order, is read ahead with O_DIRECT, several
-    // pieces in flight, into a ring of half the largest tensor (at least 8, at most 32 MiB).
-    // While this thread copies a tensor out to the write buffers, the ring fills and the
-    // queued writes drain: the disk reads and writes at once with one tensor buffer. (Buffered
-    // reads, one request at a time, made the tool 1.3-1.7x slower while the writes ran:
-    // docs/BENCHMARKS.md.)
-    std::unique_ptr<DirectStream> stream;
-    if (st.ok()) {
-      std::vector<FileRange> ranges;
-      for (const auto& [state, p] : order)
-        reader->PlanReads(p->name, state, WholeRegion(*p), &ranges);
-      const int slots = static_cast<int>(
-          std::clamp<size_t>(largest_bytes / 2 / kIoPageBytes, 4, (32 << 20) / kIoPageBytes));
-      Result<std::unique_ptr<DirectStream>> s = DirectStream::Open(
-          reader->dir(), std::move(ranges), kIoPageBytes, slots, kIoThreads, CheckpointDirectIo());
-      if (s.ok()) stream = std::move(*s);
-      if (!s.ok()) st = s.status();
-      reader->SetStream(stream.get());
+  }
+
+  // Every byte range the reads take, in their order, is read ahead with O_DIRECT, several pieces
+  // in flight, into a ring of half the largest tensor (at least 8, at most 32 MiB). While this
+  // thread copies a tensor out to the write buffers, the ring fills and the queued writes drain:
+  // the disk reads and writes at once with one tensor buffer. (Buffered reads, one request at a
+  // time, made the tool 1.3-1.7x slower while the writes ran: docs/BENCHMARKS.md.)
+  Status OpenStream() {
+    std::vector<FileRange> ranges;
+    for (const auto& [state, p] : order_) {
+      reader_->PlanReads(p->name, state, WholeRegion(*p), &ranges);
     }
-    // The target files are created once the reads have started.
-    for (int r = g0; r < g1 && st.ok(); ++r) {
-      Result<std::unique_ptr<RankFileWriter>> w =
-          RankFileWriter::Open(tmp, r, plans[static_cast<size_t>(r - g0)]);
-      if (!w.ok()) st = w.status();
-      if (w.ok()) writers.push_back(std::move(*w));
-    }
-    // The output goes to the disk with O_DIRECT, through a pool of buffers: one being filled per
-    // file and kInFlight being written. They share a budget of half the largest tensor (at least
-    // 8, at most 64 MiB); with more files than that allows buffers of kMinStage, buffered writes.
-    // (Buffered writes, whose writeback competes with the reads, made the tool up to 2.5x
-    // slower on this VM's disk: docs/BENCHMARKS.md.) Buffers of whole 2 MiB pages where the
-    // budget allows: see AllocateIoBuffer.
+    const int slots = static_cast<int>(
+        std::clamp<size_t>(largest_bytes_ / 2 / kIoPageBytes, 4, (32 << 20) / kIoPageBytes));
+    LOOM_ASSIGN_OR_RETURN(stream_,
+                          DirectStream::Open(reader_->dir(), std::move(ranges), kIoPageBytes, slots,
+                                             kIoThreads, CheckpointDirectIo()));
+    reader_->SetStream(stream_.get());
+    return Status::Ok();
+  }
+
+  // The output goes to the disk with O_DIRECT, through a pool of buffers: one being filled per
+  // file and kInFlight being written. They share a budget of half the largest tensor (at least
+  // 8, at most 64 MiB); with more files than that allows buffers of kMinStage, buffered writes
+  // (null). (Buffered writes, whose writeback competes with the reads, made the tool up to 2.5x
+  // slower on this VM's disk: docs/BENCHMARKS.md.) Buffers of whole 2 MiB pages where the budget
+  // allows: see AllocateIoBuffer.
+  std::unique_ptr<DirectWritePool> MakePool() {
     constexpr size_t kInFlight = 4, kMinStage = 1 << 20;
-    const size_t budget = std::clamp<size_t>(largest_bytes / 2, 8 << 20, 64 << 20);
-    size_t stage = budget / (writers.size() + kInFlight);
+    const size_t budget = std::clamp<size_t>(largest_bytes_ / 2, 8 << 20, 64 << 20);
+    size_t stage = budget / (writers_.size() + kInFlight);
     stage = stage >= kIoPageBytes ? stage / kIoPageBytes * kIoPageBytes
                                   : stage / kDataAlignment * kDataAlignment;
-    std::unique_ptr<DirectWritePool> pool;
-    if (st.ok() && stage >= kMinStage) {
-      pool = std::make_unique<DirectWritePool>(stage, static_cast<int>(writers.size() + kInFlight),
-                                               kIoThreads);
-      for (auto& w : writers) w->EnableStaging(pool.get());
-    }
-    std::vector<CopySegment> segs;
-    std::vector<std::pair<const char*, size_t>> parts;
-    for (size_t o = 0; o < order.size() && st.ok(); ++o) {
-      st = CheckInterrupted("the resharded checkpoint");
-      if (!st.ok()) break;
-      const StateKind state = order[o].first;
-      const ParamInfo& p = *order[o].second;
-      const Region whole = WholeRegion(p);
-      st = reader->Read(p.name, state, whole, buffer.get());
-      const float* data = buffer.get();
-      for (const auto& [i, k] : users[p.name]) {
-        if (!st.ok()) break;
-        const Region& region = plans[static_cast<size_t>(i)].writes[k].region;
-        segs.clear();
-        Intersect(whole, region, &segs);
-        if (segs.size() == 1) {  // one run of the tensor (a row block)
-          st = writers[static_cast<size_t>(i)]->Put(state, k, data + segs[0].src);
-        } else {  // a column slab: one vectored write of its rows
-          parts.clear();
-          for (const CopySegment& c : segs) {
-            parts.emplace_back(reinterpret_cast<const char*>(data + c.src),
-                               static_cast<size_t>(c.count) * sizeof(float));
-          }
-          st = writers[static_cast<size_t>(i)]->PutParts(state, k, parts);
-        }
-      }
-    }
-    if (st.ok() && stream != nullptr) st = stream->Done();
-    reader->SetStream(nullptr);
-    stream.reset();
-    for (size_t i = 0; i < writers.size() && st.ok(); ++i) {
-      Result<uint64_t> bytes = writers[i]->Finish(&fragments[static_cast<size_t>(g0) + i]);
-      if (!bytes.ok()) st = bytes.status();
-      if (bytes.ok()) out.bytes_written += *bytes;
-    }
-    writers.clear();  // before the pool: an unfinished writer waits for its queued writes
+    if (stage < kMinStage) return nullptr;
+    auto pool = std::make_unique<DirectWritePool>(
+        stage, static_cast<int>(writers_.size() + kInFlight), kIoThreads);
+    for (auto& w : writers_) w->EnableStaging(pool.get());
+    return pool;
   }
-  if (st.ok()) st = CommitCheckpoint(out_root, tmp, model, base, std::move(fragments));
+
+  // Reads tensor `p`'s `state` whole and puts every piece of it that the group's ranks write.
+  Status CopyTensor(StateKind state, const ParamInfo& p) {
+    const Region whole = WholeRegion(p);
+    LOOM_RETURN_IF_ERROR(reader_->Read(p.name, state, whole, buffer_.get()));
+    const float* data = buffer_.get();
+    for (const auto& [i, k] : users_[p.name]) {
+      const Region& region = plans_[static_cast<size_t>(i)].writes[k].region;
+      RankFileWriter& w = *writers_[static_cast<size_t>(i)];
+      segs_.clear();
+      Intersect(whole, region, &segs_);
+      if (segs_.size() == 1) {  // one run of the tensor (a row block)
+        LOOM_RETURN_IF_ERROR(w.Put(state, k, data + segs_[0].src));
+        continue;
+      }
+      parts_.clear();  // a column slab: one vectored write of its rows
+      for (const CopySegment& c : segs_) {
+        parts_.emplace_back(reinterpret_cast<const char*>(data + c.src),
+                            static_cast<size_t>(c.count) * sizeof(float));
+      }
+      LOOM_RETURN_IF_ERROR(w.PutParts(state, k, parts_));
+    }
+    return Status::Ok();
+  }
+
+  CheckpointReader* reader_;
+  const ModelConfig model_;
+  const Layout to_;
+  const std::string tmp_;
+  const ParamLayout canonical_;
+  size_t largest_bytes_ = 0;
+  std::unique_ptr<float, void (*)(void*)> buffer_;
+  std::vector<proto::CheckpointMetadata> fragments_;  // per target rank
+  // The group being written.
+  std::vector<RankShardPlan> plans_;
+  std::vector<std::unique_ptr<RankFileWriter>> writers_;
+  std::map<std::string, std::vector<std::pair<int, size_t>>> users_;  // name -> (rank, piece)
+  std::vector<std::pair<StateKind, const ParamInfo*>> order_;
+  std::unique_ptr<DirectStream> stream_;
+  std::vector<CopySegment> segs_;
+  std::vector<std::pair<const char*, size_t>> parts_;
+};
+
+}  // namespace
+
+Result<ReshardResult> Reshard(const std::string& src, const Layout& to,
+                              const std::string& out_root) {
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(src));
+  LOOM_RETURN_IF_ERROR(CheckNotTemporary(dir));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
+  const proto::CheckpointMetadata& meta = reader->meta();
+  ReshardResult out;
+  LOOM_RETURN_IF_ERROR(CheckTarget(meta, to, &out.note));
+  LOOM_ASSIGN_OR_RETURN(const OutputRoot root, OutputRoot::Open(out_root, dir));
+  const proto::CheckpointMetadata base = TargetBase(meta, to);
+  const std::string tmp = TempStepDir(out_root, meta.step());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);  // a previous interrupted reshard
+  const ModelConfig model = ModelOf(meta.model());
+  Resharder resharder(reader.get(), model, to, tmp);
+  Status st = resharder.WriteAll(&out.bytes_written);
+  if (st.ok()) st = CommitCheckpoint(out_root, tmp, model, base, resharder.TakeFragments());
   if (!st.ok()) {  // never leave a partial output behind
     root.RemovePartial(meta.step());
     return st;

@@ -9,14 +9,10 @@
 // point reached ("loom: checkpoint crash point N on rank R (where)") so a test can count them.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "checkpoint/direct_writes.h"
@@ -149,27 +145,5 @@ Status ApplyRetention(const std::string& root, int keep, int64_t keep_every, int
 
 // Kills this process if the fault-injection variable selects this crash point.
 void CheckpointCrashPoint(int world_rank, const char* where);
-
-// One background thread running tasks in order. Thread-safe.
-class BackgroundWriter {
- public:
-  BackgroundWriter();
-  ~BackgroundWriter();  // finishes queued tasks
-  void Submit(std::function<Status()> task);
-  bool Idle();
-  // Waits until idle; DeadlineExceeded after `timeout_ms`.
-  Status WaitIdle(int64_t timeout_ms);
-  // The first failure since the last call (OK if none), and clears it.
-  Status TakeStatus();
-
- private:
-  void Loop();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<Status()>> queue_;
-  bool busy_ = false, stop_ = false;
-  Status status_;
-  std::thread thread_;
-};
 
 }  // namespace loom

@@ -1,0 +1,78 @@
+// Importing init_from's weights into checkpoint.dir for the run to load.
+#include "worker/init_from.h"
+
+#include <filesystem>
+
+#include "checkpoint/format.h"
+#include "checkpoint/import.h"
+#include "core/logging.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string DescribeModel(const ModelConfig& m) {
+  return "vocab " + std::to_string(m.vocab) + ", max_seq " + std::to_string(m.max_seq) + ", " +
+         std::to_string(m.layers) + " layers, " + std::to_string(m.heads) + " heads, hidden " +
+         std::to_string(m.hidden);
+}
+
+// Rank 0: imports init_from into `tmp`; another model is named here, not by the loader (its
+// errors would name the import). Nothing is left in `tmp` on failure.
+Status ImportWeights(const JobConfig& job, const std::string& where, const std::string& tmp) {
+  const CheckpointConfig& c = job.checkpoint;
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  Result<ImportResult> r =
+      ImportSafetensors(c.init_from, tmp, job.model.heads, job.path + ": field 'model.heads'");
+  Status imported = r.status().WithContext(where);
+  if (r.ok() && DescribeModel(r->model) != DescribeModel(job.model)) {
+    imported = InvalidArgument(where + ": '" + c.init_from + "' holds a model of " +
+                               DescribeModel(r->model) + "; the job's model has " +
+                               DescribeModel(job.model));
+  }
+  if (imported.ok()) {
+    LOOM_LOG(INFO, CKPT) << "imported " << c.init_from << " (" << r->tensors
+                         << " tensors) to start from its weights";
+  } else {
+    fs::remove_all(tmp, ec);
+  }
+  return imported;
+}
+
+}  // namespace
+
+Result<int64_t> InitFromWeights(const JobConfig& job, int world_rank, WorldVote* vote,
+                                const std::string& where, const LoadImported& load) {
+  const CheckpointConfig& c = job.checkpoint;
+  if (c.dir.empty()) {
+    return InvalidArgument(where + ": '" + c.init_from +
+                           "' holds weights, not a checkpoint: they are imported into "
+                           "checkpoint.dir on the way, so set it (or --checkpoint-dir), or make a "
+                           "checkpoint first: loom ckpt import " +
+                           c.init_from + " OUT, then use OUT");
+  }
+  // Under checkpoint.dir, which every rank reads.
+  const std::string tmp = JoinPath(c.dir, kInitImportDir);
+  const Status imported = world_rank == 0 ? ImportWeights(job, where, tmp) : Status::Ok();
+  LOOM_ASSIGN_OR_RETURN(int failed, vote->Max(imported.ok() ? 0 : 1));
+  if (!imported.ok()) return imported;
+  if (failed != 0) {
+    return DataLoss(where + ": world rank 0 could not import '" + c.init_from +
+                    "' (its error names the file and tensor)");
+  }
+  // Collective, and the same outcome on every rank: all reach the vote below, which removes the
+  // import whatever happened.
+  Result<int64_t> step = load(JoinPath(tmp, StepDirName(0)));
+  // Every rank has read its part (or failed) before the import goes.
+  Result<int> done = vote->Max(step.ok() ? 0 : 1);
+  if (world_rank == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  }
+  LOOM_RETURN_IF_ERROR(done.status());
+  return step;
+}
+
+}  // namespace loom
