@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 
@@ -75,25 +76,7 @@ void FillRegion(const Region& r, int dims, proto::Chunk* c) {
 }  // namespace
 
 void CheckpointCrashPoint(int world_rank, const char* where) {
-  static std::atomic<int> reached{0};
-  static const std::pair<int, int> target = [] {
-    const char* v = std::getenv("LOOM_FAULT_CKPT_KILL");
-    int rank = -1, n = -1;
-    if (v == nullptr || std::sscanf(v, "%d:%d", &rank, &n) != 2) return std::pair{-1, -1};
-    return std::pair{rank, n};
-  }();
-  static const bool trace = std::getenv("LOOM_FAULT_CKPT_TRACE") != nullptr;
-  if (target.first != world_rank && !trace) return;
-  const int n = reached.fetch_add(1) + 1;
-  if (trace) {
-    std::fprintf(stderr, "loom: checkpoint crash point %d on rank %d (%s)\n", n, world_rank, where);
-  }
-  if (target.first == world_rank && n == target.second) {
-    std::fprintf(stderr, "loom: fault injection: rank %d killed at crash point %d (%s)\n",
-                 world_rank, n, where);
-    std::fflush(stderr);
-    ::kill(::getpid(), SIGKILL);
-  }
+  FaultPoint({FaultSite::kCheckpointCrashPoint, world_rank, 0, where});
 }
 
 std::string TempStepDir(const std::string& root, int64_t step) {

@@ -3,10 +3,9 @@
 // directory; one process then commits: merges the fragments into metadata.json (written last),
 // renames the directory into place, replaces `latest` and applies retention.
 //
-// Fault injection for the crash-safety test: LOOM_FAULT_CKPT_KILL=RANK:N makes world rank RANK
-// kill itself (SIGKILL) at the N-th crash point it reaches while saving (points are inside data
-// writes, after fsyncs, before and after each rename); LOOM_FAULT_CKPT_TRACE=1 prints every crash
-// point reached ("loom: checkpoint crash point N on rank R (where)") so a test can count them.
+// Crash points (core/fault_point.h, FaultSite::kCheckpointCrashPoint) sit inside data writes,
+// after fsyncs, before and after each rename: the crash-safety test kills a rank at one of them
+// (LOOM_FAULT_CKPT_KILL, LOOM_FAULT_CKPT_TRACE: fault/inject.h).
 #pragma once
 
 #include <cstdint>
@@ -143,7 +142,7 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
 // with leftovers of interrupted saves of steps up to `newest`.
 Status ApplyRetention(const std::string& root, int keep, int64_t keep_every, int64_t newest);
 
-// Kills this process if the fault-injection variable selects this crash point.
+// A checkpoint crash point of world rank `world_rank` (a fault-injection point).
 void CheckpointCrashPoint(int world_rank, const char* where);
 
 }  // namespace loom

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "fault/inject.h"
 #include "core/threads.h"
 #include "core/version.h"
 
@@ -65,9 +66,11 @@ int main(int argc, char** argv) {
   loom::AddPlanCommand(app, &exit_code);
   loom::AddCalibrateCommand(app, &exit_code);
   // Before any command runs (and before `loom launch` hands the environment to its workers).
-  if (loom::Status st = loom::CheckTunables(); !st.ok()) {
-    std::fprintf(stderr, "loom: error: %s\n", st.message().c_str());
-    return 2;
+  for (loom::Status st : {loom::CheckTunables(), loom::InstallFaultInjection()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "loom: error: %s\n", st.message().c_str());
+      return 2;
+    }
   }
   if (ReportUnknownSubcommand(app, argc, argv)) return 2;
   try {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/fault_point.h"
 #include "core/signals.h"
 
 namespace loom {
@@ -44,14 +45,9 @@ int InterruptSignal() {
 }
 
 Status CheckInterrupted(const char* what, bool writing) {
-  // Fault injection for the tests: LOOM_FAULT_INTERRUPT_AT=N sends this process SIGINT at the
-  // N-th check, through the handler above, as a Ctrl-C at that moment would.
-  static const int raise_at = [] {
-    const char* v = std::getenv("LOOM_FAULT_INTERRUPT_AT");
-    return v != nullptr ? std::atoi(v) : 0;
-  }();
-  static int checks = 0;
-  if (raise_at > 0 && ++checks == raise_at) ::raise(SIGINT);
+  // For the tests, a Ctrl-C at this moment (LOOM_FAULT_INTERRUPT_AT, fault/inject.h): the
+  // SIGINT goes through the handler above.
+  FaultPoint({FaultSite::kInterruptCheck});
   const int sig = InterruptSignal();
   if (sig == 0) return Status::Ok();
   if (!writing) {

@@ -8,6 +8,7 @@
 
 #include "checkpoint/format.h"
 #include "checkpoint/import.h"
+#include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "job/job_overrides.h"
@@ -174,11 +175,8 @@ Status Checkpointer::CheckNotMixing(const Source& source, bool resuming) const {
 Result<int64_t> Checkpointer::Restore() {
   const CheckpointIoScope io;
   const CheckpointConfig& c = job_.checkpoint;
-  // Fault injection for the tests: a slow file system (LOOM_FAULT_CKPT_SLOW_MS before loading).
-  if (const char* slow = std::getenv("LOOM_FAULT_CKPT_SLOW_MS");
-      slow != nullptr && !c.dir.empty()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
-  }
+  // A slow file system, for the tests (LOOM_FAULT_CKPT_SLOW_MS, fault/inject.h).
+  if (!c.dir.empty()) FaultPoint({FaultSite::kCheckpointRestore, rank_});
   if (!c.dir.empty()) LOOM_RETURN_IF_ERROR(ClaimDir());
   LOOM_ASSIGN_OR_RETURN(const Source source, ChooseSource());
   std::vector<int64_t> steps;

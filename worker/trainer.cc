@@ -13,6 +13,7 @@
 
 #include "checkpoint/format.h"
 #include "comm/mpi/mpi_backend.h"
+#include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/kernels/elementwise.h"
 #include "core/logging.h"
@@ -36,22 +37,6 @@ std::string FormatDuration(double seconds) {
     std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
   }
   return buf;
-}
-
-// LOOM_FAULT_HANG=RANK:STEP[:MS] makes world rank RANK stop participating before step STEP
-// (1-based), for good or for MS milliseconds (a rank that comes back after its peers gave up):
-// the fault-injection test of "every wait has a deadline". rank -1 when unset or malformed.
-struct FaultHang {
-  int rank = -1;
-  int64_t step = -1;
-  int64_t ms = -1;  // -1: for good
-};
-FaultHang FaultHangPoint() {
-  const char* v = std::getenv("LOOM_FAULT_HANG");
-  int rank = -1;
-  long long step = -1, ms = -1;
-  if (v == nullptr || std::sscanf(v, "%d:%lld:%lld", &rank, &step, &ms) < 2) return {};
-  return {rank, step, ms};
 }
 
 }  // namespace
@@ -696,18 +681,8 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
   auto last = start;
   double window_seconds = 0;
   int64_t window_steps = 0;
-  const FaultHang hang = FaultHangPoint();
   for (int64_t step = start_step_; step < steps; ++step) {
-    if (hang.rank == place_.world_rank && hang.step == step + 1) {
-      std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld%s\n",
-                   place_.world_rank, static_cast<long long>(step + 1),
-                   hang.ms >= 0 ? (" for " + std::to_string(hang.ms) + " ms").c_str() : "");
-      if (hang.ms >= 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(hang.ms));
-      } else {
-        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until the job is killed
-      }
-    }
+    FaultPoint({FaultSite::kBeforeStep, place_.world_rank, step + 1});  // fault/inject.h
     LOOM_ASSIGN_OR_RETURN(StepStats st, Step(step));
     if (!std::isfinite(st.loss)) {
       if (tty) std::printf("\n");
