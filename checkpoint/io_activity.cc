@@ -3,12 +3,15 @@
 
 #include <atomic>
 
-#include "core/env.h"
+#include "core/tunables.h"
 
 namespace loom {
 namespace {
 std::atomic<int> g_checkpoint_io{0};
 }  // namespace
+
+const IntTunable kCkptTimeoutTunable =
+    RegisterTunable({"LOOM_CKPT_TIMEOUT_MS", 600000, 1, kMaxTunableMs, "a number of ms"});
 
 int64_t CheckpointTimeoutMs() {
   return TunableOr(kCkptTimeoutTunable);

@@ -6,7 +6,11 @@
 
 #include <cstdint>
 
+#include "core/tunables.h"
+
 namespace loom {
+
+extern const IntTunable kCkptTimeoutTunable;  // LOOM_CKPT_TIMEOUT_MS, below
 
 // LOOM_CKPT_TIMEOUT_MS (default 10 minutes, at most 30 days): how long a checkpoint's I/O may
 // take before a wait on it fails (writer, commit, load votes). The launcher allows as long

@@ -20,11 +20,13 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <thread>
 
 #include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/logging.h"
+#include "core/tunables.h"
 
 namespace loom {
 
@@ -49,6 +51,21 @@ Status WriteAllFd(int fd, const void* data, size_t n, const std::string& path) {
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+namespace {
+
+Status CheckDirectIo() {
+  const char* v = std::getenv("LOOM_CKPT_DIRECT_IO");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "0" || std::string_view(v) == "1") {
+    return Status::Ok();
+  }
+  return InvalidArgument(std::string("environment variable LOOM_CKPT_DIRECT_IO: expected 0 (no "
+                                     "O_DIRECT) or 1 (the default), got '") +
+                         v + "'");
+}
+const bool kDirectIoChecked = RegisterTunableCheck("LOOM_CKPT_DIRECT_IO", &CheckDirectIo);
 
 }  // namespace
 

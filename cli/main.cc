@@ -15,7 +15,7 @@
 #include <new>
 
 #include "cli/commands.h"
-#include "core/env.h"
+#include "core/tunables.h"
 #include "core/logging.h"
 #include "fault/inject.h"
 #include "core/threads.h"

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "comm/mpi/mpi_backend.h"
-#include "core/env.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/safetensors.h"
 #include "core/threads.h"
+#include "core/tunables.h"
 #include "parallel/layout.h"
 #include "parallel/process_groups.h"
 
@@ -149,6 +149,9 @@ Status RunCatching(const std::function<Status()>& fn) {
     return Internal(e.what());
   }
 }
+
+const IntTunable kAbortGraceTunable =
+    RegisterTunable({"LOOM_ABORT_GRACE_MS", 5000, 0, kMaxTunableMs, "a number of ms"});
 
 void AbortAfterGrace(Backend* backend, int code) {
   if (backend == nullptr || backend->world_size() <= 1) return;

@@ -10,6 +10,7 @@
 
 #include "comm/backend.h"
 #include "core/status.h"
+#include "core/tunables.h"
 #include "job/job_config.h"
 #include "job/job_overrides.h"
 #include "worker/trainer.h"
@@ -52,5 +53,6 @@ Status RunCatching(const std::function<Status()>& fn);
 // the job is aborted after a grace period (LOOM_ABORT_GRACE_MS, default 5000) in which the other
 // ranks' own deadlines expire and they report what they were waiting for.
 void AbortAfterGrace(Backend* backend, int code);
+extern const IntTunable kAbortGraceTunable;  // LOOM_ABORT_GRACE_MS
 
 }  // namespace loom

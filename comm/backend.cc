@@ -7,9 +7,12 @@
 #include "comm/call.h"
 #include "comm/local/local_backend.h"
 #include "comm/mpi/mpi_backend.h"
-#include "core/env.h"
+#include "core/tunables.h"
 
 namespace loom {
+
+const IntTunable kCommTimeoutTunable =
+    RegisterTunable({"LOOM_COMM_TIMEOUT_MS", 30000, 1, kMaxTunableMs, "a number of ms"});
 
 const char* BackendKindName(BackendKind kind) {
   switch (kind) {

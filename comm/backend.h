@@ -29,8 +29,12 @@
 #include "comm/trace.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "core/tunables.h"
 
 namespace loom {
+
+// LOOM_COMM_TIMEOUT_MS (default 30000): the deadline of a call that gives none.
+extern const IntTunable kCommTimeoutTunable;
 
 enum class BackendKind { kMpi, kLocal, kNccl };
 const char* BackendKindName(BackendKind kind);  // "mpi", "local", "nccl"

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
+#include "core/tunables.h"
 
 namespace loom {
 namespace {
@@ -53,6 +55,44 @@ const char* LevelName(LogLevel l) {
   }
   return "?";
 }
+
+// LOOM_LOG_SUBSYS: a comma-separated list of subsystems; one that is not known would silently
+// log nothing.
+Status CheckLogSubsys() {
+  const char* v = std::getenv("LOOM_LOG_SUBSYS");
+  if (v == nullptr || *v == '\0') return Status::Ok();
+  std::string_view rest(v);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view name = rest.substr(0, comma);
+    bool known = false;
+    for (unsigned bit = 1; bit <= 64; bit <<= 1) {
+      known = known || name == SubsysName(static_cast<LogSubsys>(bit));
+    }
+    if (!known) {
+      return InvalidArgument(
+          "environment variable LOOM_LOG_SUBSYS: expected a comma-separated list of CORE, "
+          "DATA, TRAIN, COMM, CKPT, CLI, COORD, got '" +
+          std::string(v) + "'");
+    }
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return Status::Ok();
+}
+
+Status CheckLogLevel() {
+  const char* v = std::getenv("LOOM_LOG_LEVEL");
+  if (v == nullptr || *v == '\0') return Status::Ok();
+  for (int l = 0; l <= 3; ++l) {
+    if (strcasecmp(v, LevelName(static_cast<LogLevel>(l))) == 0) return Status::Ok();
+  }
+  return InvalidArgument(std::string("environment variable LOOM_LOG_LEVEL: expected DEBUG, "
+                                     "INFO, WARN or ERROR, got '") +
+                         v + "'");
+}
+
+const bool kLogTunablesChecked = RegisterTunableCheck("LOOM_LOG_LEVEL", &CheckLogLevel) &&
+                                 RegisterTunableCheck("LOOM_LOG_SUBSYS", &CheckLogSubsys);
 
 LogSettings& Settings() {
   static LogSettings* settings = [] {

@@ -11,12 +11,16 @@
 #include <cstdlib>
 #include <thread>
 
-#include "core/env.h"
+#include "core/tunables.h"
 
 namespace loom {
 namespace {
+
 std::atomic<int> g_threads{1};
-}
+}  // namespace
+
+const IntTunable kThreadsTunable =
+    RegisterTunable({"LOOM_THREADS", 0, 1, 4096, "threads per rank"});
 
 void ConfigureThreads(int n) {
   n = std::max(1, n);

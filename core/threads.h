@@ -2,11 +2,14 @@
 // keeps OpenBLAS single-threaded (kernels split GEMMs across the pool themselves), so BLAS
 // threads and OpenMP threads never compete for the same cores.
 //
-// Tunables: LOOM_THREADS (core/env.h) overrides the default of (hardware threads / ranks on this
-// host).
+// Tunables: LOOM_THREADS overrides the default of (hardware threads / ranks on this host).
 #pragma once
 
+#include "core/tunables.h"
+
 namespace loom {
+
+extern const IntTunable kThreadsTunable;  // LOOM_THREADS: threads per rank, 1 to 4096
 
 // Applies the budget: omp_set_num_threads(n), openblas_set_num_threads(1), and sets
 // flush-to-zero/denormals-are-zero on the pool threads (x86). n >= 1.

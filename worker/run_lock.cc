@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "checkpoint/format.h"
-#include "core/env.h"
 #include "core/logging.h"
+#include "core/tunables.h"
 #include "worker/init_from.h"
 
 namespace loom {
@@ -29,6 +29,9 @@ bool NoLocksHere(int err) {
 }
 
 }  // namespace
+
+const IntTunable kCkptLockWaitTunable =
+    RegisterTunable({"LOOM_CKPT_LOCK_WAIT_MS", 10000, 0, kMaxTunableMs, "a number of ms"});
 
 RunLock::~RunLock() {
   // A directory this run made and left empty (it failed first, or saved nothing) is not left

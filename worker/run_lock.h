@@ -14,8 +14,12 @@
 
 #include "core/file_util.h"
 #include "core/status.h"
+#include "core/tunables.h"
 
 namespace loom {
+
+// LOOM_CKPT_LOCK_WAIT_MS (default 10000): how long a run waits for checkpoint.dir's lock.
+extern const IntTunable kCkptLockWaitTunable;
 
 class RunLock {
  public:

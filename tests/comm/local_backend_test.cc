@@ -12,7 +12,7 @@
 
 #include "comm/backend.h"
 #include "comm/local/local_backend.h"
-#include "core/env.h"
+#include "core/tunables.h"
 #include "core/half.h"
 
 namespace loom {

@@ -1,5 +1,5 @@
 // core/env: integer tunables are read strictly (whole numbers in range) and refused by name.
-#include "core/env.h"
+#include "core/tunables.h"
 
 #include <gtest/gtest.h>
 
@@ -66,48 +66,6 @@ TEST_F(EnvTest, AnythingElseIsRefusedByName) {
                   text + "'");
     EXPECT_EQ(TunableOr(kTest), 250) << text;  // readers that cannot fail keep the default
   }
-}
-
-TEST_F(EnvTest, CheckTunablesNamesTheFirstBadOne) {
-  ASSERT_TRUE(CheckTunables().ok());
-  setenv("LOOM_CKPT_LOCK_WAIT_MS", "10s", 1);
-  Status st = CheckTunables();
-  unsetenv("LOOM_CKPT_LOCK_WAIT_MS");
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("LOOM_CKPT_LOCK_WAIT_MS"), std::string::npos) << st.message();
-
-  setenv("LOOM_THREADS", "0", 1);
-  st = CheckTunables();
-  unsetenv("LOOM_THREADS");
-  EXPECT_FALSE(st.ok());
-
-  for (const char* v : {"0", "1", ""}) {
-    setenv("LOOM_CKPT_DIRECT_IO", v, 1);
-    EXPECT_TRUE(CheckTunables().ok()) << v;
-  }
-  setenv("LOOM_CKPT_DIRECT_IO", "off", 1);
-  st = CheckTunables();
-  unsetenv("LOOM_CKPT_DIRECT_IO");
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("LOOM_CKPT_DIRECT_IO: expected 0"), std::string::npos);
-
-  setenv("LOOM_LOG_SUBSYS", "CKPT,COMM", 1);
-  EXPECT_TRUE(CheckTunables().ok());
-  setenv("LOOM_LOG_SUBSYS", "CKPT,CHECKPOINT", 1);
-  st = CheckTunables();
-  unsetenv("LOOM_LOG_SUBSYS");
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("LOOM_LOG_SUBSYS: expected a comma-separated list"),
-            std::string::npos);
-
-  setenv("LOOM_LOG_LEVEL", "warn", 1);
-  EXPECT_TRUE(CheckTunables().ok());
-  setenv("LOOM_LOG_LEVEL", "verbose", 1);
-  st = CheckTunables();
-  unsetenv("LOOM_LOG_LEVEL");
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("LOOM_LOG_LEVEL: expected DEBUG, INFO, WARN or ERROR, got 'verbose'"),
-            std::string::npos);
 }
 
 }  // namespace
