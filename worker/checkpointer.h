@@ -39,7 +39,7 @@
 #include "core/status.h"
 #include "parallel/layout.h"
 #include "worker/job_config.h"
-#include "worker/param_store.h"
+#include "parallel/zero/param_store.h"
 
 namespace loom {
 

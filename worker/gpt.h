@@ -26,7 +26,8 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "parallel/param_layout.h"
-#include "worker/param_store.h"
+#include "parallel/tensor_parallel/context.h"
+#include "parallel/zero/param_store.h"
 
 namespace loom {
 
@@ -46,13 +47,6 @@ struct ModelRuntime {
 // runs as ring attention, K/V travelling around the ring while blocks are computed.
 struct ContextParallel {
   Communicator* comm = nullptr;  // null: cp = 1
-  int size() const { return comm ? comm->size() : 1; }
-  int rank() const { return comm ? comm->rank() : 0; }
-};
-
-struct TensorParallel {
-  Communicator* comm = nullptr;  // null: tp = 1
-  bool sp = false;               // sequence parallelism
   int size() const { return comm ? comm->size() : 1; }
   int rank() const { return comm ? comm->rank() : 0; }
 };

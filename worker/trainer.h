@@ -15,11 +15,11 @@
 #include "core/status.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline/schedule.h"
+#include "parallel/zero/param_store.h"
 #include "worker/checkpointer.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
 #include "worker/job_config.h"
-#include "worker/param_store.h"
 
 namespace loom {
 

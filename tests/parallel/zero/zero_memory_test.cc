@@ -7,7 +7,7 @@
 
 #include "core/memory.h"
 #include "tests/mpi_test_main.h"
-#include "worker/param_store.h"
+#include "parallel/zero/param_store.h"
 
 namespace loom {
 namespace {
