@@ -19,7 +19,7 @@
 #include "core/rng.h"
 #include "core/threads.h"
 #include "worker/gpt.h"
-#include "worker/param_store.h"
+#include "parallel/zero/param_store.h"
 
 namespace {
 

@@ -1,9 +1,10 @@
 // The GPT model of one rank: explicit forward and backward per layer (no autograd, as in
-// llm.c), Megatron tensor parallelism (column-parallel QKV and FC, row-parallel projections,
-// heads split, vocab-parallel embedding and cross-entropy whose logits are never gathered) and
-// sequence parallelism (LayerNorm/residual regions hold 1/tp of the tokens; all-gather before the
-// column-parallel linears, reduce-scatter after the row-parallel ones). With tp = 1 it is the
-// single-process model. Parameters and gradients live in a ParamStore (ZeRO 0-3).
+// llm.c), composed of the parallel building blocks: Megatron tensor parallelism
+// (parallel/tensor_parallel/: column-parallel QKV and FC, row-parallel projections, heads split,
+// vocab-parallel embedding and cross-entropy whose logits are never gathered), sequence
+// parallelism (LayerNorm/residual regions hold 1/tp of the tokens), ring attention under context
+// parallelism (parallel/context/). With tp = cp = 1 it is the single-process model. Parameters
+// and gradients live in a ParamStore (parallel/zero/, ZeRO 0-3).
 //
 // Activation plan, per layer and micro-batch of N = B*T tokens, Nl = N/tp with SP else N,
 // C = hidden, Cl = C/tp, Fl = 4C/tp (floats):
@@ -23,11 +24,14 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/kernels/cross_entropy.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "job/job_config.h"  // Recompute
+#include "parallel/context/ring_exchange.h"
 #include "parallel/param_layout.h"
-#include "worker/param_store.h"
+#include "parallel/tensor_parallel/context.h"
+#include "parallel/zero/param_store.h"
 
 namespace loom {
 
@@ -38,22 +42,6 @@ struct ModelRuntime {
   int64_t vocab_chunk = 4096;  // vocabulary rows per cross-entropy chunk
   int64_t attn_block_q = 64;   // query rows per attention block
   int64_t attn_block_k = 256;  // key/value rows per attention block
-};
-
-// Context parallelism: the sequence is split over `comm` with the load-balanced causal split
-// (parallel/ring_attention.h); each rank holds seq/cp tokens of every sequence and attention
-// runs as ring attention, K/V travelling around the ring while blocks are computed.
-struct ContextParallel {
-  Communicator* comm = nullptr;  // null: cp = 1
-  int size() const { return comm ? comm->size() : 1; }
-  int rank() const { return comm ? comm->rank() : 0; }
-};
-
-struct TensorParallel {
-  Communicator* comm = nullptr;  // null: tp = 1
-  bool sp = false;               // sequence parallelism
-  int size() const { return comm ? comm->size() : 1; }
-  int rank() const { return comm ? comm->rank() : 0; }
 };
 
 class Gpt {
@@ -120,16 +108,26 @@ class Gpt {
       ParamStore* store, TensorParallel tp, ChunkSpec chunk, ContextParallel cp);
   // Global position of row `i` of the current micro-batch (rows are [b, t] row-major).
   int64_t Position(int64_t i) const;
-  Status RingForward(LayerActs& a);
-  Status RingBackward(LayerActs& a, const float* datt);
+  // Positions of rows [first, first + n) (context parallelism: the split's global positions).
+  std::vector<int32_t> Positions(int64_t first, int64_t n) const;
   Status Allocate();
   Status AllocateScratch();
   Result<Slot*> GetSlot(int id);
+  // Makes the micro-batch [b, t] current (rows_).
+  Status SetMicroBatch(int64_t b, int64_t t);
+  Status Embed(Slot& slot);
+  Status EmbedBackward(Slot& slot, const float* dresid);
+  Result<double> HeadForward(Slot& slot, const int32_t* targets);
+  Status HeadBackward(Slot& slot, float dloss, float* dresid, bool last_micro_batch);
+  Status LayersBackward(Slot& slot, float* dresid, bool last_micro_batch);
   Status LayerForward(int layer, const float* x, float* out, LayerActs& a);
   Status LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
-  // Tensor-parallel plumbing: the identity when tp = 1.
-  Status GatherTokens(const float* local, float* full, int64_t width);        // Nl -> N rows
-  Status ReduceTokens(float* partial_full, float* local_out, int64_t width);  // N -> Nl rows
+  // Attention of the current micro-batch: local, or ring attention across cp.
+  Status Attend(LayerActs& a);
+  Status AttendBackward(LayerActs& a, const float* datt);
+  // Where a LayerNorm writes: its SP rows (then gathered into `full`), or `full` itself.
+  float* NormOut(Tensor& full);
+  VocabShard Shard() const;         // this rank's vocabulary shard for the current micro-batch
   const float* P(int index) const;  // parameter `index` of the layout
   float* G(int index);
   const float* Wte() const;
@@ -144,9 +142,9 @@ class Gpt {
   TensorParallel tp_;
   ChunkSpec chunk_;
   ContextParallel cp_;
-  std::vector<float> kv_a_, kv_b_, dkv_a_, dkv_b_;  // ring buffers [B, T/cp, 2 * C/tp]
-  int wte_ = -1, wpe_ = -1, lnf_ = -1;              // parameter indices (-1: not in this chunk)
-  std::vector<int> layer_base_;                     // index of h.{l}.ln_1.weight per local layer
+  RingAttentionExchange ring_;
+  int wte_ = -1, wpe_ = -1, lnf_ = -1;  // parameter indices (-1: not in this chunk)
+  std::vector<int> layer_base_;         // index of h.{l}.ln_1.weight per local layer
   const float* tied_wte_ = nullptr;
   float* tied_dwte_ = nullptr;
   int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab
@@ -154,7 +152,8 @@ class Gpt {
   Slot* cur_ = nullptr;  // the slot being computed
   Tensor ln_local_, rowpar_, ce_stats_, ce_chunk_, ce_dloss_;
   Tensor dresid_, dfull_, dln_, dln_local_, datt_, dqkv_, dfc_, emb_full_;
-  int64_t cur_b_ = 0, cur_t_ = 0, n_ = 0, nl_ = 0;
+  int64_t cur_b_ = 0, cur_t_ = 0;
+  TokenRows rows_;  // of the current micro-batch
   int64_t slot_bytes_ = 0, scratch_bytes_ = 0;
 };
 

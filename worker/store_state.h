@@ -4,7 +4,7 @@
 #pragma once
 
 #include "checkpoint/rank_state.h"
-#include "worker/param_store.h"
+#include "parallel/zero/param_store.h"
 
 namespace loom {
 

@@ -8,20 +8,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <thread>
 
 #include "checkpoint/format.h"
 #include "comm/mpi/mpi_backend.h"
 #include "core/fault_point.h"
 #include "core/file_util.h"
-#include "core/kernels/elementwise.h"
 #include "core/logging.h"
 #include "core/rng.h"
 #include "core/stop_signal.h"
 #include "core/threads.h"
+#include "parallel/context/ring_attention.h"
 #include "parallel/pipeline/simulator.h"
-#include "parallel/ring_attention.h"
 #include "worker/data/token_file.h"
 #include "worker/lr_schedule.h"
 
@@ -162,6 +160,15 @@ Status Trainer::Init() {
     eval_sampler_ =
         std::make_unique<WindowSampler>(&val_tokens_, d.seq, eval_rows_, job_.seed, kEvalStream);
   }
+  LOOM_RETURN_IF_ERROR(InitModel());
+  batch_in_.resize(static_cast<size_t>(d.global_batch * d.seq));
+  batch_tgt_.resize(batch_in_.size());
+  return Status::Ok();
+}
+
+// This rank's parameter store, chunk models and (with pp > 1) pipeline, initialised from the seed.
+Status Trainer::InitModel() {
+  const DataConfig& d = job_.data;
   const Layout& lay = place_.layout;
   const std::vector<ChunkSpec> chunks = RankChunks(job_.model, lay, place_.world_rank);
   layout_ = ParamLayout::ForChunks(job_.model, lay.tp, chunks);
@@ -185,29 +192,29 @@ Status Trainer::Init() {
         Gpt::Create(job_.model, rt, layout_, store_.get(), tp, chunk, ContextParallel{place_.cp}));
     models_.push_back(std::move(g));
   }
-  if (lay.pp > 1) {
-    const int64_t micro = d.global_batch / lay.dp / d.micro_batch;
-    ScheduleKind kind = lay.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
-    if (!job_.parallel.schedule.empty()) {
-      LOOM_ASSIGN_OR_RETURN(kind, ParseScheduleKind(job_.parallel.schedule));
-    }
-    Result<Schedule> sched = MakeSchedule(kind, lay.pp, lay.vpp, static_cast<int>(micro));
-    if (!sched.ok()) return sched.status().WithContext(job_.path + ": section 'parallel'");
-    schedule_ = std::move(*sched);
-    // The head chunk on the last stage uses the first stage's wte (tied embeddings).
-    Gpt& last = *models_.back();
-    if (last.chunk().head && !last.chunk().embedding) {
-      const int64_t n = layout_.padded_vocab / lay.tp * job_.model.hidden;
-      tied_wte_.assign(static_cast<size_t>(n), 0.0f);
-      tied_dwte_.assign(static_cast<size_t>(n), 0.0f);
-      last.SetTiedEmbedding(tied_wte_.data(), tied_dwte_.data());
-    }
-  }
+  if (lay.pp > 1) LOOM_RETURN_IF_ERROR(InitPipeline());
   std::vector<float> init(static_cast<size_t>(layout_.total));
   InitParams(layout_, job_.seed, init.data(), tp.rank());
-  LOOM_RETURN_IF_ERROR(store_->LoadParams(init.data()));
-  batch_in_.resize(static_cast<size_t>(d.global_batch * d.seq));
-  batch_tgt_.resize(batch_in_.size());
+  return store_->LoadParams(init.data());
+}
+
+Status Trainer::InitPipeline() {
+  const DataConfig& d = job_.data;
+  const Layout& lay = place_.layout;
+  const int64_t micro = d.global_batch / lay.dp / d.micro_batch;
+  ScheduleKind kind = lay.vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+  if (!job_.parallel.schedule.empty()) {
+    LOOM_ASSIGN_OR_RETURN(kind, ParseScheduleKind(job_.parallel.schedule));
+  }
+  Result<Schedule> sched = MakeSchedule(kind, lay.pp, lay.vpp, static_cast<int>(micro));
+  if (!sched.ok()) return sched.status().WithContext(job_.path + ": section 'parallel'");
+  schedule_ = std::move(*sched);
+  std::vector<Gpt*> chunks;
+  for (auto& m : models_) chunks.push_back(m.get());
+  const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
+  stage_ = std::make_unique<GptPipelineStage>(std::move(chunks), store_.get(), layout_,
+                                              d.micro_batch, local_seq(), dloss);
+  LOOM_ASSIGN_OR_RETURN(executor_, PipelineExecutor::Create(place_.pp, &schedule_));
   return Status::Ok();
 }
 
@@ -224,13 +231,14 @@ Result<double> Trainer::ComputeGradients(const int32_t* inputs, const int32_t* t
   const int32_t* tgt = local_tgt.data();
   LOOM_RETURN_IF_ERROR(store_->BeginStep());
   double loss_sum = 0;
-  if (place_.pp) {
-    LOOM_ASSIGN_OR_RETURN(loss_sum, RunPipeline(in, tgt));
+  if (executor_) {
+    stage_->SetBatch(in, tgt);
+    LOOM_ASSIGN_OR_RETURN(loss_sum, executor_->RunStep(*stage_, &timings_));
     float l = static_cast<float>(loss_sum);  // only the last stage has a loss
     LOOM_RETURN_IF_ERROR(place_.pp->AllReduce(&l, 1));
     loss_sum = l;
   }
-  for (int64_t mb = 0; mb < (place_.pp ? 0 : micro_batches); ++mb) {
+  for (int64_t mb = 0; mb < (executor_ ? 0 : micro_batches); ++mb) {
     LOOM_ASSIGN_OR_RETURN(double l,
                           models_[0]->ForwardLoss(in + mb * micro_tokens, tgt + mb * micro_tokens,
                                                   d.micro_batch, local_seq()));
@@ -285,7 +293,7 @@ Result<double> Trainer::Evaluate() {
   const DataConfig& d = job_.data;
   std::vector<int32_t> in(static_cast<size_t>(d.micro_batch * d.seq)), tgt(in.size());
   std::vector<int32_t> lin, ltgt;
-  if (place_.pp) return EvaluatePipeline(in, tgt);
+  if (executor_) return EvaluatePipeline();
   double sum = 0;
   for (int64_t b = 0; b < job_.eval.batches; ++b) {
     for (int64_t first = 0; first < eval_rows_; first += d.micro_batch) {
@@ -305,233 +313,23 @@ Result<double> Trainer::Evaluate() {
   return sum / static_cast<double>(job_.eval.batches * eval_rows_ * d.seq);
 }
 
-namespace {
-
-// Message tags on the pipeline communicator: activations and gradients of (micro-batch,
-// destination global chunk), and the tied-embedding exchange.
-constexpr int kTagWte = 30000, kTagDwte = 30001, kTagEval = 20000;
-int PipeTag(bool grad, int micro, int chunk, int chunks) {
-  return (micro * chunks + chunk) * 2 + (grad ? 1 : 0);
-}
-
-}  // namespace
-
-Result<double> Trainer::RunPipeline(const int32_t* inputs, const int32_t* targets) {
-  const DataConfig& d = job_.data;
-  const Layout& lay = place_.layout;
-  Communicator& pp = *place_.pp;
-  const int r = pp.rank(), chunks = lay.pp * lay.vpp;
-  const int micro = schedule_.micro;
-  const int64_t rows = models_[0]->ActivationRows(d.micro_batch, local_seq());
-  const int64_t width = rows * job_.model.hidden;
-  const float dloss = 1.0f / static_cast<float>(d.global_batch * d.seq);
-  auto key = [&](int mb, int k) { return mb * lay.vpp + k; };
-  std::map<int, std::vector<float>> act_in, grad_in, grad_out;
-  KeepIfAbandoned keep(&pp);  // receives land in act_in and grad_in, sends read grad_out
-  keep(act_in);
-  keep(grad_in);
-  keep(grad_out);
-  std::map<int, HandlePtr> recvs;
-  std::vector<HandlePtr> sends;
-  std::map<int, std::vector<HandlePtr>> slot_sends;  // sends reading a slot's output activation
-  auto wait = [&](const HandlePtr& h) { return h->Wait(pp.DefaultDeadline()); };
-  // On an early return (an error) receives posted ahead and sends may still be running: wait
-  // for them (one deadline for all) before their buffers go. A timeout there abandons the
-  // communication, and `keep` then keeps the buffers instead.
-  struct Drain {
-    Communicator& comm;
-    std::map<int, HandlePtr>& recvs;
-    std::vector<HandlePtr>& sends;
-    std::map<int, std::vector<HandlePtr>>& slot_sends;
-    ~Drain() {
-      const Deadline deadline = comm.DefaultDeadline();
-      auto finish = [&](const HandlePtr& h) {
-        if (!comm.Abandoned()) (void)h->Wait(deadline);  // abandoned: `keep` keeps the buffers
-      };
-      for (auto& [id, h] : recvs) finish(h);
-      for (HandlePtr& h : sends) finish(h);
-      for (auto& [slot, list] : slot_sends) {
-        for (HandlePtr& h : list) finish(h);
-      }
-    }
-  } drain{pp, recvs, sends, slot_sends};
-
-  // Tied embeddings: the first stage owns wte and sends it to the last stage for its LM head.
-  const int wte = layout_.IndexOf("wte");
-  if (wte >= 0 && lay.pp > 1) {
-    const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
-    LOOM_RETURN_IF_ERROR(store_->AcquireParams(p.bucket, -1));
-    sends.push_back(
-        pp.SendAsync(store_->Params(p.bucket) + p.bucket_offset, p.numel(), lay.pp - 1, kTagWte));
-  }
-  if (!tied_wte_.empty()) {
-    std::fill(tied_dwte_.begin(), tied_dwte_.end(), 0.0f);
-    LOOM_RETURN_IF_ERROR(
-        wait(pp.RecvAsync(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()), 0, kTagWte)));
-  }
-  double loss_sum = 0;
-  const std::vector<Instr>& program = schedule_.ranks[static_cast<size_t>(r)];
-  // Receives are posted ahead of time (the next two of the program), so a transfer lands while
-  // the rank is still computing the instructions before it.
-  size_t next_recv = 0;
-  int posted_ahead = 0;
-  auto post = [&](const Instr& in) {
-    const bool grad = in.kind == InstrKind::kRecvGrad;
-    const int g = schedule_.GlobalChunk(r, in.chunk), id = key(in.micro, in.chunk) * 2 + grad;
-    if (recvs.count(id)) return;
-    auto& buf = (grad ? grad_in : act_in)[key(in.micro, in.chunk)];
-    buf.resize(static_cast<size_t>(width));
-    recvs[id] = pp.RecvAsync(buf.data(), width, in.peer, PipeTag(grad, in.micro, g, chunks));
-  };
-  auto post_ahead = [&](size_t pc) {
-    while (posted_ahead < 2 && next_recv < program.size()) {
-      if (next_recv < pc) {
-        ++next_recv;
-        continue;
-      }
-      const Instr& in = program[next_recv++];
-      if (in.kind == InstrKind::kRecvAct || in.kind == InstrKind::kRecvGrad) {
-        post(in);
-        ++posted_ahead;
-      }
-    }
-  };
-  for (size_t pc = 0; pc < program.size(); ++pc) {
-    const Instr& in = program[pc];
-    post_ahead(pc);
-    const int k = in.chunk, g = schedule_.GlobalChunk(r, k);
-    Gpt& model = *models_[static_cast<size_t>(std::max(0, k))];
-    switch (in.kind) {
-      case InstrKind::kRecvAct:
-      case InstrKind::kRecvGrad:
-        post(in);  // already posted ahead in the usual case
-        --posted_ahead;
-        break;
-      case InstrKind::kForward: {
-        auto it = recvs.find(key(in.micro, k) * 2);
-        if (it != recvs.end()) {
-          LOOM_RETURN_IF_ERROR(wait(it->second));
-          recvs.erase(it);
-        }
-        const int64_t off = in.micro * d.micro_batch * local_seq();
-        const float* input = g > 0 ? act_in[key(in.micro, k)].data() : nullptr;
-        const auto t0 = std::chrono::steady_clock::now();
-        LOOM_ASSIGN_OR_RETURN(double l, model.ForwardChunk(in.micro, inputs + off, targets + off,
-                                                           input, d.micro_batch, local_seq()));
-        timings_.forward_s +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ++timings_.forwards;
-        loss_sum += l;
-        act_in.erase(key(in.micro, k));
-        break;
-      }
-      case InstrKind::kSendAct: {
-        HandlePtr h = pp.SendAsync(model.OutputActivation(in.micro), width, in.peer,
-                                   PipeTag(false, in.micro, g + 1, chunks));
-        slot_sends[key(in.micro, k)].push_back(h);
-        break;
-      }
-      case InstrKind::kBackward: {
-        auto it = recvs.find(key(in.micro, k) * 2 + 1);
-        if (it != recvs.end()) {
-          LOOM_RETURN_IF_ERROR(wait(it->second));
-          recvs.erase(it);
-        }
-        const bool last = in.micro == micro - 1;
-        if (g == 0 && last && lay.pp > 1) {
-          // The last stage's LM-head gradient of wte joins the embedding gradient before its
-          // bucket is reduced across data-parallel ranks.
-          const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
-          std::vector<float> dwte(static_cast<size_t>(p.numel()));
-          KeepIfAbandoned keep_dwte(&pp);
-          keep_dwte(dwte);
-          LOOM_RETURN_IF_ERROR(wait(pp.RecvAsync(dwte.data(), p.numel(), lay.pp - 1, kTagDwte)));
-          Axpy(store_->Grads(p.bucket) + p.bucket_offset, dwte.data(), 1.0f, p.numel());
-        }
-        const float* dout = g < chunks - 1 ? grad_in[key(in.micro, k)].data() : nullptr;
-        const auto t0 = std::chrono::steady_clock::now();
-        LOOM_RETURN_IF_ERROR(model.BackwardChunk(in.micro, dloss, dout, last));
-        timings_.backward_s +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        ++timings_.backwards;
-        grad_in.erase(key(in.micro, k));
-        if (g > 0) {
-          const float* dx = model.InputGradient();
-          grad_out[key(in.micro, k)].assign(dx, dx + width);
-        }
-        for (HandlePtr& h : slot_sends[key(in.micro, k)]) LOOM_RETURN_IF_ERROR(wait(h));
-        slot_sends.erase(key(in.micro, k));
-        model.ReleaseSlot(in.micro);
-        break;
-      }
-      case InstrKind::kSendGrad:
-        sends.push_back(pp.SendAsync(grad_out[key(in.micro, k)].data(), width, in.peer,
-                                     PipeTag(true, in.micro, g - 1, chunks)));
-        break;
-      case InstrKind::kOptimizerStep:
-        if (!tied_dwte_.empty()) {
-          sends.push_back(pp.SendAsync(tied_dwte_.data(), static_cast<int64_t>(tied_dwte_.size()),
-                                       0, kTagDwte));
-        }
-        break;
-      default:
-        return Internal("pipeline executor: unsupported instruction " + ToString(in));
-    }
-  }
-  for (HandlePtr& h : sends) LOOM_RETURN_IF_ERROR(wait(h));
-  return loss_sum;
-}
-
-Result<double> Trainer::EvaluatePipeline(const std::vector<int32_t>& in,
-                                         const std::vector<int32_t>& tgt) {
+Result<double> Trainer::EvaluatePipeline() {
   // Forward only, one micro-batch at a time through the chunks in global order.
   const DataConfig& d = job_.data;
-  const Layout& lay = place_.layout;
-  Communicator& pp = *place_.pp;
-  const int r = pp.rank(), chunks = lay.pp * lay.vpp;
-  const int64_t width = models_[0]->ActivationRows(d.micro_batch, local_seq()) * job_.model.hidden;
-  std::vector<int32_t> bin(in.size()), btgt(tgt.size()), lin, ltgt;
-  std::vector<float> buf(static_cast<size_t>(width));
-  KeepIfAbandoned keep(&pp);
-  keep(buf);
-  double sum = 0;
-  const int wte = layout_.IndexOf("wte");
-  if (wte >= 0) {
-    const ParamInfo& p = layout_.params[static_cast<size_t>(wte)];
-    LOOM_RETURN_IF_ERROR(store_->AcquireParams(p.bucket, -1));
-    LOOM_RETURN_IF_ERROR(
-        pp.Send(store_->Params(p.bucket) + p.bucket_offset, p.numel(), lay.pp - 1, kTagWte));
-  }
-  if (!tied_wte_.empty()) {
-    LOOM_RETURN_IF_ERROR(
-        pp.Recv(tied_wte_.data(), static_cast<int64_t>(tied_wte_.size()), 0, kTagWte));
-  }
+  std::vector<int32_t> in(static_cast<size_t>(d.micro_batch * d.seq)), tgt(in.size()), lin, ltgt;
   const int64_t per_batch = eval_rows_ / d.micro_batch;
-  for (int64_t e = 0; e < job_.eval.batches * per_batch; ++e) {
-    const int64_t b = e / per_batch, first = e % per_batch * d.micro_batch;
-    eval_sampler_->Fill(b, first, d.micro_batch, bin.data(), btgt.data());
-    LocalRows(bin.data(), d.micro_batch, &lin);
-    LocalRows(btgt.data(), d.micro_batch, &ltgt);
-    for (int k = 0; k < lay.vpp; ++k) {
-      const int g = schedule_.GlobalChunk(r, k);
-      Gpt& model = *models_[static_cast<size_t>(k)];
-      const int slot = 1000000 + static_cast<int>(e);
-      if (g > 0) {
-        LOOM_RETURN_IF_ERROR(pp.Recv(buf.data(), width, (r + lay.pp - 1) % lay.pp, kTagEval + g));
-      }
-      LOOM_ASSIGN_OR_RETURN(
-          double l, model.ForwardChunk(slot, lin.data(), ltgt.data(), g > 0 ? buf.data() : nullptr,
-                                       d.micro_batch, local_seq()));
-      sum += l;
-      if (g < chunks - 1) {
-        LOOM_RETURN_IF_ERROR(
-            pp.Send(model.OutputActivation(slot), width, (r + 1) % lay.pp, kTagEval + g + 1));
-      }
-      model.ReleaseSlot(slot);
-    }
-  }
+  auto load = [&](int64_t e) {
+    eval_sampler_->Fill(e / per_batch, e % per_batch * d.micro_batch, d.micro_batch, in.data(),
+                        tgt.data());
+    LocalRows(in.data(), d.micro_batch, &lin);
+    LocalRows(tgt.data(), d.micro_batch, &ltgt);
+    stage_->SetBatch(lin.data(), ltgt.data(), static_cast<int>(e));
+    return Status::Ok();
+  };
+  LOOM_ASSIGN_OR_RETURN(double sum,
+                        executor_->Evaluate(*stage_, job_.eval.batches * per_batch, load));
   float total = static_cast<float>(sum);
-  LOOM_RETURN_IF_ERROR(pp.AllReduce(&total, 1));
+  LOOM_RETURN_IF_ERROR(place_.pp->AllReduce(&total, 1));
   if (place_.cp) LOOM_RETURN_IF_ERROR(place_.cp->AllReduce(&total, 1));
   return total / static_cast<double>(job_.eval.batches * eval_rows_ * d.seq);
 }

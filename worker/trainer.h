@@ -14,13 +14,15 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "parallel/layout.h"
+#include "parallel/pipeline/executor.h"
 #include "parallel/pipeline/schedule.h"
+#include "job/job_config.h"
 #include "parallel/process_groups.h"
+#include "parallel/zero/param_store.h"
 #include "worker/checkpointer.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
-#include "job/job_config.h"
-#include "worker/param_store.h"
+#include "worker/gpt_pipeline.h"
 
 namespace loom {
 
@@ -33,12 +35,6 @@ struct StepStats {
   double loss = 0;       // mean over the global batch's tokens (before the update)
   double grad_norm = 0;  // global L2 norm before clipping
   double lr = 0;
-};
-
-// Measured compute time of the pipeline instructions (for comparing with the simulator).
-struct PipelineTimings {
-  double forward_s = 0, backward_s = 0;
-  int forwards = 0, backwards = 0;
 };
 
 struct TrainSummary {
@@ -103,15 +99,16 @@ class Trainer {
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
   Status Setup();  // Create's work: Init, then the checkpoint restore
   Status Init();
+  Status InitModel();  // Init's part after the data: store, chunk models, pipeline
   Result<std::string> SampleWith(Gpt& model, const std::string& prompt, int64_t tokens,
                                  double temperature, int64_t top_k, uint64_t seed);
   // Context parallelism: this rank's tokens of every sequence of [count, seq] (load-balanced
   // split) into [count, seq / cp]; a plain copy when cp = 1.
   void LocalRows(const int32_t* full, int64_t count, std::vector<int32_t>* out) const;
   int64_t local_seq() const { return job_.data.seq / place_.layout.cp; }
-  // Pipeline parallelism: runs this rank's schedule for one step; returns the local loss sum.
-  Result<double> RunPipeline(const int32_t* inputs, const int32_t* targets);
-  Result<double> EvaluatePipeline(const std::vector<int32_t>& in, const std::vector<int32_t>& tgt);
+  // Pipeline parallelism: Init's schedule, stage and executor; forward-only evaluation.
+  Status InitPipeline();
+  Result<double> EvaluatePipeline();
 
   JobConfig job_;
   // Before every member that uses its communicators (store_, models_, ckpt_): they die first.
@@ -120,8 +117,9 @@ class Trainer {
   std::unique_ptr<ParamStore> store_;
   std::vector<std::unique_ptr<Gpt>> models_;  // one per local pipeline chunk
   Schedule schedule_;
-  std::vector<float> tied_wte_, tied_dwte_;
-  PipelineTimings timings_;  // last stage: the first stage's wte and its gradient
+  std::unique_ptr<GptPipelineStage> stage_;     // pp > 1: the chunks as a pipeline stage
+  std::unique_ptr<PipelineExecutor> executor_;  // pp > 1
+  PipelineTimings timings_;
   std::vector<int32_t> train_tokens_, val_tokens_;
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;

@@ -9,6 +9,16 @@
 //   per micro-batch: forward (AcquireParams/ReleaseParams around each layer),
 //                    backward (AcquireParams, Grads, ..., GradsReady per bucket)
 //   Step(lr) — finishes outstanding reductions, clips, updates, re-gathers parameters.
+//
+// The implementation (zero_store.cc) is composed of parts, one folder-local header each: the
+// bucket math (buckets.h), a parameter scheme (param_gatherer.h), a gradient reduction scheme
+// (grad_buckets.h) and the sharded optimizer (sharded_optimizer.h). The ZeRO stage picks the
+// schemes:
+//   stage  parameters                          gradients                        optimizer state
+//   0      replicated                          all-reduced after the step       replicated
+//   1      replicated, chunks re-gathered      reduce-scattered after the step  sharded
+//   2      replicated, chunks re-gathered      reduce-scattered per micro-batch sharded
+//   3      sharded, gathered per bucket        reduce-scattered per micro-batch sharded
 #pragma once
 
 #include <cstdint>
@@ -90,12 +100,12 @@ struct ParamStoreOptions {
 // The store for every layout: flat buffers padded per bucket to a multiple of the dp size; stage 0
 // all-reduces gradients, 1 reduce-scatters them and shards the optimizer state (the updated
 // chunks are all-gathered in the background and waited for bucket by bucket as the next forward
-// reaches them), 2 also shards the
-// gradients (reduce-scattered per micro-batch from per-bucket buffers), 3 also shards the
-// parameters (all-gathered per bucket on AcquireParams, the next bucket prefetched, freed on
-// ReleaseParams; buckets without layers — embeddings, final norm — stay gathered for the whole
-// step). The
-// gradient norm counts tensor-parallel replicated parameters once.
+// reaches them), 2 also shards the gradients (reduce-scattered per micro-batch from per-bucket
+// buffers), 3 also shards the parameters (all-gathered per bucket on AcquireParams, the next
+// bucket prefetched, freed on ReleaseParams; buckets without layers — embeddings, final norm —
+// stay gathered for the whole step). The gradient norm counts tensor-parallel replicated
+// parameters once. The communicators must outlive the store: its destructor waits for (or, once
+// communication is abandoned, keeps the buffers of) every transfer still running.
 Result<std::unique_ptr<ParamStore>> MakeParamStore(const ParamLayout& layout,
                                                    const AdamWConfig& cfg,
                                                    const ParamStoreOptions& opt);

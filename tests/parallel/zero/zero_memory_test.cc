@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/memory.h"
+#include "parallel/zero/param_store.h"
 #include "tests/mpi_test_main.h"
-#include "worker/param_store.h"
 
 namespace loom {
 namespace {

@@ -1,7 +1,7 @@
 // Ring attention simulated in-process: cp ranks, each folding every rank's K/V (in ring order)
 // into its load-balanced query chunks, equal full causal attention in the forward (output and
 // log-sum-exp) and in every input gradient, including chunks whose last block is partial.
-#include "parallel/ring_attention.h"
+#include "parallel/context/ring_attention.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Ring attention over the block kernels.
-#include "parallel/ring_attention.h"
+#include "parallel/context/ring_attention.h"
 
 #include <omp.h>
 

@@ -1,0 +1,82 @@
+// Ring attention's K/V exchange around the context-parallel group.
+#include "parallel/context/ring_exchange.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "parallel/context/ring_attention.h"
+#include "parallel/message_tags.h"
+
+namespace loom {
+
+Status RingAttentionExchange::Forward(const RingShape& s, const float* qkv, float* out,
+                                      float* lse) {
+  const int cp = cp_.size(), r = cp_.rank();
+  const ContextSplit split{s.rows * cp, cp};
+  const int64_t kvn = s.batch * s.rows * 2 * s.width();
+  kv_a_.resize(static_cast<size_t>(kvn));
+  kv_b_.resize(static_cast<size_t>(kvn));
+  PackKeyValue(qkv, kv_a_.data(), s.batch, s.rows, s.width());
+  RingAttention<float> ring(split, r, s.batch, s.heads, s.head_dim, s.block_q, s.block_k);
+  ring.ForwardBegin();
+  float* cur = kv_a_.data();
+  float* next = kv_b_.data();
+  for (int step = 0; step < cp; ++step) {
+    HandlePtr send, recv;
+    if (step + 1 < cp) {
+      recv = cp_.comm->RecvAsync(next, kvn, (r + cp - 1) % cp, RingForwardTag(step));
+      send = cp_.comm->SendAsync(cur, kvn, (r + 1) % cp, RingForwardTag(step));
+    }
+    ring.ForwardStep(qkv, cur, (r - step + cp) % cp);
+    if (send) {
+      LOOM_RETURN_IF_ERROR(send->Wait(cp_.comm->DefaultDeadline()));
+      LOOM_RETURN_IF_ERROR(recv->Wait(cp_.comm->DefaultDeadline()));
+      std::swap(cur, next);
+    }
+  }
+  ring.ForwardEnd(out, lse);
+  return Status::Ok();
+}
+
+Status RingAttentionExchange::Backward(const RingShape& s, const float* qkv, const float* out,
+                                       const float* lse, const float* dout, float* dqkv) {
+  const int cp = cp_.size(), r = cp_.rank();
+  const ContextSplit split{s.rows * cp, cp};
+  const int64_t c = s.width(), kvn = s.batch * s.rows * 2 * c;
+  for (auto* v : {&kv_a_, &kv_b_, &dkv_a_, &dkv_b_}) v->assign(static_cast<size_t>(kvn), 0.0f);
+  PackKeyValue(qkv, kv_a_.data(), s.batch, s.rows, c);
+  RingAttention<float> ring(split, r, s.batch, s.heads, s.head_dim, s.block_q, s.block_k);
+  ring.BackwardBegin(dout, out, dqkv);
+  float *kv = kv_a_.data(), *kv_next = kv_b_.data();
+  float *dkv = dkv_a_.data(), *dkv_next = dkv_b_.data();
+  const int prev = (r + cp - 1) % cp, next = (r + 1) % cp;
+  auto deadline = [&] { return cp_.comm->DefaultDeadline(); };
+  for (int step = 0; step < cp; ++step) {
+    HandlePtr kv_recv, kv_send;
+    if (step + 1 < cp) {  // the K/V of the next step travel while this step computes
+      kv_recv = cp_.comm->RecvAsync(kv_next, kvn, prev, RingBackwardKvTag(step));
+      kv_send = cp_.comm->SendAsync(kv, kvn, next, RingBackwardKvTag(step));
+    }
+    ring.BackwardStep(qkv, kv, (r - step + cp) % cp, dout, lse, dqkv, dkv);
+    // The accumulated dK/dV follows its K/V (after the last step: one hop home to its owner).
+    HandlePtr d_recv = cp_.comm->RecvAsync(dkv_next, kvn, prev, RingBackwardGradTag(step));
+    HandlePtr d_send = cp_.comm->SendAsync(dkv, kvn, next, RingBackwardGradTag(step));
+    LOOM_RETURN_IF_ERROR(d_send->Wait(deadline()));
+    LOOM_RETURN_IF_ERROR(d_recv->Wait(deadline()));
+    std::swap(dkv, dkv_next);
+    if (kv_send) {
+      LOOM_RETURN_IF_ERROR(kv_send->Wait(deadline()));
+      LOOM_RETURN_IF_ERROR(kv_recv->Wait(deadline()));
+      std::swap(kv, kv_next);
+    }
+  }
+  // dkv now holds this rank's own dK/dV: the k and v parts of dqkv.
+  const int64_t rows = s.batch * s.rows;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    std::copy(dkv + i * 2 * c, dkv + (i + 1) * 2 * c, dqkv + i * 3 * c + c);
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

@@ -1,0 +1,54 @@
+// Sequence-parallel gather/scatter over the tensor-parallel group.
+#include "parallel/tensor_parallel/sequence_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace loom {
+
+Status GatherTokens(const TensorParallel& tp, const TokenRows& rows, const float* local,
+                    float* full, int64_t width) {
+  if (tp.size() == 1 || !tp.sp) {
+    if (local != full) std::memcpy(full, local, static_cast<size_t>(rows.full * width) * 4);
+    return Status::Ok();
+  }
+  return tp.comm->AllGather(local, full, rows.local * width);
+}
+
+Status ReduceTokens(const TensorParallel& tp, const TokenRows& rows, float* partial_full,
+                    float* local, int64_t width) {
+  if (tp.size() > 1) {
+    if (tp.sp) return tp.comm->ReduceScatter(partial_full, local, rows.local * width);
+    LOOM_RETURN_IF_ERROR(tp.comm->AllReduce(partial_full, rows.full * width));
+  }
+  if (partial_full != local) {
+    std::memcpy(local, partial_full, static_cast<size_t>(rows.local * width) * 4);
+  }
+  return Status::Ok();
+}
+
+Status SumSequenceParallelGrads(const TensorParallel& tp, const ParamLayout& layout, int bucket,
+                                float* grads) {
+  if (!tp.sequence_parallel()) return Status::Ok();
+  std::vector<float> packed;
+  KeepIfAbandoned keep(tp.comm);
+  keep(packed);
+  for (const ParamInfo& p : layout.params) {
+    if (p.bucket == bucket && p.shard == ShardKind::kReplicated) {
+      packed.insert(packed.end(), grads + p.bucket_offset, grads + p.bucket_offset + p.numel());
+    }
+  }
+  if (packed.empty()) return Status::Ok();
+  LOOM_RETURN_IF_ERROR(tp.comm->AllReduce(packed.data(), static_cast<int64_t>(packed.size())));
+  size_t at = 0;
+  for (const ParamInfo& p : layout.params) {
+    if (p.bucket == bucket && p.shard == ShardKind::kReplicated) {
+      std::copy(packed.begin() + at, packed.begin() + at + p.numel(), grads + p.bucket_offset);
+      at += p.numel();
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace loom

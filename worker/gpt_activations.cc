@@ -1,0 +1,114 @@
+// The GPT's activation plan: the scratch buffers every chunk keeps, the activations of each
+// in-flight micro-batch (slots), and their sizes. All of it is tagged kActivations.
+#include "worker/gpt_activations.h"
+
+#include <algorithm>
+
+#include "core/memory.h"
+
+namespace loom {
+
+Status Gpt::Allocate() {
+  const int64_t before = GetMemUsage(MemTag::kActivations).current;
+  LOOM_RETURN_IF_ERROR(AllocateScratch());
+  scratch_bytes_ = GetMemUsage(MemTag::kActivations).current - before;
+  return Status::Ok();
+}
+
+Status Gpt::AllocateScratch() {
+  const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, t = tp_.size();
+  const int64_t nl = tp_.sp ? n / t : n;
+  auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
+  if (chunk_.head) {
+    LOOM_ASSIGN_OR_RETURN(ce_stats_, act({3 * n}));
+    LOOM_ASSIGN_OR_RETURN(ce_dloss_, act({n}));
+    LOOM_ASSIGN_OR_RETURN(ce_chunk_, act({n, std::min(rt_.vocab_chunk, vl_)}));
+  }
+  LOOM_ASSIGN_OR_RETURN(dresid_, act({nl, c}));
+  LOOM_ASSIGN_OR_RETURN(dln_, act({n, c}));
+  LOOM_ASSIGN_OR_RETURN(datt_, act({n, cl_}));
+  LOOM_ASSIGN_OR_RETURN(dqkv_, act({n, 3 * cl_}));
+  LOOM_ASSIGN_OR_RETURN(dfc_, act({n, fl_}));
+  LOOM_ASSIGN_OR_RETURN(emb_full_, act({n, c}));
+  if (t > 1) {
+    LOOM_ASSIGN_OR_RETURN(rowpar_, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(dln_local_, act({nl, c}));
+  }
+  if (tp_.sp && t > 1) {
+    LOOM_ASSIGN_OR_RETURN(ln_local_, act({nl, c}));
+    LOOM_ASSIGN_OR_RETURN(dfull_, act({n, c}));
+  }
+  return Status::Ok();
+}
+
+Result<Gpt::Slot*> Gpt::GetSlot(int id) {
+  auto it = slots_.find(id);
+  if (it != slots_.end()) return it->second.get();
+  const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, t = tp_.size();
+  const int64_t nl = tp_.sp ? n / t : n;
+  const int64_t lse_n = rt_.micro_batch * hl_ * rt_.seq;
+  auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
+  const int64_t before = GetMemUsage(MemTag::kActivations).current;
+  auto slot = std::make_unique<Slot>();
+  for (int l = 0; l <= chunk_.num_layers; ++l) {
+    LOOM_ASSIGN_OR_RETURN(Tensor r, act({nl, c}));
+    slot->resid.push_back(std::move(r));
+  }
+  const int sets = rt_.recompute == Recompute::kFull ? 1 : chunk_.num_layers;
+  for (int i = 0; i < sets; ++i) {
+    auto a = std::make_unique<LayerActs>();
+    LOOM_ASSIGN_OR_RETURN(a->ln1, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->qkv, act({n, 3 * cl_}));
+    LOOM_ASSIGN_OR_RETURN(a->att, act({n, cl_}));
+    LOOM_ASSIGN_OR_RETURN(a->lse, act({lse_n}));
+    LOOM_ASSIGN_OR_RETURN(a->res2, act({nl, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, fl_}));
+    LOOM_ASSIGN_OR_RETURN(a->gelu, act({n, fl_}));
+    slot->acts.push_back(std::move(a));
+  }
+  if (chunk_.head) {
+    LOOM_ASSIGN_OR_RETURN(slot->lnf, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(slot->lnf_mean, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(slot->lnf_rstd, act({nl}));
+    LOOM_ASSIGN_OR_RETURN(slot->ce_lse, act({n}));
+  }
+  slot->tokens.resize(static_cast<size_t>(n));
+  slot->targets.resize(static_cast<size_t>(n));
+  slot_bytes_ = GetMemUsage(MemTag::kActivations).current - before;
+  Slot* raw = slot.get();
+  slots_.emplace(id, std::move(slot));
+  return raw;
+}
+
+void Gpt::ReleaseSlot(int slot) {
+  slots_.erase(slot);
+}
+
+int64_t Gpt::ActivationRows(int64_t b, int64_t t) const {
+  return TokenRows::Of(tp_, b * t).local;
+}
+
+int64_t Gpt::ActivationBytesPerLayer() const {
+  const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden;
+  const int64_t nl = tp_.sp ? n / tp_.size() : n;
+  if (rt_.recompute == Recompute::kFull) return nl * c * 4;
+  const int64_t floats = n * c * 2 + 4 * nl + 3 * n * cl_ + n * cl_ +
+                         rt_.micro_batch * hl_ * rt_.seq + nl * c + 2 * n * fl_ +
+                         nl * c;  // + the layer input
+  return floats * 4;
+}
+
+const float* Gpt::OutputActivation(int slot) const {
+  return slots_.at(slot)->resid[chunk_.num_layers].data<float>();
+}
+
+const float* Gpt::InputGradient() const {
+  return dresid_.data<float>();
+}
+
+}  // namespace loom
