@@ -34,6 +34,7 @@
 #include "comm/backend.h"
 #include "core/file_util.h"
 #include "core/threads.h"
+#include "model/config.h"
 #include "worker/checkpointer.h"
 #include "worker/trainer.h"
 

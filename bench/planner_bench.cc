@@ -9,6 +9,7 @@
 #include "coordinator/calibration.h"
 #include "coordinator/cluster.h"
 #include "coordinator/planner/search.h"
+#include "model/config.h"
 
 namespace loom {
 namespace {

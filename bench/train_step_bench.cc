@@ -18,8 +18,9 @@
 #include "core/kernels/blas.h"
 #include "core/rng.h"
 #include "core/threads.h"
-#include "worker/gpt.h"
+#include "model/layout.h"
 #include "parallel/zero/param_store.h"
+#include "worker/gpt.h"
 
 namespace {
 
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
   loom::ModelConfig mc{vocab, seq, layers, heads, hidden};
   loom::ModelRuntime rt{batch, seq,
                         recompute == "full" ? loom::Recompute::kFull : loom::Recompute::kNone};
-  const loom::ParamLayout layout = loom::ParamLayout::ForModel(mc, 1);
+  const loom::ParamLayout layout = loom::ModelLayout(mc, 1);
   auto store = loom::MakeParamStore(layout, loom::AdamWConfig{}, loom::ParamStoreOptions{});
   if (!store.ok()) return 1;
   auto model = loom::Gpt::Create(mc, rt, layout, store->get());

@@ -14,6 +14,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/reader.h"
 #include "core/interrupt.h"
+#include "model/layout.h"
 #include "parallel/param_layout.h"
 
 namespace loom {
@@ -128,7 +129,7 @@ Result<DiffReport> DiffCheckpoints(const std::string& a_path, const std::string&
     NoteFields("rng", meta_a.rng(), meta_b.rng(), &out.notes);
   }
   const ParamLayout canonical =
-      ParamLayout::ForModel({ma.vocab(), ma.max_seq(), ma.layers(), ma.heads(), ma.hidden()}, 1);
+      ModelLayout({ma.vocab(), ma.max_seq(), ma.layers(), ma.heads(), ma.hidden()}, 1);
   std::vector<float> va, vb;
   for (const ParamInfo& p : canonical.params) {
     for (int s = 0; s < (weights_only ? 1 : kNumStates); ++s) {

@@ -13,6 +13,7 @@
 #include "checkpoint/reader.h"
 #include "core/file_util.h"
 #include "core/interrupt.h"
+#include "model/layout.h"
 #include "parallel/param_layout.h"
 
 namespace loom {
@@ -91,7 +92,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();
   const ParamLayout canonical =
-      ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+      ModelLayout({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
   const bool hf = names == ExportNames::kHuggingFaceGpt2;
   // Header first: every tensor's place follows from the shapes.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();

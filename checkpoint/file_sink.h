@@ -18,6 +18,7 @@
 #include "checkpoint/save_sink.h"
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
+#include "model/config.h"
 #include "parallel/param_layout.h"
 
 namespace loom {

@@ -24,6 +24,7 @@
 #include "core/interrupt.h"
 #include "core/safetensors.h"
 #include "core/version.h"
+#include "model/layout.h"
 #include "parallel/layout.h"
 
 namespace loom {
@@ -243,7 +244,7 @@ using NameMap = std::map<std::string, std::pair<std::string, bool>>;
 Result<NameMap> MapTensors(const TensorReader& ix, const FileNaming& n, const ModelConfig& model,
                            const std::string& file) {
   NameMap names;
-  for (const ParamInfo& p : ParamLayout::ForModel(model, 1).params) {
+  for (const ParamInfo& p : ModelLayout(model, 1).params) {
     bool transposed = false;
     const std::string name = n.loom ? p.name : HuggingFaceGpt2Name(p.name, &transposed);
     const SafetensorsEntry* e = n.Find(ix, name);

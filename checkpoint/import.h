@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/config.h"
 #include "parallel/param_layout.h"
 
 namespace loom {

@@ -10,6 +10,7 @@
 
 #include "checkpoint/reader.h"
 #include "core/safetensors.h"
+#include "model/layout.h"
 #include "parallel/param_layout.h"
 
 namespace loom {
@@ -63,7 +64,7 @@ std::string Bytes(uint64_t n) {
 }
 
 ParamLayout CanonicalLayout(const proto::ModelSpec& mo) {
-  return ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  return ModelLayout({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
 }
 
 }  // namespace

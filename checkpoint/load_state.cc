@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "checkpoint/shard_plan.h"
+#include "model/layout.h"
 
 namespace loom {
 
@@ -24,7 +25,7 @@ Status CheckSameModel(const CheckpointReader& reader, const std::string& path,
                       std::to_string(v.second) + " (a checkpoint of another model)");
     }
   }
-  for (const ParamInfo& p : ParamLayout::ForModel(model, 1).params) {
+  for (const ParamInfo& p : ModelLayout(model, 1).params) {
     for (int s = 0; s < states; ++s) {
       const proto::TensorEntry* t = reader.Find(p.name, static_cast<StateKind>(s));
       if (t == nullptr) continue;  // reported, with its chunks, by the reads

@@ -9,6 +9,7 @@
 #include "checkpoint/rank_state.h"
 #include "checkpoint/reader.h"
 #include "core/status.h"
+#include "model/config.h"
 #include "parallel/param_layout.h"
 
 namespace loom {

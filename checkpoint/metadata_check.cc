@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/format.h"
+#include "model/layout.h"
 #include "parallel/param_layout.h"
 #include "parallel/state_kind.h"
 
@@ -143,7 +144,7 @@ Result<std::vector<std::string>> ListFiles(const std::string& path,
 Status CheckModelTensors(const std::string& path, const proto::ModelSpec& mo,
                          const TensorIndex& index) {
   const ParamLayout model =
-      ParamLayout::ForModel({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+      ModelLayout({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
   for (const ParamInfo& p : model.params) {
     for (int s = 0; s < kNumStates; ++s) {
       const std::string state = StateName(static_cast<StateKind>(s));

@@ -1,5 +1,6 @@
 // ModelSpec / LayoutSpec to and from ModelConfig / Layout.
 #include "checkpoint/metadata_specs.h"
+#include "model/config.h"
 
 #include <algorithm>
 

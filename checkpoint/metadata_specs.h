@@ -3,6 +3,7 @@
 // every reader fills and reads the fields alike.
 #pragma once
 
+#include "model/config.h"
 #include "parallel/layout.h"
 #include "parallel/param_layout.h"
 #include "proto/checkpoint.pb.h"

@@ -15,6 +15,7 @@
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
 #include "core/interrupt.h"
+#include "model/layout.h"
 
 namespace loom {
 
@@ -121,7 +122,7 @@ class Resharder {
         model_(model),
         to_(to),
         tmp_(std::move(tmp)),
-        canonical_(ParamLayout::ForModel(model, 1)),
+        canonical_(ModelLayout(model, 1)),
         buffer_(nullptr, std::free),
         fragments_(static_cast<size_t>(to.world())) {
     int64_t largest = 1;

@@ -1,5 +1,6 @@
 // Rank responsibilities for the universal checkpoint.
 #include "checkpoint/shard_plan.h"
+#include "model/layout.h"
 
 #include <algorithm>
 
@@ -68,7 +69,7 @@ void MapBucketRange(const ParamLayout& layout, int bucket, int tp_rank, int64_t 
 
 RankShardPlan PlanRank(const ModelConfig& model, const Layout& lay, int world_rank) {
   RankShardPlan plan;
-  plan.layout = ParamLayout::ForChunks(model, lay.tp, RankChunks(model, lay, world_rank));
+  plan.layout = ModelLayout(model, lay.tp, RankChunks(model.layers, lay, world_rank));
   plan.tp_rank = lay.CoordOf(world_rank).tp;
   const std::vector<int> group =
       lay.GroupOf(lay.cp > 1 ? GroupKind::kDataContext : GroupKind::kData, world_rank);

@@ -15,6 +15,7 @@
 
 #include "checkpoint/region.h"
 #include "core/status.h"
+#include "model/config.h"
 #include "parallel/layout.h"
 #include "parallel/param_layout.h"
 #include "parallel/state_kind.h"

@@ -27,6 +27,7 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/tunables.h"
+#include "model/layout.h"
 
 namespace loom {
 
@@ -503,7 +504,7 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
       }
     }
   }
-  const ParamLayout canonical = ParamLayout::ForModel(model, 1);
+  const ParamLayout canonical = ModelLayout(model, 1);
   for (const ParamInfo& p : canonical.params) {
     for (int s = 0; s < kNumStates; ++s) {
       auto it = merged.find({p.name, StateName(static_cast<StateKind>(s))});

@@ -19,6 +19,7 @@
 #include "checkpoint/shard_plan.h"
 #include "core/file_util.h"
 #include "core/status.h"
+#include "model/config.h"
 
 namespace loom {
 

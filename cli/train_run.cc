@@ -20,6 +20,7 @@
 #include "core/safetensors.h"
 #include "core/threads.h"
 #include "core/tunables.h"
+#include "model/layout.h"
 #include "parallel/layout.h"
 #include "parallel/process_groups.h"
 
@@ -51,7 +52,7 @@ Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummar
     keep(full);
     LOOM_RETURN_IF_ERROR(trainer.GatherFullParams(&full));  // collective
     if (trainer.is_root()) {
-      const ParamLayout canonical = ParamLayout::ForModel(trainer.job().model, 1);
+      const ParamLayout canonical = ModelLayout(trainer.job().model, 1);
       std::vector<NamedTensor> tensors;
       for (const ParamInfo& p : canonical.params) {
         tensors.push_back({p.name, Tensor::Borrow(full.data() + p.offset, p.shape, DType::kF32)});

@@ -11,7 +11,7 @@
 #include "core/precision.h"
 #include "core/status.h"
 #include "job/job_config.h"
-#include "parallel/param_layout.h"  // ModelConfig
+#include "model/config.h"
 #include "parallel/pipeline/schedule.h"
 
 namespace loom {

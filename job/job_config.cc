@@ -9,6 +9,7 @@
 #include "core/stop_signal.h"
 #include "core/tensor.h"
 #include "job/job_overrides.h"
+#include "model/config.h"
 #include "parallel/pipeline/schedule.h"
 
 namespace loom {
@@ -303,25 +304,6 @@ Result<JobConfig> ReadJobConfig(Result<ConfigSection> parsed, const std::string&
 }
 
 }  // namespace
-
-const char* RecomputeName(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "?";
-}
-
-Result<Recompute> ParseRecompute(const std::string& name) {
-  if (name == "none") return Recompute::kNone;
-  if (name == "selective") return Recompute::kSelective;
-  if (name == "full") return Recompute::kFull;
-  return InvalidArgument("expected none, selective or full, got '" + name + "'");
-}
 
 Status CheckCheckpointConfig(const JobConfig& job) {
   const CheckpointConfig& c = job.checkpoint;

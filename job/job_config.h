@@ -16,16 +16,9 @@
 
 #include "core/precision.h"
 #include "core/status.h"
-#include "parallel/param_layout.h"  // ModelConfig
+#include "model/config.h"
 
 namespace loom {
-
-// Activation recomputation: none keeps every activation for the backward; full keeps only each
-// layer's input and recomputes the rest; selective (Megatron's: the attention core only) is
-// priced by the planner but not run by the trainer.
-enum class Recompute { kNone, kSelective, kFull };
-const char* RecomputeName(Recompute r);                     // "none", "selective", "full"
-Result<Recompute> ParseRecompute(const std::string& name);  // none | selective | full
 
 struct DataConfig {
   std::string text;           // a UTF-8 corpus tokenised on the fly (byte level), or:

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "job/job_config.h"
 #include "job/job_overrides.h"
+#include "model/config.h"
 #include "parallel/layout.h"
 
 namespace loom {

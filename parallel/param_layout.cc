@@ -1,87 +1,41 @@
-// Parameter layout and seeded initialisation.
+// Parameter layout math and seeded initialisation.
 #include "parallel/param_layout.h"
-
-#include <cmath>
 
 #include "core/rng.h"
 
 namespace loom {
 
-Status ModelConfig::Validate() const {
-  if (vocab <= 0 || max_seq <= 0 || layers <= 0 || heads <= 0 || hidden <= 0) {
-    return InvalidArgument("model sizes must be positive");
-  }
-  if (hidden % heads != 0) {
-    return InvalidArgument("model.hidden (" + std::to_string(hidden) +
-                           ") must be a multiple of model.heads (" + std::to_string(heads) + ")");
-  }
-  return Status::Ok();
+ParamLayoutBuilder::ParamLayoutBuilder(int tp, int64_t vocab) {
+  out_.tp = tp;
+  out_.padded_vocab = (vocab + tp - 1) / tp * tp;
 }
 
-ParamLayout ParamLayout::ForModel(const ModelConfig& m, int tp) {
-  return ForChunks(m, tp, {ChunkSpec{0, static_cast<int>(m.layers), true, true}});
+void ParamLayoutBuilder::Add(TensorSpec t) {
+  const int tp = out_.tp;
+  Shape local = t.global_shape;
+  if (t.shard == ShardKind::kRows) local[0] = (t.pad_rows ? out_.padded_vocab : local[0]) / tp;
+  if (t.shard == ShardKind::kCols) local[1] = local[1] / tp;
+  ParamInfo p{
+      std::move(t.name), local,   std::move(t.global_shape),  t.shard, t.parts,    out_.total,
+      t.layer,           bucket_, out_.total - bucket_begin_, t.decay, t.init_std, t.init_value};
+  out_.total += p.numel();
+  out_.params.push_back(std::move(p));
 }
 
-ParamLayout ParamLayout::ForChunks(const ModelConfig& m, int tp,
-                                   const std::vector<ChunkSpec>& chunks) {
-  ParamLayout out;
-  out.tp = tp;
-  out.padded_vocab = (m.vocab + tp - 1) / tp * tp;
-  const int64_t c = m.hidden;
-  const float std = 0.02f;
-  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
-  int bucket = 0;
-  int64_t bucket_begin = 0;
-  auto add = [&](std::string name, Shape global, ShardKind shard, int parts, int layer, bool decay,
-                 float init_std, float init_value) {
-    Shape local = global;
-    if (shard == ShardKind::kRows) local[0] = (name == "wte" ? out.padded_vocab : global[0]) / tp;
-    if (shard == ShardKind::kCols) local[1] = global[1] / tp;
-    ParamInfo p{std::move(name), local,  std::move(global),        shard, parts,    out.total,
-                layer,           bucket, out.total - bucket_begin, decay, init_std, init_value};
-    out.total += p.numel();
-    out.params.push_back(std::move(p));
-  };
-  auto close_bucket = [&] {
-    out.buckets.emplace_back(bucket_begin, out.total);
-    bucket_begin = out.total;
-    ++bucket;
-  };
-  for (const ChunkSpec& chunk : chunks) {
-    if (chunk.embedding) {
-      add("wte", {m.vocab, c}, ShardKind::kRows, 1, -1, true, std, 0);
-      add("wpe", {m.max_seq, c}, ShardKind::kReplicated, 1, -1, true, std, 0);
-      close_bucket();
-    }
-    for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
-      const std::string h = "h." + std::to_string(l) + ".";
-      add(h + "ln_1.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
-      add(h + "ln_1.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-      add(h + "attn.c_attn.weight", {3 * c, c}, ShardKind::kRows, 3, l, true, std, 0);
-      add(h + "attn.c_attn.bias", {3 * c}, ShardKind::kRows, 3, l, false, 0, 0);
-      add(h + "attn.c_proj.weight", {c, c}, ShardKind::kCols, 1, l, true, proj_std, 0);
-      add(h + "attn.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-      add(h + "ln_2.weight", {c}, ShardKind::kReplicated, 1, l, false, 0, 1);
-      add(h + "ln_2.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-      add(h + "mlp.c_fc.weight", {4 * c, c}, ShardKind::kRows, 1, l, true, std, 0);
-      add(h + "mlp.c_fc.bias", {4 * c}, ShardKind::kRows, 1, l, false, 0, 0);
-      add(h + "mlp.c_proj.weight", {c, 4 * c}, ShardKind::kCols, 1, l, true, proj_std, 0);
-      add(h + "mlp.c_proj.bias", {c}, ShardKind::kReplicated, 1, l, false, 0, 0);
-      close_bucket();
-    }
-    if (chunk.head) {
-      add("ln_f.weight", {c}, ShardKind::kReplicated, 1, -1, false, 0, 1);
-      add("ln_f.bias", {c}, ShardKind::kReplicated, 1, -1, false, 0, 0);
-      close_bucket();
-    }
-  }
-  return out;
+void ParamLayoutBuilder::CloseBucket() {
+  out_.buckets.emplace_back(bucket_begin_, out_.total);
+  bucket_begin_ = out_.total;
+  ++bucket_;
 }
 
-std::vector<ChunkSpec> RankChunks(const ModelConfig& m, const Layout& lay, int rank) {
+ParamLayout ParamLayoutBuilder::Finish() {
+  return std::move(out_);
+}
+
+std::vector<ChunkSpec> RankChunks(int64_t layers, const Layout& lay, int rank) {
   const int pp_rank = lay.CoordOf(rank).pp;
   const int chunks_total = lay.pp * lay.vpp;
-  const int per_chunk = static_cast<int>(m.layers) / chunks_total;
+  const int per_chunk = static_cast<int>(layers) / chunks_total;
   std::vector<ChunkSpec> chunks;
   for (int k = 0; k < lay.vpp; ++k) {
     const int g = k * lay.pp + pp_rank;

@@ -1,13 +1,8 @@
-// GPT-2 style model hyper-parameters and the canonical list of its parameters.
-//
-// Canonical parameter names (global layer numbers, never stage-local), in storage order:
-//   wte [vocab, C]        token embedding, tied with the output projection
-//   wpe [max_seq, C]      learned positions
-//   h.{l}.ln_1.weight/bias [C]             h.{l}.attn.c_attn.weight [3C, C], .bias [3C]
-//   h.{l}.attn.c_proj.weight [C, C], .bias  h.{l}.ln_2.weight/bias [C]
-//   h.{l}.mlp.c_fc.weight [4C, C], .bias [4C]   h.{l}.mlp.c_proj.weight [C, 4C], .bias [C]
-//   ln_f.weight/bias [C]
-// Linear weights use nn.Linear's [out, in] layout. c_attn's output columns are q | k | v.
+// The layout math of a model's parameters, whatever the model: each tensor's tensor-parallel
+// split, its place in one rank's flat buffer and in its gradient/ZeRO bucket, its global index,
+// seeded initialisation, pipeline chunks. A model family lists its tensors with
+// ParamLayoutBuilder (model/layout.h: GPT-2); the parameter stores, the checkpoint code and the
+// planner read the resulting ParamLayout.
 #pragma once
 
 #include <cstdint>
@@ -20,31 +15,18 @@
 
 namespace loom {
 
-struct ModelConfig {
-  int64_t vocab = 256;
-  int64_t max_seq = 256;
-  int64_t layers = 4;
-  int64_t heads = 8;
-  int64_t hidden = 256;
-
-  int64_t ffn() const { return 4 * hidden; }
-  int64_t head_dim() const { return hidden / heads; }
-  // hidden % heads, positive sizes.
-  Status Validate() const;
-};
-
 // How a tensor-parallel rank's piece of a parameter relates to the whole (Megatron style):
 //   kReplicated  every TP rank holds the whole tensor (norms, wpe, row-parallel biases)
-//   kRows        dim 0 is split: column-parallel weights and biases, the vocab-parallel wte.
-//                With `parts` = 3 (c_attn) each of q, k, v is split separately, so a rank holds
-//                q|k|v of its own heads.
-//   kCols        dim 1 is split: row-parallel weights (attn.c_proj, mlp.c_proj)
+//   kRows        dim 0 is split: column-parallel weights and biases, a vocab-parallel embedding.
+//                With `parts` = 3 (GPT-2's c_attn) each of q, k, v is split separately, so a rank
+//                holds q|k|v of its own heads.
+//   kCols        dim 1 is split: row-parallel weights (GPT-2's attn.c_proj, mlp.c_proj)
 enum class ShardKind { kReplicated, kRows, kCols };
 
 struct ParamInfo {
   std::string name;
   Shape shape;         // local shape on this TP rank
-  Shape global_shape;  // shape in a single-process model (wte: the true, unpadded vocab)
+  Shape global_shape;  // shape in a single-process model (a vocabulary: the true, unpadded one)
   ShardKind shard = ShardKind::kReplicated;
   int parts = 1;       // kRows: independent row blocks split separately (3 for c_attn)
   int64_t offset = 0;  // elements from the start of the local flat parameter buffer
@@ -60,10 +42,10 @@ struct ParamInfo {
   int64_t GlobalIndex(int64_t i, int tp_rank, int tp) const;
 };
 
-// A run of consecutive layers held together (a pipeline chunk), with the embedding (wte, wpe)
-// if it is the first chunk of the model and the final norm if it is the last. The LM head of the
-// last chunk uses the first chunk's wte (tied); a chunk that has the head but not the embedding
-// gets wte from outside (see Gpt::SetTiedEmbedding) and does not own it.
+// A run of consecutive layers held together (a pipeline chunk), with the embedding if it is the
+// first chunk of the model and the final norm (and head) if it is the last. With tied embeddings
+// the LM head of the last chunk uses the first chunk's embedding; a chunk that has the head but
+// not the embedding gets it from outside (see Gpt::SetTiedEmbedding) and does not own it.
 struct ChunkSpec {
   int first_layer = 0;
   int num_layers = 0;
@@ -71,9 +53,9 @@ struct ChunkSpec {
   bool head = true;
 };
 
-// The parameters of one rank (its tensor-parallel shard of its pipeline chunks) in storage order;
-// a pure function of the config, the TP size and the chunks (default: the whole model). Buckets
-// are contiguous ranges of the flat buffer: per chunk, embeddings, one per layer, final norm.
+// The parameters of one rank (its tensor-parallel shard of its pipeline chunks) in storage order
+// (model/layout.h builds it). Buckets are contiguous ranges of the flat buffer: per chunk,
+// embeddings, one per layer, final norm.
 struct ParamLayout {
   std::vector<ParamInfo> params;
   int64_t total = 0;
@@ -82,25 +64,49 @@ struct ParamLayout {
   // [begin, end) element offsets of each bucket (embeddings, each layer, final norm).
   std::vector<std::pair<int64_t, int64_t>> buckets;
 
-  static ParamLayout ForModel(const ModelConfig& config, int tp = 1);
-  static ParamLayout ForChunks(const ModelConfig& config, int tp,
-                               const std::vector<ChunkSpec>& chunks);
   // Index into `params` by name, or -1.
   int IndexOf(const std::string& name) const;
   const ParamInfo* Find(const std::string& name) const;
   int num_buckets() const { return static_cast<int>(buckets.size()); }
 };
 
-// The pipeline chunks held by world rank `rank` under `layout`: local chunk k of pipeline rank r
-// is global chunk k*pp + r, each of layers / (pp*vpp) layers; the first global chunk has the
-// embedding, the last the final norm and head.
-std::vector<ChunkSpec> RankChunks(const ModelConfig& config, const Layout& layout, int rank);
+// One tensor as a model family declares it (global shape; the builder derives the local one).
+struct TensorSpec {
+  std::string name;
+  Shape global_shape;
+  ShardKind shard = ShardKind::kReplicated;
+  int parts = 1;
+  int layer = -1;
+  bool decay = false;
+  float init_std = 0;
+  float init_value = 0;
+  bool pad_rows = false;  // kRows over a vocabulary: rows padded to a multiple of tp
+};
 
-// Fills `data` (layout.total floats, TP rank `tp_rank`) with the GPT-2 initialisation: normal(0,
-// 0.02) for matrices and embeddings, 0.02/sqrt(2*layers) for residual projections (attn.c_proj,
-// mlp.c_proj), zero biases, unit LayerNorm weights, zero vocabulary padding. Element g of tensor
-// `name` in the single-process model depends only on (seed, name, g), so every TP shard equals the
-// same slice of a single-process initialisation.
+// Builds one rank's ParamLayout: tensors are added in storage order and grouped into buckets.
+class ParamLayoutBuilder {
+ public:
+  // `vocab`: the vocabulary that pad_rows tensors pad to a multiple of tp.
+  ParamLayoutBuilder(int tp, int64_t vocab);
+  void Add(TensorSpec t);
+  void CloseBucket();  // the tensors added since the last close form the next bucket
+  ParamLayout Finish();
+
+ private:
+  ParamLayout out_;
+  int bucket_ = 0;
+  int64_t bucket_begin_ = 0;
+};
+
+// The pipeline chunks held by world rank `rank` under `layout` for a model of `layers` layers:
+// local chunk k of pipeline rank r is global chunk k*pp + r, each of layers / (pp*vpp) layers;
+// the first global chunk has the embedding, the last the final norm and head.
+std::vector<ChunkSpec> RankChunks(int64_t layers, const Layout& layout, int rank);
+
+// Fills `data` (layout.total floats, TP rank `tp_rank`) with each tensor's initialisation
+// (normal(0, init_std), or init_value), zero in vocabulary padding. Element g of tensor `name` in
+// the single-process model depends only on (seed, name, g), so every TP shard equals the same
+// slice of a single-process initialisation.
 void InitParams(const ParamLayout& layout, uint64_t seed, float* data, int tp_rank = 0);
 
 // Copies a rank's local parameters into their places in a single-process (tp = 1, one chunk)

@@ -12,6 +12,7 @@
 #include "core/kernels/embedding.h"
 #include "core/kernels/layernorm.h"
 #include "core/kernels/linear.h"
+#include "model/config.h"
 #include "parallel/context/ring_attention.h"
 #include "parallel/message_tags.h"
 #include "parallel/tensor_parallel/linear.h"

@@ -27,7 +27,7 @@
 #include "core/kernels/cross_entropy.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "job/job_config.h"  // Recompute
+#include "model/layout.h"
 #include "parallel/context/ring_exchange.h"
 #include "parallel/param_layout.h"
 #include "parallel/tensor_parallel/context.h"
@@ -36,17 +36,17 @@
 namespace loom {
 
 struct ModelRuntime {
-  int64_t micro_batch = 1;  // sequences per forward/backward
-  int64_t seq = 0;          // tokens per sequence (<= max_seq); 0 means max_seq
+  int64_t micro_batch = 1;                 // sequences per forward/backward
+  int64_t seq = 0;                         // tokens per sequence (<= max_seq); 0 means max_seq
   Recompute recompute = Recompute::kNone;  // none or full (selective is not run)
-  int64_t vocab_chunk = 4096;  // vocabulary rows per cross-entropy chunk
-  int64_t attn_block_q = 64;   // query rows per attention block
-  int64_t attn_block_k = 256;  // key/value rows per attention block
+  int64_t vocab_chunk = 4096;              // vocabulary rows per cross-entropy chunk
+  int64_t attn_block_q = 64;               // query rows per attention block
+  int64_t attn_block_k = 256;              // key/value rows per attention block
 };
 
 class Gpt {
  public:
-  // The layout must hold this chunk's parameters (ParamLayout::ForModel(config, tp.size()) for the
+  // The layout must hold this chunk's parameters (ModelLayout(config, tp.size()) for the
   // whole model); `store` owns the buffers. `chunk` defaults to the whole model.
   static Result<std::unique_ptr<Gpt>> Create(const ModelConfig& config, const ModelRuntime& rt,
                                              const ParamLayout& layout, ParamStore* store,

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/memory.h"
+#include "model/config.h"
 
 namespace loom {
 

@@ -6,6 +6,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/import.h"
 #include "core/logging.h"
+#include "model/config.h"
 
 namespace loom {
 namespace {

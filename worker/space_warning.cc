@@ -10,6 +10,7 @@
 
 #include "checkpoint/format.h"
 #include "core/logging.h"
+#include "model/layout.h"
 #include "parallel/param_layout.h"
 
 namespace loom {
@@ -58,7 +59,7 @@ void WarnIfShortOfSpace(const JobConfig& job, int64_t start_step) {
   const int64_t saves = SavesAtOnce(job, start_step);
   if (saves <= 0) return;
   // 12 bytes per parameter (fp32 weight, Adam m and v); the index (metadata.json) is not counted.
-  const double per_save = 12.0 * static_cast<double>(ParamLayout::ForModel(job.model, 1).total);
+  const double per_save = 12.0 * static_cast<double>(ModelLayout(job.model, 1).total);
   const double free = FreeBytes(c.dir);
   if (free < 0 || free >= per_save * static_cast<double>(saves)) return;
   char buf[512];

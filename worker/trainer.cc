@@ -18,6 +18,7 @@
 #include "core/rng.h"
 #include "core/stop_signal.h"
 #include "core/threads.h"
+#include "model/layout.h"
 #include "parallel/context/ring_attention.h"
 #include "parallel/pipeline/simulator.h"
 #include "worker/data/token_file.h"
@@ -170,8 +171,8 @@ Status Trainer::Init() {
 Status Trainer::InitModel() {
   const DataConfig& d = job_.data;
   const Layout& lay = place_.layout;
-  const std::vector<ChunkSpec> chunks = RankChunks(job_.model, lay, place_.world_rank);
-  layout_ = ParamLayout::ForChunks(job_.model, lay.tp, chunks);
+  const std::vector<ChunkSpec> chunks = RankChunks(job_.model.layers, lay, place_.world_rank);
+  layout_ = ModelLayout(job_.model, lay.tp, chunks);
   AdamWConfig oc{job_.optim.beta1, job_.optim.beta2, job_.optim.eps, job_.optim.weight_decay,
                  job_.optim.grad_clip};
   // Parameters are replicated over data and context ranks: gradients are summed (and ZeRO shards)
@@ -346,7 +347,7 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
   keep(full);
   LOOM_RETURN_IF_ERROR(GatherFullParams(&full));  // collective
   if (place_.world_rank != 0) return std::string();
-  const ParamLayout layout = ParamLayout::ForModel(job_.model, 1);
+  const ParamLayout layout = ModelLayout(job_.model, 1);
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ParamStore> store,
                         MakeParamStore(layout, AdamWConfig{}, ParamStoreOptions{}));
   LOOM_RETURN_IF_ERROR(store->LoadParams(full.data()));
@@ -409,7 +410,7 @@ Result<std::string> Trainer::SampleWith(Gpt& model, const std::string& prompt, i
 Status Trainer::GatherFullParams(std::vector<float>* out) {
   std::vector<float> local(static_cast<size_t>(layout_.total));
   LOOM_RETURN_IF_ERROR(store_->CopyParams(local.data()));
-  const ParamLayout full = ParamLayout::ForModel(job_.model, 1);
+  const ParamLayout full = ModelLayout(job_.model, 1);
   out->assign(static_cast<size_t>(full.total), 0.0f);
   // Every parameter lives in one pipeline stage: the sum over pp assembles the model.
   auto GatherOverPipeline = [&](std::vector<float>* v, int64_t n) -> Status {
@@ -447,9 +448,8 @@ Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const Step
     std::printf(
         "loom train: %s | %.2fM parameters | layout %s | %d threads/rank | %lld steps of "
         "%lld tokens\n",
-        job_.path.c_str(), ParamLayout::ForModel(job_.model, 1).total / 1e6,
-        place_.layout.ToString().c_str(), NumThreads(), static_cast<long long>(steps),
-        static_cast<long long>(tokens_per_step));
+        job_.path.c_str(), ModelLayout(job_.model, 1).total / 1e6, place_.layout.ToString().c_str(),
+        NumThreads(), static_cast<long long>(steps), static_cast<long long>(tokens_per_step));
     std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
                 models_[0]->ActivationBytesPerLayer() / 1048576.0,
                 RecomputeName(job_.runtime.recompute.value_or(Recompute::kNone)));

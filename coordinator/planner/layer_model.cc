@@ -7,6 +7,7 @@
 #include "coordinator/planner/comm_model.h"
 #include "coordinator/planner/memory_model.h"
 #include "coordinator/planner/model_math.h"
+#include "model/config.h"
 
 namespace loom {
 namespace {

@@ -10,6 +10,7 @@
 #include "coordinator/planner/hardware.h"
 #include "coordinator/planner/overlap_model.h"
 #include "coordinator/planner/placement.h"
+#include "model/config.h"
 #include "parallel/layout.h"
 
 namespace loom {

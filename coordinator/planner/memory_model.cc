@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "coordinator/planner/model_math.h"
+#include "model/config.h"
 
 namespace loom {
 

@@ -23,6 +23,7 @@
 
 #include "coordinator/cluster.h"
 #include "coordinator/plan_job.h"
+#include "model/config.h"
 #include "parallel/layout.h"
 
 namespace loom {

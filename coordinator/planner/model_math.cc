@@ -1,5 +1,6 @@
 // Parameter and FLOP counts of the GPT model.
 #include "coordinator/planner/model_math.h"
+#include "model/config.h"
 
 namespace loom {
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "coordinator/plan_job.h"
+#include "model/config.h"
 
 namespace loom {
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coordinator/planner/model_math.h"
+#include "model/config.h"
 
 namespace loom {
 namespace {
@@ -124,10 +125,9 @@ std::string PlanTable(const SearchResult& r, const PlanJob& job, const Cluster& 
     const Layout& L = p.candidate.layout;
     s += Fmt("%3d %3d %3d %3d %3d %5d %4d %3s %3lld %-9s %-11s %9s %11.0f %12s %5.1f%% %8s\n", ++i,
              L.tp, L.cp, L.pp, L.vpp, L.dp, L.zero, OnOff(L.sp && L.tp > 1),
-             static_cast<long long>(p.candidate.micro_batch),
-             RecomputeName(p.candidate.recompute), ScheduleKindName(p.candidate.schedule),
-             Secs(p.time.step).c_str(), p.tokens_per_s, Tflops(p.tflops_per_device).c_str(),
-             100 * p.mfu, Bytes(p.peak_memory).c_str());
+             static_cast<long long>(p.candidate.micro_batch), RecomputeName(p.candidate.recompute),
+             ScheduleKindName(p.candidate.schedule), Secs(p.time.step).c_str(), p.tokens_per_s,
+             Tflops(p.tflops_per_device).c_str(), 100 * p.mfu, Bytes(p.peak_memory).c_str());
   }
   s += "\nTFLOP/s/dev counts recomputed forwards (as Megatron-LM reports); MFU does not.\n";
   return s;

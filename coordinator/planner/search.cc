@@ -1,5 +1,6 @@
 // Layout enumeration, memory pruning and branch-and-bound ranking.
 #include "coordinator/planner/search.h"
+#include "model/config.h"
 
 #include <algorithm>
 #include <chrono>

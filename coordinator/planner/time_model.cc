@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "coordinator/planner/model_math.h"
+#include "model/config.h"
 
 namespace loom {
 namespace {

@@ -33,6 +33,7 @@
 #include "coordinator/planner/overlap_model.h"
 #include "coordinator/planner/pipeline_model.h"
 #include "coordinator/planner/placement.h"
+#include "model/config.h"
 #include "parallel/layout.h"
 
 namespace loom {

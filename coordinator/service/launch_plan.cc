@@ -11,6 +11,7 @@
 #include "coordinator/service/embedded_manifest.h"
 #include "core/config_reader.h"
 #include "job/job_rewrite.h"
+#include "model/config.h"
 
 namespace loom {
 

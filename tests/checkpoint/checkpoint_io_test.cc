@@ -23,6 +23,7 @@
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
 #include "core/rng.h"
+#include "model/layout.h"
 #include "tests/checkpoint/layout_helpers.h"
 #include "tests/checkpoint/temp_dir_test.h"
 
@@ -87,7 +88,7 @@ void WriteSynthetic(const std::string& root, int64_t step, const Layout& lay, in
 void ExpectSynthetic(const std::string& dir) {
   auto reader = CheckpointReader::Open(dir);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
-  for (const ParamInfo& p : ParamLayout::ForModel(kModel, 1).params) {
+  for (const ParamInfo& p : ModelLayout(kModel, 1).params) {
     for (int s = 0; s < kNumStates; ++s) {
       const Region r = WholeRegion(p);
       std::vector<float> got(static_cast<size_t>(r.flat_end));
@@ -112,7 +113,7 @@ TEST_F(CheckpointIo, RandomRegionsReadBackExactly) {
   auto reader = CheckpointReader::Open(step_dir);
   ASSERT_TRUE(reader.ok());
   std::mt19937 rng(3);
-  for (const ParamInfo& p : ParamLayout::ForModel(kModel, 1).params) {
+  for (const ParamInfo& p : ModelLayout(kModel, 1).params) {
     int64_t rows, cols;
     GlobalMatrix(p, &rows, &cols);
     for (int trial = 0; trial < 20; ++trial) {
@@ -135,7 +136,7 @@ TEST_F(CheckpointIo, RandomRegionsReadBackExactly) {
   }
   auto rep = VerifyCheckpoint(Path("a"));
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
-  EXPECT_EQ(rep->tensors, 3 * static_cast<int>(ParamLayout::ForModel(kModel, 1).params.size()));
+  EXPECT_EQ(rep->tensors, 3 * static_cast<int>(ModelLayout(kModel, 1).params.size()));
 }
 
 // Reads planned with PlanReads and served by a read-ahead stream of small pieces (split, merged,
@@ -155,7 +156,7 @@ TEST_F(CheckpointIo, PlannedStreamReadsEqualPlainReads) {
     Region r;
   };
   std::vector<Ask> asks;
-  const ParamLayout layout = ParamLayout::ForModel(kWide, 1);
+  const ParamLayout layout = ModelLayout(kWide, 1);
   std::mt19937 rng(5);
   for (const ParamInfo& p : layout.params) {
     int64_t rows, cols;

@@ -12,6 +12,7 @@
 
 #include "checkpoint/import.h"
 #include "core/safetensors.h"
+#include "model/layout.h"
 #include "parallel/param_layout.h"
 #include "tests/checkpoint/temp_dir_test.h"
 #include "tests/test_util.h"
@@ -94,7 +95,7 @@ class DiffCheckpointsTest : public TempDirTest {
   // `value` when name is given), under root `root`.
   std::string Make(const std::string& root, const ModelConfig& model, const std::string& name = "",
                    int64_t poke = 0, float value = 0) {
-    const ParamLayout layout = ParamLayout::ForModel(model, 1);
+    const ParamLayout layout = ModelLayout(model, 1);
     std::vector<std::vector<float>> data;
     std::vector<NamedTensor> tensors;
     for (const ParamInfo& p : layout.params) {
@@ -121,7 +122,7 @@ TEST_F(DiffCheckpointsTest, FindsTheOneElementThatDiffers) {
   EXPECT_TRUE(r->a_imported && r->b_imported);
   EXPECT_TRUE(r->notes.empty()) << r->notes[0];  // imported: no training state to compare
   EXPECT_EQ(r->differing, 1);
-  const ParamLayout layout = ParamLayout::ForModel(model_, 1);
+  const ParamLayout layout = ModelLayout(model_, 1);
   ASSERT_EQ(r->states.size(), layout.params.size() * 3);
   for (const StateDiff& d : r->states) {
     const bool poked = d.tensor == "h.0.attn.c_attn.weight" && d.state == StateKind::kParam;

@@ -15,6 +15,7 @@
 #include "checkpoint/shard_plan.h"
 #include "checkpoint/writer.h"
 #include "core/file_util.h"
+#include "model/config.h"
 #include "tests/checkpoint/layout_helpers.h"
 #include "tests/checkpoint/temp_dir_test.h"
 

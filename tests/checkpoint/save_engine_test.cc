@@ -18,6 +18,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/metadata_specs.h"
 #include "checkpoint/reader.h"
+#include "model/config.h"
 #include "tests/checkpoint/temp_dir_test.h"
 
 namespace loom {

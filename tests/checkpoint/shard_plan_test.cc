@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "model/layout.h"
 #include "tests/checkpoint/layout_helpers.h"
 
 namespace loom {
@@ -22,7 +23,7 @@ TEST_P(ShardPlanCoverage, EveryElementWrittenExactlyOnce) {
   const Layout& lay = GetParam().layout;
   // vocab 257 does not divide by tp; 8 layers allow pp 4 x vpp 2.
   const ModelConfig m{/*vocab=*/257, /*max_seq=*/16, /*layers=*/8, /*heads=*/4, /*hidden=*/8};
-  const ParamLayout full = ParamLayout::ForModel(m, 1);
+  const ParamLayout full = ModelLayout(m, 1);
   std::map<std::string, std::vector<int>> count;
   for (const ParamInfo& p : full.params) count[p.name].assign(static_cast<size_t>(p.numel()), 0);
   std::map<int, int64_t> per_rank;

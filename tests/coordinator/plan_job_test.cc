@@ -4,6 +4,7 @@
 
 #include "coordinator/plan_job.h"
 #include "core/file_util.h"
+#include "model/config.h"
 #include "tests/coordinator/planner_test_util.h"
 #include "tests/temp_dir.h"
 

@@ -5,6 +5,7 @@
 
 #include "coordinator/planner/report.h"
 #include "coordinator/planner/search.h"
+#include "model/config.h"
 #include "tests/coordinator/planner_test_util.h"
 
 namespace loom {

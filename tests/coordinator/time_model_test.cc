@@ -12,6 +12,7 @@
 #include "coordinator/planner/overlap_model.h"
 #include "coordinator/planner/search.h"
 #include "coordinator/planner/time_model.h"
+#include "model/config.h"
 #include "tests/coordinator/planner_test_util.h"
 #include "tests/temp_dir.h"
 

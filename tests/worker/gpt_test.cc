@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/threads.h"
+#include "model/layout.h"
 #include "tests/test_util.h"
 
 namespace loom {
@@ -15,7 +16,7 @@ namespace {
 const ModelConfig kModel{/*vocab=*/67, /*max_seq=*/24, /*layers=*/2, /*heads=*/2, /*hidden=*/16};
 
 struct Model {
-  ParamLayout layout = ParamLayout::ForModel(kModel, 1);
+  ParamLayout layout = ModelLayout(kModel, 1);
   std::unique_ptr<ParamStore> store;
   std::unique_ptr<Gpt> gpt;
   std::vector<float> params() {
@@ -56,11 +57,11 @@ TEST(Gpt, InitialisationIsSeededAndScaled) {
 }
 
 TEST(Gpt, TensorParallelShardsAreSlicesOfTheFullInitialisation) {
-  const ParamLayout full = ParamLayout::ForModel(kModel, 1);
+  const ParamLayout full = ModelLayout(kModel, 1);
   std::vector<float> ref(static_cast<size_t>(full.total)), rebuilt(ref.size(), -7.f);
   InitParams(full, 5, ref.data());
   const int tp = 2;
-  const ParamLayout shard = ParamLayout::ForModel(kModel, tp);
+  const ParamLayout shard = ModelLayout(kModel, tp);
   EXPECT_EQ(shard.padded_vocab, 68);  // 67 rounded up to a multiple of 2
   for (int r = 0; r < tp; ++r) {
     std::vector<float> local(static_cast<size_t>(shard.total));
@@ -125,7 +126,7 @@ TEST(Gpt, RecomputeKeepsLessActivationMemory) {
 }
 
 TEST(Gpt, RejectsBadRuntime) {
-  const ParamLayout layout = ParamLayout::ForModel(kModel, 1);
+  const ParamLayout layout = ModelLayout(kModel, 1);
   auto store = std::move(*MakeParamStore(layout, AdamWConfig{}, ParamStoreOptions{}));
   EXPECT_FALSE(Gpt::Create(kModel, {1, 25}, layout, store.get()).ok());  // seq > max_seq
   ModelConfig bad = kModel;

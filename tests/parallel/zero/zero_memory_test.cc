@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/memory.h"
+#include "model/layout.h"
 #include "parallel/zero/param_store.h"
 #include "tests/mpi_test_main.h"
 
@@ -30,7 +31,7 @@ TEST_P(ZeroMemory, MatchesTheFormula) {
   ASSERT_TRUE(world.ok());
   Communicator& dp = **world;
   const int64_t d = dp.size();
-  const ParamLayout layout = ParamLayout::ForModel(kModel, 1);
+  const ParamLayout layout = ModelLayout(kModel, 1);
   int64_t padded = 0;  // P': every bucket padded to a multiple of the dp size (documented padding)
   for (auto [b, e] : layout.buckets) padded += (e - b + d - 1) / d * d;
   ASSERT_GE(padded, layout.total);

@@ -1,6 +1,7 @@
 // Parameter layout and buckets: contiguous buckets (embeddings, one per layer, final norm) that
 // partition the flat buffer; tensor-parallel local shapes; global index mapping.
 #include "parallel/param_layout.h"
+#include "model/layout.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,7 @@ namespace {
 TEST(ParamLayout, BucketsPartitionTheBufferByLayer) {
   const ModelConfig m{/*vocab=*/50, /*max_seq=*/8, /*layers=*/3, /*heads=*/4, /*hidden=*/8};
   for (int tp : {1, 2, 4}) {
-    const ParamLayout l = ParamLayout::ForModel(m, tp);
+    const ParamLayout l = ModelLayout(m, tp);
     ASSERT_EQ(l.num_buckets(), 3 + 2);
     int64_t at = 0;
     for (auto [b, e] : l.buckets) {
@@ -33,7 +34,7 @@ TEST(ParamLayout, BucketsPartitionTheBufferByLayer) {
 
 TEST(ParamLayout, TensorParallelShapesAndGlobalIndices) {
   const ModelConfig m{/*vocab=*/50, /*max_seq=*/8, /*layers=*/1, /*heads=*/4, /*hidden=*/8};
-  const ParamLayout l = ParamLayout::ForModel(m, 4);
+  const ParamLayout l = ModelLayout(m, 4);
   EXPECT_EQ(l.padded_vocab, 52);
   EXPECT_EQ(l.Find("wte")->shape, (Shape{13, 8}));
   EXPECT_EQ(l.Find("h.0.attn.c_attn.weight")->shape, (Shape{6, 8}));
@@ -53,7 +54,7 @@ TEST(ParamLayout, TensorParallelShapesAndGlobalIndices) {
   EXPECT_EQ(wte->GlobalIndex(10 * 8, 3, 4), 49 * 8);
   EXPECT_EQ(wte->GlobalIndex(11 * 8, 3, 4), -1);
   // Every global element of every tensor is covered exactly once across the shards.
-  const ParamLayout full = ParamLayout::ForModel(m, 1);
+  const ParamLayout full = ModelLayout(m, 1);
   for (size_t k = 0; k < l.params.size(); ++k) {
     std::multiset<int64_t> seen;
     for (int r = 0; r < 4; ++r) {

@@ -1,0 +1,35 @@
+#include "model/config.h"
+
+namespace loom {
+
+Status ModelConfig::Validate() const {
+  if (vocab <= 0 || max_seq <= 0 || layers <= 0 || heads <= 0 || hidden <= 0) {
+    return InvalidArgument("model sizes must be positive");
+  }
+  if (hidden % heads != 0) {
+    return InvalidArgument("model.hidden (" + std::to_string(hidden) +
+                           ") must be a multiple of model.heads (" + std::to_string(heads) + ")");
+  }
+  return Status::Ok();
+}
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+Result<Recompute> ParseRecompute(const std::string& name) {
+  if (name == "none") return Recompute::kNone;
+  if (name == "selective") return Recompute::kSelective;
+  if (name == "full") return Recompute::kFull;
+  return InvalidArgument("expected none, selective or full, got '" + name + "'");
+}
+
+}  // namespace loom

@@ -1,0 +1,32 @@
+// The canonical parameters of a model: every tensor's name, global shape, how tensor
+// parallelism splits it, its bucket, whether AdamW decays it and its initialisation — the one
+// definition the worker, the checkpoint code and the planner share (parallel/param_layout.h holds
+// the family-independent layout math they are built with).
+//
+// GPT-2 (global layer numbers, never stage-local), in storage order:
+//   wte [vocab, C]        token embedding, tied with the output projection (vocab-parallel rows,
+//                         padded to a multiple of tp)
+//   wpe [max_seq, C]      learned positions
+//   h.{l}.ln_1.weight/bias [C]             h.{l}.attn.c_attn.weight [3C, C], .bias [3C]
+//   h.{l}.attn.c_proj.weight [C, C], .bias  h.{l}.ln_2.weight/bias [C]
+//   h.{l}.mlp.c_fc.weight [4C, C], .bias [4C]   h.{l}.mlp.c_proj.weight [C, 4C], .bias [C]
+//   ln_f.weight/bias [C]
+// Linear weights use nn.Linear's [out, in] layout; c_attn's output columns are q | k | v, split
+// per part so a TP rank holds q|k|v of its own heads. Initialisation: normal(0, 0.02) for matrices
+// and embeddings, 0.02/sqrt(2*layers) for the residual projections (attn.c_proj, mlp.c_proj),
+// zero biases, unit LayerNorm weights.
+#pragma once
+
+#include <vector>
+
+#include "model/config.h"
+#include "parallel/param_layout.h"
+
+namespace loom {
+
+// The parameters of one rank: its tensor-parallel shard of `chunks` (default: the whole model).
+// A pure function of the config, the TP size and the chunks.
+ParamLayout ModelLayout(const ModelConfig& config, int tp = 1);
+ParamLayout ModelLayout(const ModelConfig& config, int tp, const std::vector<ChunkSpec>& chunks);
+
+}  // namespace loom
