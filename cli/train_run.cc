@@ -23,6 +23,7 @@
 #include "model/layout.h"
 #include "parallel/layout.h"
 #include "parallel/process_groups.h"
+#include "worker/console_progress.h"
 
 namespace loom {
 namespace {
@@ -126,7 +127,14 @@ Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Bac
     LOOM_ASSIGN_OR_RETURN(place, ProcessGroups::Create(*backend, layout));
   }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, place));
-  Result<TrainSummary> summary = trainer->Run(hooks.on_step, hooks.print);
+  std::unique_ptr<ConsoleProgress> console;
+  if (hooks.console) {
+    console = std::make_unique<ConsoleProgress>(trainer->is_root(), !LaunchedByMpi());
+  }
+  std::vector<StepObserver*> observers = hooks.first;
+  observers.push_back(trainer->checkpointer());
+  observers.push_back(console.get());
+  Result<TrainSummary> summary = trainer->Run(observers);
   if (summary.ok()) {
     Status st = WriteOutputs(opt, *trainer, *summary);
     if (st.ok() && place.world) st = place.world->Barrier();

@@ -33,9 +33,12 @@ Status CheckTrainOutputs(const TrainOptions& opt);
 // *backend null; sets *world and *local (ranks on this host).
 Status StartMpi(bool force, std::shared_ptr<Backend>* backend, int* world, int* local);
 
+// Who watches the run (worker/step_observer.h), in this order: `first` (the coordinator
+// reporter of `loom worker`), the trainer's checkpointer, and the console (worker/
+// console_progress.h: world rank 0 prints) when `console`.
 struct RunHooks {
-  bool print = true;                                              // progress on stdout (rank 0)
-  std::function<Status(int64_t step, const StepStats&)> on_step;  // after every step
+  bool console = true;
+  std::vector<StepObserver*> first;
 };
 
 // Trains `job` on this rank (backend null: one process): resolves and validates the layout,

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -16,10 +15,10 @@
 #include "cli/validators.h"
 #include "core/file_util.h"
 #include "core/logging.h"
-#include "core/memory.h"
 #include "core/stop_signal.h"
 #include "job/job_overrides.h"
 #include "worker/coordinator_client.h"
+#include "worker/coordinator_reporter.h"
 
 namespace loom {
 namespace {
@@ -33,21 +32,6 @@ struct WorkerOptions {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
-}
-
-// The calls closed since `*cursor` (comm/trace.h), summed per (op, group) into the report.
-void SummariseTrace(Backend* backend, TraceCursor* cursor, proto::StepReport* report) {
-  if (backend == nullptr) return;
-  for (const CommSummary& c : SummariseCalls(backend->trace().Read(cursor).records)) {
-    proto::CollectiveSummary& s = *report->add_collectives();
-    s.set_op(c.op);
-    s.set_group(c.group);
-    s.set_count(c.count);
-    s.set_bytes(c.bytes);
-    s.set_busy_s(c.busy_s);
-    s.set_wait_s(c.wait_s);
-    s.set_max_s(c.max_s);
-  }
 }
 
 // *stopped_by: the signal the run stopped on after saving (checkpoint.signal), else left 0.
@@ -86,54 +70,32 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   TrainOptions topt;
   topt.threads = o.threads;
   LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
-  TraceCursor cursor = *backend ? (*backend)->trace().End() : TraceCursor{};
-  auto last = std::chrono::steady_clock::now();
-  const double tokens_per_step = static_cast<double>(job.data.global_batch * job.data.seq);
+  CoordinatorReporter reporter(client->get(), req.rank(), backend->get());
   RunHooks hooks;
-  hooks.print = false;
-  hooks.on_step = [&](int64_t step, const StepStats& st) -> Status {
-    const auto now = std::chrono::steady_clock::now();
-    const double step_s = std::chrono::duration<double>(now - last).count();
-    last = now;
-    proto::StepReport r;
-    r.set_rank(req.rank());
-    r.set_step(step + 1);
-    r.set_loss(st.loss);
-    r.set_step_s(step_s);
-    r.set_tokens_per_s(step_s > 0 ? tokens_per_step / step_s : 0);
-    int64_t mem = 0, peak = 0;
-    for (int t = 0; t < static_cast<int>(MemTag::kCount); ++t) {
-      mem += GetMemUsage(static_cast<MemTag>(t)).current;
-      peak += GetMemUsage(static_cast<MemTag>(t)).peak;
-    }
-    r.set_memory_bytes(mem);
-    r.set_peak_memory_bytes(peak);
-    SummariseTrace(backend->get(), &cursor, &r);
-    (*client)->ReportStep(std::move(r));
-    *last_step = step + 1;
-    return (*client)->status();  // the coordinator is gone: stop instead of training blind
-  };
-  LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
-                        TrainJob(job, topt, backend->get(), world, local, hooks));
+  hooks.console = false;  // the launcher shows the job's progress
+  hooks.first.push_back(&reporter);
+  Result<TrainSummary> summary = TrainJob(job, topt, backend->get(), world, local, hooks);
+  *last_step = reporter.last_step();
+  LOOM_RETURN_IF_ERROR(summary.status());
   proto::Done done;
   done.set_rank(req.rank());
-  if (summary.stopped_by_signal != 0) {  // saved, then stopped: not done, but no error either
-    *stopped_by = summary.stopped_by_signal;
+  if (summary->stopped_by_signal != 0) {  // saved, then stopped: not done, but no error either
+    *stopped_by = summary->stopped_by_signal;
     done.set_ok(false);
-    done.set_error("stopped after step " + std::to_string(summary.stopped_at) + " on " +
-                   StopSignalName(summary.stopped_by_signal) + ", with checkpoint " +
-                   JoinPath(job.checkpoint.dir, StepDirName(summary.stopped_at)) + " saved");
-    done.set_step(summary.stopped_at);
-    done.set_stopped_by_signal(summary.stopped_by_signal);
+    done.set_error("stopped after step " + std::to_string(summary->stopped_at) + " on " +
+                   StopSignalName(summary->stopped_by_signal) + ", with checkpoint " +
+                   JoinPath(job.checkpoint.dir, StepDirName(summary->stopped_at)) + " saved");
+    done.set_step(summary->stopped_at);
+    done.set_stopped_by_signal(summary->stopped_by_signal);
     return (*client)->Finish(done);
   }
   done.set_ok(true);
   done.set_step(job.steps);
-  done.set_first_step(summary.first_step);
-  done.set_val_loss(summary.evals.empty() ? std::nan("") : summary.evals.back().second);
-  done.set_train_loss(summary.train_loss);
-  done.set_tokens_per_s(summary.tokens_per_second);
-  done.set_sample(summary.sample);
+  done.set_first_step(summary->first_step);
+  done.set_val_loss(summary->evals.empty() ? std::nan("") : summary->evals.back().second);
+  done.set_train_loss(summary->train_loss);
+  done.set_tokens_per_s(summary->tokens_per_second);
+  done.set_sample(summary->sample);
   done.set_checkpoint(job.checkpoint.dir);
   return (*client)->Finish(done);
 }

@@ -11,6 +11,7 @@
 #include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/logging.h"
+#include "core/stop_signal.h"
 #include "job/job_overrides.h"
 #include "worker/final_export.h"
 #include "worker/init_from.h"
@@ -21,6 +22,10 @@ namespace loom {
 namespace {
 
 namespace fs = std::filesystem;
+
+// When this process started, near enough (static initialisation), for
+// checkpoint.exit_after_minutes: the limit covers start-up and loading, as a job's time limit does.
+const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
 
 // Whether `dir` holds checkpoints of a run that started from checkpoint.load `load`: its
 // load_origin file names it (as CanonicalPath gives it). Restore continues those.
@@ -323,6 +328,31 @@ Status Checkpointer::ExportFinal(int64_t step) {
   if (!st.ok()) return st;
   if (failed != 0) return Internal("checkpoint.export: world rank 0 failed (see its error)");
   return Status::Ok();
+}
+
+Status Checkpointer::OnStep(const StepEvent& event) {
+  NoteLoss(event.stats.loss);
+  return AfterStep(event.step);
+}
+
+Result<int> Checkpointer::StopReason(int64_t /*step*/) {
+  int reason = PendingStopSignal();
+  const double limit_s = job_.checkpoint.exit_after_minutes * 60;
+  if (reason == 0 && limit_s > 0 &&
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start).count() >=
+          limit_s) {
+    reason = kStopTimeLimit;
+  }
+  return StopVote(reason);
+}
+
+Status Checkpointer::OnStop(int64_t step, int /*reason*/) {
+  return Finish(step, /*save=*/true);
+}
+
+Status Checkpointer::OnFinish(int64_t steps) {
+  LOOM_RETURN_IF_ERROR(Finish(steps));
+  return ExportFinal(steps);
 }
 
 }  // namespace loom

@@ -46,6 +46,7 @@
 #include "worker/checkpoint_loader.h"
 #include "worker/run_lock.h"
 #include "worker/save_metadata.h"
+#include "worker/step_observer.h"
 #include "worker/stop_vote.h"
 
 namespace loom {
@@ -65,7 +66,10 @@ struct CheckpointStats : SaveStats {
 // command resumes from it (or what it starts from instead), as Checkpointer::Restore would.
 std::string DescribeRestart(const JobConfig& job);
 
-class Checkpointer {
+// The checkpointer observes the training loop (worker/step_observer.h): after every step it
+// completes an in-flight save and starts one when due, votes on stopping (the stop signal, the
+// time limit), saves the step a stop happens after, and makes the final save and export.
+class Checkpointer : public StepObserver {
  public:
   // `store` and `param_layout` must outlive the checkpointer; `world` is null for one process.
   Checkpointer(const JobConfig& job, const Layout& layout, int world_rank, Communicator* world,
@@ -106,6 +110,14 @@ class Checkpointer {
   void WarnIfShortOfSpace(int64_t start_step) const;
 
   CheckpointStats stats() const;
+
+  // StepObserver.
+  Status OnStep(const StepEvent& event) override;  // NoteLoss, AfterStep
+  // This rank's reason (PendingStopSignal, or kStopTimeLimit once checkpoint.exit_after_minutes
+  // have passed since the process started), agreed over the world by StopVote.
+  Result<int> StopReason(int64_t step) override;
+  Status OnStop(int64_t step, int reason) override;  // Finish(step, save)
+  Status OnFinish(int64_t steps) override;           // Finish, ExportFinal
 
  private:
   // Where Restore resumes from.

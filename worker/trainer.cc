@@ -1,20 +1,15 @@
 // Training loop, evaluation and sampling.
 #include "worker/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <thread>
 
-#include "checkpoint/format.h"
-#include "comm/mpi/mpi_backend.h"
 #include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/logging.h"
+#include "core/memory.h"
 #include "core/rng.h"
 #include "core/stop_signal.h"
 #include "core/threads.h"
@@ -25,32 +20,6 @@
 #include "worker/lr_schedule.h"
 
 namespace loom {
-namespace {
-
-std::string FormatDuration(double seconds) {
-  char buf[32];
-  int s = static_cast<int>(seconds + 0.5);
-  if (s >= 3600) {
-    std::snprintf(buf, sizeof(buf), "%dh%02dm", s / 3600, (s / 60) % 60);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
-  }
-  return buf;
-}
-
-}  // namespace
-
-namespace {
-
-// When this process started, near enough (static initialisation), for
-// checkpoint.exit_after_minutes: the limit covers start-up and loading, as a job's time limit does.
-const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
-
-std::chrono::steady_clock::time_point ProcessStart() {
-  return g_process_start;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place) {
   std::unique_ptr<Trainer> t(new Trainer(job, place));
@@ -435,173 +404,128 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
   return GatherOverPipeline(out, full.total);
 }
 
-Result<TrainSummary> Trainer::Run(const std::function<Status(int64_t, const StepStats&)>& on_step,
-                                  bool print) {
-  TrainSummary summary;
-  summary.first_step = start_step_;
-  const bool root = is_root() && print;
-  // A line updated in place only on a terminal of one process: under mpirun a rank's output is a
-  // pseudo-terminal even when mpirun's own is a log file, which would fill with '\r' lines.
-  const bool tty = root && !LaunchedByMpi() && isatty(STDOUT_FILENO) != 0;
-  const int64_t steps = job_.steps, tokens_per_step = job_.data.global_batch * job_.data.seq;
-  if (root) {
-    std::printf(
-        "loom train: %s | %.2fM parameters | layout %s | %d threads/rank | %lld steps of "
-        "%lld tokens\n",
-        job_.path.c_str(), ModelLayout(job_.model, 1).total / 1e6, place_.layout.ToString().c_str(),
-        NumThreads(), static_cast<long long>(steps), static_cast<long long>(tokens_per_step));
-    std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",
-                models_[0]->ActivationBytesPerLayer() / 1048576.0,
-                RecomputeName(job_.runtime.recompute.value_or(Recompute::kNone)));
-    if (ckpt_ && !ckpt_->stats().resumed_from.empty()) {
-      // A resume into another layout says so: the checkpoint is resharded as it loads.
-      const std::string& saved = ckpt_->stats().resumed_layout;
-      const std::string now = place_.layout.ToString();
-      const std::string where =
-          start_step_ >= steps
-              ? "already at step " + std::to_string(start_step_) + " of " + std::to_string(steps)
-              : "continuing at step " + std::to_string(start_step_ + 1);
-      std::printf(
-          "resumed from %s: %s%s%s\n", ckpt_->stats().resumed_from.c_str(), where.c_str(),
-          saved == now ? "" : (" (saved with " + saved + ", loaded into " + now + ")").c_str(),
-          ckpt_->stats().optimizer_fresh ? "; without its optimizer state: AdamW starts fresh"
-                                         : "");
-    }
-    if (ckpt_ && !ckpt_->stats().initialized_from.empty()) {
-      std::printf(
-          "initialised from %s: model weights only (step, data position, LR schedule and "
-          "optimizer state start fresh)\n",
-          ckpt_->stats().initialized_from.c_str());
-    }
-    std::fflush(stdout);
+RunStart Trainer::Start() const {
+  return RunStart{job_,
+                  place_.layout,
+                  start_step_,
+                  static_cast<double>(ModelLayout(job_.model, 1).total),
+                  NumThreads(),
+                  models_[0]->ActivationBytesPerLayer(),
+                  ckpt_ ? &ckpt_stats_ : nullptr};
+}
+
+Status Trainer::EvaluateIfDue(int64_t step, TrainSummary* summary) {
+  if (job_.eval.every == 0 || step % job_.eval.every != 0 || step == job_.steps) {
+    return Status::Ok();
   }
-  const auto start = Clock::now();
-  auto last = start;
-  double window_seconds = 0;
-  int64_t window_steps = 0;
-  for (int64_t step = start_step_; step < steps; ++step) {
-    FaultPoint({FaultSite::kBeforeStep, place_.world_rank, step + 1});  // fault/inject.h
-    LOOM_ASSIGN_OR_RETURN(StepStats st, Step(step));
-    if (!std::isfinite(st.loss)) {
-      if (tty) std::printf("\n");
-      return Internal("loss is " + std::to_string(st.loss) + " at step " +
-                      std::to_string(step + 1) +
-                      " (diverged; lower optimizer.lr or check the data)");
-    }
-    summary.losses.push_back(st.loss);
-    if (on_step) LOOM_RETURN_IF_ERROR(on_step(step, st));
-    if (ckpt_) ckpt_->NoteLoss(st.loss);
-    if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->AfterStep(step + 1));
-    const auto now = Clock::now();
-    window_seconds += std::chrono::duration<double>(now - last).count();
-    ++window_steps;
-    last = now;
-    const double step_s = window_seconds / static_cast<double>(window_steps);
-    const bool log_line = (step + 1) % job_.runtime.log_every == 0 || step + 1 == steps;
-    if (root && (tty || log_line)) {
-      std::printf(
-          "%sstep %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %7.0f tok/s | %6.1f ms/step"
-          " | ETA %s%s",
-          tty ? "\r" : "", static_cast<long long>(step + 1), static_cast<long long>(steps), st.loss,
-          st.lr, st.grad_norm, tokens_per_step / step_s, step_s * 1e3,
-          FormatDuration(step_s * static_cast<double>(steps - step - 1)).c_str(),
-          log_line ? "\n" : "");
-      std::fflush(stdout);
-    }
-    if (log_line) {
-      window_seconds = 0;
-      window_steps = 0;
-    }
-    if (job_.eval.every > 0 && (step + 1) % job_.eval.every == 0 && step + 1 != steps) {
-      LOOM_ASSIGN_OR_RETURN(double vl, Evaluate());
-      summary.evals.emplace_back(step + 1, vl);
-      if (root) {
-        std::printf("%seval  step %lld | val loss %.4f\n", tty && !log_line ? "\n" : "",
-                    static_cast<long long>(step + 1), vl);
-      }
-    }
-    if (ckpt_) {  // preemption or time limit: every rank agrees, saves this step and stops
-      int reason = PendingStopSignal();
-      if (reason == 0 && job_.checkpoint.exit_after_minutes > 0 &&
-          std::chrono::duration<double>(Clock::now() - ProcessStart()).count() >=
-              job_.checkpoint.exit_after_minutes * 60) {
-        reason = kStopTimeLimit;
-      }
-      LOOM_ASSIGN_OR_RETURN(const int sig, ckpt_->StopVote(reason));
-      if (sig != 0 && step + 1 < steps) {
-        LOOM_RETURN_IF_ERROR(ckpt_->Finish(step + 1, /*save=*/true));
-        summary.stopped_by_signal = sig;
-        summary.stopped_at = step + 1;
-        if (root) {
-          std::printf("%sstopped after step %lld on %s: saved %s; the same command resumes it\n",
-                      tty && !log_line ? "\n" : "", static_cast<long long>(step + 1),
-                      StopSignalName(sig).c_str(),
-                      JoinPath(job_.checkpoint.dir, StepDirName(step + 1)).c_str());
-          std::fflush(stdout);
-        }
-        return summary;
-      }
-    }
+  LOOM_ASSIGN_OR_RETURN(const double val_loss, Evaluate());
+  summary->evals.emplace_back(step, val_loss);
+  for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnEval(step, val_loss));
+  return Status::Ok();
+}
+
+// Collective: the largest reason any observer gives (each of them votes, every step).
+Result<int> Trainer::StopAfter(int64_t step) {
+  int reason = 0;
+  for (StepObserver* o : observers_) {
+    LOOM_ASSIGN_OR_RETURN(const int r, o->StopReason(step));
+    reason = std::max(reason, r);
   }
-  if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->Finish(steps));
-  if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->ExportFinal(steps));
-  const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
-  const int64_t steps_run = steps - start_step_;
-  summary.tokens_per_second = static_cast<double>(steps_run * tokens_per_step) / total_s;
-  LOOM_ASSIGN_OR_RETURN(double vl, Evaluate());
-  summary.evals.emplace_back(steps, vl);
-  const size_t tail = std::min<size_t>(10, summary.losses.size());
-  double tail_mean = 0;
-  for (size_t i = summary.losses.size() - tail; i < summary.losses.size(); ++i) {
-    tail_mean += summary.losses[i] / static_cast<double>(tail);
-  }
-  summary.train_loss = tail_mean;
-  if (root && summary.losses.empty()) {
-    std::printf("done: nothing to train (already at step %lld of %lld) | val loss %.4f\n",
-                static_cast<long long>(start_step_), static_cast<long long>(steps), vl);
-  } else if (root) {
-    std::printf(
-        "done in %s: train loss %.4f (first step %.4f, mean of last %zu steps) | val loss "
-        "%.4f | %.0f tok/s\n",
-        FormatDuration(total_s).c_str(), tail_mean, summary.losses.front(), tail, vl,
-        summary.tokens_per_second);
-  }
-  if (root && ckpt_ && ckpt_->stats().saves > 0) {
-    const CheckpointStats& cs = ckpt_->stats();
-    std::printf("checkpoints: %d saved to %s | training blocked %.1f ms in total (rank 0)\n",
-                cs.saves, job_.checkpoint.dir.c_str(), cs.stall_s * 1e3);
-  }
-  if (print) {  // under a launcher the coordinator gets this from the step reports
-    LOOM_LOG(INFO, TRAIN) << "memory: " << MemReport();
-    LOOM_LOG(INFO, TRAIN) << "activation peak bytes " << GetMemUsage(MemTag::kActivations).peak;
-  }
+  return step < job_.steps ? reason : 0;  // the last step ends the run anyway
+}
+
+Result<ActivationReport> Trainer::Activations() const {
+  ActivationReport a;
+  const Gpt& g = *models_[0];
+  a.peak = GetMemUsage(MemTag::kActivations).peak;
+  a.scratch = g.ScratchBytes();
+  a.slot = g.SlotBytes();
+  const int64_t slot = std::max<int64_t>(1, a.slot);
+  a.in_flight = (a.peak - a.scratch) / slot;
+  a.remainder = (a.peak - a.scratch) % slot;
   if (place_.pp && place_.layout.vpp == 1) {
-    // Activation memory against the schedule: the peak must be the chunk's scratch plus the
-    // simulator's peak number of in-flight micro-batches times one slot.
-    LOOM_ASSIGN_OR_RETURN(SimResult sim, Simulate(schedule_, PipelineCosts{}));
-    const Gpt& g = *models_[0];
-    const int64_t peak = GetMemUsage(MemTag::kActivations).peak;
-    LOOM_LOG(INFO, TRAIN) << "pipeline activations: peak " << peak << " bytes = scratch "
-                          << g.ScratchBytes() << " + "
-                          << (peak - g.ScratchBytes()) / std::max<int64_t>(1, g.SlotBytes())
-                          << " in flight x slot " << g.SlotBytes() << " (remainder "
-                          << (peak - g.ScratchBytes()) % std::max<int64_t>(1, g.SlotBytes())
-                          << "); simulated peak in flight "
-                          << sim.peak_in_flight[static_cast<size_t>(place_.pp->rank())] << " ("
-                          << ScheduleKindName(schedule_.kind) << ", pp rank " << place_.pp->rank()
-                          << ")";
+    LOOM_ASSIGN_OR_RETURN(const SimResult sim, Simulate(schedule_, PipelineCosts{}));
+    a.pp_rank = place_.pp->rank();
+    a.simulated_in_flight = sim.peak_in_flight[static_cast<size_t>(a.pp_rank)];
+    a.schedule = ScheduleKindName(schedule_.kind);
+  }
+  return a;
+}
+
+// After every step: the final evaluation, the train loss, the sample; then the observers' end.
+Status Trainer::Conclude(double total_s, TrainSummary* summary) {
+  const int64_t steps_run = job_.steps - start_step_;
+  summary->tokens_per_second =
+      static_cast<double>(steps_run * job_.data.global_batch * job_.data.seq) / total_s;
+  LOOM_ASSIGN_OR_RETURN(const double val_loss, Evaluate());
+  summary->evals.emplace_back(job_.steps, val_loss);
+  const size_t tail = std::min<size_t>(10, summary->losses.size());
+  summary->train_loss = 0;
+  for (size_t i = summary->losses.size() - tail; i < summary->losses.size(); ++i) {
+    summary->train_loss += summary->losses[i] / static_cast<double>(tail);
   }
   if (job_.sample.tokens > 0) {
-    LOOM_ASSIGN_OR_RETURN(summary.sample,
+    LOOM_ASSIGN_OR_RETURN(summary->sample,
                           Sample(job_.sample.prompt, job_.sample.tokens, job_.sample.temperature,
                                  job_.sample.top_k, job_.seed));
-    if (root) {
-      std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s%s\n---\n",
-                  static_cast<long long>(job_.sample.tokens), job_.sample.temperature,
-                  job_.sample.prompt.c_str(), summary.sample.c_str());
+  }
+  LOOM_ASSIGN_OR_RETURN(const ActivationReport activations, Activations());
+  if (ckpt_) ckpt_stats_ = ckpt_->stats();
+  const RunEnd end{*summary, total_s, activations};
+  for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnEnd(end));
+  return Status::Ok();
+}
+
+Result<TrainSummary> Trainer::Run(const std::vector<StepObserver*>& observers) {
+  observers_.clear();
+  for (StepObserver* o : observers) {
+    if (o != nullptr) observers_.push_back(o);
+  }
+  if (ckpt_ && std::find(observers_.begin(), observers_.end(), ckpt_.get()) == observers_.end()) {
+    return Internal(
+        "Trainer::Run: the job saves checkpoints, but the checkpointer is not observing");
+  }
+  Result<TrainSummary> summary = RunLoop();
+  if (!summary.ok()) {
+    for (StepObserver* o : observers_) o->OnFail(summary.status());
+  }
+  observers_.clear();
+  return summary;
+}
+
+Result<TrainSummary> Trainer::RunLoop() {
+  TrainSummary summary;
+  summary.first_step = start_step_;
+  if (ckpt_) ckpt_stats_ = ckpt_->stats();
+  const RunStart start = Start();
+  for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnStart(start));
+  const auto t0 = Clock::now();
+  auto last = t0;
+  for (int64_t step = start_step_ + 1; step <= job_.steps; ++step) {
+    FaultPoint({FaultSite::kBeforeStep, place_.world_rank, step});  // fault/inject.h
+    LOOM_ASSIGN_OR_RETURN(const StepStats stats, Step(step - 1));
+    if (!std::isfinite(stats.loss)) {
+      return Internal("loss is " + std::to_string(stats.loss) + " at step " + std::to_string(step) +
+                      " (diverged; lower optimizer.lr or check the data)");
+    }
+    summary.losses.push_back(stats.loss);
+    const auto now = Clock::now();
+    const StepEvent event{step, job_.steps, stats,
+                          std::chrono::duration<double>(now - last).count()};
+    last = now;
+    for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnStep(event));
+    LOOM_RETURN_IF_ERROR(EvaluateIfDue(step, &summary));
+    LOOM_ASSIGN_OR_RETURN(const int reason, StopAfter(step));
+    if (reason != 0) {  // preemption or time limit: every rank agrees, saves this step and stops
+      summary.stopped_by_signal = reason;
+      summary.stopped_at = step;
+      for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnStop(step, reason));
+      return summary;
     }
   }
-  std::fflush(stdout);
+  for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnFinish(job_.steps));
+  const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  LOOM_RETURN_IF_ERROR(Conclude(total_s, &summary));
   return summary;
 }
 

@@ -1,6 +1,7 @@
 // The training loop of one rank: data (this rank's slice of every global batch), model (its
 // tensor-parallel part), parameter store (ZeRO stage), LR schedule, gradient accumulation over
-// micro-batches, periodic evaluation, progress line (world rank 0) and sampling.
+// micro-batches, periodic evaluation and sampling. What happens is published to observers
+// (worker/step_observer.h): the console, the coordinator reporter, the checkpointer.
 // One optimizer step = global_batch sequences; the loss is the mean over every token of the
 // global batch, whatever the layout.
 #pragma once
@@ -13,16 +14,17 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "job/job_config.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline/executor.h"
 #include "parallel/pipeline/schedule.h"
-#include "job/job_config.h"
 #include "parallel/process_groups.h"
 #include "parallel/zero/param_store.h"
 #include "worker/checkpointer.h"
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
 #include "worker/gpt_pipeline.h"
+#include "worker/step_observer.h"
 
 namespace loom {
 
@@ -31,25 +33,6 @@ namespace loom {
 // so they outlive the parameter store and the checkpointer that use them.
 using Placement = ProcessGroups;
 
-struct StepStats {
-  double loss = 0;       // mean over the global batch's tokens (before the update)
-  double grad_norm = 0;  // global L2 norm before clipping
-  double lr = 0;
-};
-
-struct TrainSummary {
-  int64_t first_step = 0;                         // steps done before this run (resumed)
-  std::vector<double> losses;                     // per step run: steps first_step+1, ...
-  std::vector<std::pair<int64_t, double>> evals;  // (step, val loss)
-  double tokens_per_second = 0;
-  double train_loss = 0;  // mean of the last (up to 10) steps
-  std::string sample;
-  // Set when the run stopped before job.steps on checkpoint.signal, after saving step
-  // stopped_at (no final evaluation or sample then).
-  int stopped_by_signal = 0;
-  int64_t stopped_at = 0;
-};
-
 class Trainer {
  public:
   // Loads the data, builds and initialises this rank's model part (seeded) and its store, then
@@ -57,12 +40,11 @@ class Trainer {
   // (collective over the world).
   static Result<std::unique_ptr<Trainer>> Create(const JobConfig& job, const Placement& place = {});
 
-  // Runs steps start_step()+1 .. job.steps, saving checkpoints as configured; progress on stdout
-  // from world rank 0. `on_step` sees every step.
-  // An error from `on_step` stops training with that error. `print`: false keeps stdout quiet
-  // (a launcher shows progress instead).
-  Result<TrainSummary> Run(const std::function<Status(int64_t, const StepStats&)>& on_step = {},
-                           bool print = true);
+  // Runs steps start_step()+1 .. job.steps and publishes every event to `observers`, in order
+  // (null entries are skipped). When the job saves checkpoints, checkpointer() must be among them
+  // (it saves as an observer). An observer's error stops training with that error. Stops early
+  // after a step every rank agrees to stop after (StepObserver::StopReason).
+  Result<TrainSummary> Run(const std::vector<StepObserver*>& observers);
 
   // One optimizer step on an explicit global batch [global_batch, seq] (every rank passes the
   // whole batch and uses its data-parallel slice) with learning rate lr.
@@ -109,7 +91,16 @@ class Trainer {
   // Pipeline parallelism: Init's schedule, stage and executor; forward-only evaluation.
   Status InitPipeline();
   Result<double> EvaluatePipeline();
+  // Run's parts: what observers are told at the start; evaluation when due; the stop vote; the
+  // final evaluation and sample; the activation memory against the plan.
+  RunStart Start() const;
+  Status EvaluateIfDue(int64_t step, TrainSummary* summary);
+  Result<int> StopAfter(int64_t step);
+  Status Conclude(double total_s, TrainSummary* summary);
+  Result<ActivationReport> Activations() const;
+  Result<TrainSummary> RunLoop();
 
+  std::vector<StepObserver*> observers_;  // Run's, for its parts
   JobConfig job_;
   // Before every member that uses its communicators (store_, models_, ckpt_): they die first.
   Placement place_;
@@ -124,8 +115,9 @@ class Trainer {
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;
   std::unique_ptr<Checkpointer> ckpt_;
-  int64_t start_step_ = 0;  // optimizer steps already applied (restored from a checkpoint)
-  int64_t eval_rows_ = 0;   // sequences per evaluation batch (Init), whatever the layout
+  CheckpointStats ckpt_stats_;  // RunStart's and RunEnd's view of ckpt_->stats()
+  int64_t start_step_ = 0;      // optimizer steps already applied (restored from a checkpoint)
+  int64_t eval_rows_ = 0;       // sequences per evaluation batch (Init), whatever the layout
 };
 
 }  // namespace loom

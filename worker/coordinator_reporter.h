@@ -1,0 +1,37 @@
+// The coordinator's view of a worker's training: after every step, a StepReport (loss, step
+// time, memory, and the step's collectives summed per (op, group) from the per-call trace,
+// comm/trace.h) is queued for the coordinator client, which sends it in the background. When the
+// coordinator cannot be reached any more, the next step fails instead of training blind.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "comm/backend.h"
+#include "comm/trace.h"
+#include "worker/coordinator_client.h"
+#include "worker/step_observer.h"
+
+namespace loom {
+
+class CoordinatorReporter : public StepObserver {
+ public:
+  // `client` and `backend` (null for one process) must outlive the reporter; the trace is read
+  // from now on.
+  CoordinatorReporter(CoordinatorClient* client, int rank, Backend* backend);
+
+  Status OnStart(const RunStart& start) override;
+  Status OnStep(const StepEvent& event) override;
+
+  int64_t last_step() const { return last_step_; }  // the last step reported (0: none)
+
+ private:
+  CoordinatorClient* client_;
+  int rank_;
+  Backend* backend_;
+  TraceCursor cursor_;
+  int64_t tokens_per_step_ = 0;
+  int64_t last_step_ = 0;
+};
+
+}  // namespace loom
