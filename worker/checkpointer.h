@@ -51,7 +51,7 @@
 
 namespace loom {
 
-class ParamStore;  // worker/param_store.h: read and written through worker/store_state.h
+class ParamStore;  // parallel/zero/param_store.h: read and written through worker/store_state.h
 
 struct CheckpointStats : SaveStats {
   int64_t resumed_step = 0;

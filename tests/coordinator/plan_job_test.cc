@@ -1,5 +1,6 @@
-// The planner's reader of job.yaml: present parallel fields are fixed, absent ones free; the
-// `plan:` section; errors name file, line and field; keys only `loom train` uses are ignored.
+// The planner's view of job.yaml (read by job/job_config.h for planning): present parallel fields
+// are fixed, absent ones free; the `plan:` section; errors name file, line and field; what only
+// training needs (a data source, the optimizer, steps) may be absent.
 #include <gtest/gtest.h>
 
 #include "coordinator/plan_job.h"

@@ -1,4 +1,4 @@
-// The time model's communication against what the runtime does (worker/param_store.cc,
+// The time model's communication against what the runtime does (parallel/zero/,
 // worker/gpt.cc) and against the ZeRO paper: bytes per step, exposure when transfers outlast the
 // compute they overlap, the unprefetched first gather of every chunk, the dK/dV hops of ring
 // attention, links shared by several dimensions, and compute slowed by overlapped transfers.

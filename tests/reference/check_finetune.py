@@ -49,7 +49,7 @@ def main():
     seed = job.get("seed", 1337)  # the defaults of docs/JOB.md from here on
     lr, min_lr = o["lr"], o.get("min_lr", 1e-4)
     # decay_steps defaults to the job file's `steps`, read before --steps overrides it
-    # (worker/job_config.cc), so a run with --steps 2 still decays over the file's steps.
+    # (job/job_config.cc), so a run with --steps 2 still decays over the file's steps.
     warmup, decay = s.get("warmup_steps", 0), s.get("decay_steps", job["steps"])
     betas, eps = (o.get("beta1", 0.9), o.get("beta2", 0.95)), o.get("eps", 1e-8)
 
