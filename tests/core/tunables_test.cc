@@ -1,4 +1,4 @@
-// core/env: integer tunables are read strictly (whole numbers in range) and refused by name.
+// core/tunables: integer tunables are read strictly (whole numbers in range) and refused by name.
 #include "core/tunables.h"
 
 #include <gtest/gtest.h>
@@ -8,33 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "tests/core/tunables_env.h"
+
 namespace loom {
 namespace {
 
 constexpr IntTunable kTest{"LOOM_TEST_TUNABLE_MS", 250, 0, 1000, "a number of ms"};
-
-// Each test starts without any of the tunables set (whatever the environment running the tests
-// has), and gets the environment's values back afterwards.
-class EnvTest : public ::testing::Test {
- protected:
-  static constexpr const char* kNames[] = {"LOOM_THREADS",         "LOOM_COMM_TIMEOUT_MS",
-                                           "LOOM_CKPT_TIMEOUT_MS", "LOOM_CKPT_LOCK_WAIT_MS",
-                                           "LOOM_ABORT_GRACE_MS",  "LOOM_CKPT_DIRECT_IO",
-                                           "LOOM_LOG_LEVEL",       "LOOM_LOG_SUBSYS"};
-  void SetUp() override {
-    for (const char* n : kNames) {
-      const char* v = std::getenv(n);
-      if (v != nullptr) saved_.emplace_back(n, v);
-      unsetenv(n);
-    }
-  }
-  void TearDown() override {
-    unsetenv(kTest.name);
-    for (const char* n : kNames) unsetenv(n);
-    for (const auto& [n, v] : saved_) setenv(n.c_str(), v.c_str(), 1);
-  }
-  std::vector<std::pair<std::string, std::string>> saved_;
-};
 
 TEST_F(EnvTest, UnsetOrEmptyGivesTheFallback) {
   unsetenv(kTest.name);

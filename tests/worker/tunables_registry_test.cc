@@ -1,43 +1,21 @@
-// core/env: integer tunables are read strictly (whole numbers in range) and refused by name.
-#include "core/tunables.h"
+// The tunables registry of a program: every LOOM_* tunable is declared next to its use and
+// registered there (core, comm, checkpoint, worker), and CheckTunables refuses the first one set
+// to an invalid value, by name.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "checkpoint/io_activity.h"
 #include "checkpoint/writer.h"
 #include "comm/backend.h"
 #include "core/threads.h"
+#include "core/tunables.h"
+#include "tests/core/tunables_env.h"
 #include "worker/run_lock.h"
-
-#include <gtest/gtest.h>
-
-#include <cstdlib>
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace loom {
 namespace {
-
-// Each test starts without any of the tunables set (whatever the environment running the tests
-// has), and gets the environment's values back afterwards.
-class EnvTest : public ::testing::Test {
- protected:
-  static constexpr const char* kNames[] = {"LOOM_THREADS",         "LOOM_COMM_TIMEOUT_MS",
-                                           "LOOM_CKPT_TIMEOUT_MS", "LOOM_CKPT_LOCK_WAIT_MS",
-                                           "LOOM_ABORT_GRACE_MS",  "LOOM_CKPT_DIRECT_IO",
-                                           "LOOM_LOG_LEVEL",       "LOOM_LOG_SUBSYS"};
-  void SetUp() override {
-    for (const char* n : kNames) {
-      const char* v = std::getenv(n);
-      if (v != nullptr) saved_.emplace_back(n, v);
-      unsetenv(n);
-    }
-  }
-  void TearDown() override {
-    for (const char* n : kNames) unsetenv(n);
-    for (const auto& [n, v] : saved_) setenv(n.c_str(), v.c_str(), 1);
-  }
-  std::vector<std::pair<std::string, std::string>> saved_;
-};
 
 TEST_F(EnvTest, CheckTunablesNamesTheFirstBadOne) {
   ASSERT_TRUE(CheckTunables().ok());
