@@ -41,9 +41,15 @@ for spec in "$@"; do
   fi
   /usr/bin/python3 "$here/compare_runs.py" "$dir/single.txt" "$dir/single.st" "$dir/$name.txt" \
     "$dir/$name.st" --label "$spec (np $np)" || fail=1
+  # Evaluation is defined by the job alone (eval.batches global batches, whatever the layout and
+  # the micro-batch): the same validation loss as one process (printed with 4 decimals).
+  a=$(sed -n 's/^done .*| val loss \([0-9.]*\).*/\1/p' "$dir/single.log")
+  b=$(sed -n 's/.*done .*| val loss \([0-9.]*\).*/\1/p' "$dir/$name.log" | tail -1)
+  if ! [[ -n $a && -n $b ]] || ! awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 2e-4 && d > -2e-4) }'; then
+    echo "FAIL $spec: validation loss '$b', one process's '$a'"; fail=1
+  fi
   if [[ $micro == none ]]; then
-    # Evaluation does not depend on the layout: the same validation loss as one process that has
-    # no data.micro_batch either (printed with 4 decimals).
+    # Without data.micro_batch too: as one process that has none either.
     if [[ ! -f $dir/single_nomicro.log ]]; then
       sed 's/, micro_batch: [0-9]*//' "$job" > "$dir/single_nomicro.yaml"
       "$loom" train --config "$dir/single_nomicro.yaml" > "$dir/single_nomicro.log" 2>&1 \
