@@ -12,6 +12,7 @@
 
 #include "checkpoint/reader.h"
 #include "core/file_util.h"
+#include "core/half.h"
 #include "core/interrupt.h"
 #include "model/layout.h"
 #include "parallel/param_layout.h"
@@ -39,28 +40,17 @@ Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
 }  // namespace
 
 void ToBf16(const float* in, uint16_t* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &in[i], 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep it one (quiet), whatever its payload
-      out[i] = static_cast<uint16_t>((u >> 16) | 0x40u);
-      continue;
-    }
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even; overflow gives inf
-    out[i] = static_cast<uint16_t>(u >> 16);
-  }
+  for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);
 }
 
 Status ToF16(const float* in, uint16_t* out, size_t n, const std::string& what) {
   for (size_t i = 0; i < n; ++i) {
-    // The compiler's conversion rounds to nearest-even (F16C or its software routine).
-    const _Float16 h = static_cast<_Float16>(in[i]);
-    if (std::isinf(static_cast<float>(h)) && std::isfinite(in[i])) {
+    out[i] = FloatToF16(in[i]);
+    if (std::isinf(F16ToFloat(out[i])) && std::isfinite(in[i])) {
       return InvalidArgument(what + ": element " + std::to_string(i) + " is " +
                              std::to_string(in[i]) +
                              ", beyond float16's range (65504); export as bf16 or f32");
     }
-    std::memcpy(&out[i], &h, 2);
   }
   return Status::Ok();
 }
