@@ -38,6 +38,8 @@ const char* SubsysName(LogSubsys s) {
       return "CLI";
     case LogSubsys::COORD:
       return "COORD";
+    case LogSubsys::SNAP:
+      return "SNAP";
   }
   return "?";
 }
@@ -66,13 +68,13 @@ Status CheckLogSubsys() {
     const size_t comma = rest.find(',');
     const std::string_view name = rest.substr(0, comma);
     bool known = false;
-    for (unsigned bit = 1; bit <= 64; bit <<= 1) {
+    for (unsigned bit = 1; bit <= 128; bit <<= 1) {
       known = known || name == SubsysName(static_cast<LogSubsys>(bit));
     }
     if (!known) {
       return InvalidArgument(
           "environment variable LOOM_LOG_SUBSYS: expected a comma-separated list of CORE, "
-          "DATA, TRAIN, COMM, CKPT, CLI, COORD, got '" +
+          "DATA, TRAIN, COMM, CKPT, CLI, COORD, SNAP, got '" +
           std::string(v) + "'");
     }
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
@@ -105,7 +107,7 @@ LogSettings& Settings() {
     if (const char* ss = std::getenv("LOOM_LOG_SUBSYS")) {
       unsigned mask = 0;
       std::string list(ss);
-      for (unsigned bit = 1; bit <= 64; bit <<= 1) {
+      for (unsigned bit = 1; bit <= 128; bit <<= 1) {
         if (list.find(SubsysName(static_cast<LogSubsys>(bit))) != std::string::npos) mask |= bit;
       }
       if (mask != 0) s->subsys_mask = mask;

@@ -24,6 +24,7 @@ enum class LogSubsys : unsigned {
   CKPT = 16,
   CLI = 32,
   COORD = 64,
+  SNAP = 128,  // in-memory snapshots
 };
 
 // True when a message of this level and subsystem would be printed.
