@@ -1,0 +1,390 @@
+// UCX puts into peers' registered windows, with notes (comm/ucx/ucx_bulk.h).
+#include "comm/ucx/ucx_bulk.h"
+
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/crc32c.h"
+
+namespace loom {
+namespace {
+
+// One note in a receiver's notice area: slot [sender][round mod kRoundsInFlight].
+struct Notice {
+  uint64_t round;
+  uint32_t bytes;
+  uint32_t crc;  // of round, bytes and data[0..bytes)
+  char data[kMaxNoteBytes];
+};
+constexpr uint64_t kNoticeBytes = 1024;
+static_assert(sizeof(Notice) <= kNoticeBytes);
+
+uint32_t NoticeCrc(const Notice& n) {
+  uint32_t c = Crc32c(&n.round, sizeof(n.round));
+  c = Crc32c(&n.bytes, sizeof(n.bytes), c);
+  return Crc32c(n.data, std::min<uint64_t>(n.bytes, kMaxNoteBytes), c) ^ 0x9E3779B9u;
+}
+
+Status UcsError(const std::string& what, ucs_status_t s) {
+  return Internal("UCX " + what + ": " + ucs_status_string(s));
+}
+
+// What every rank publishes to its peers: its worker address and, per window, base and rkey.
+struct Published {
+  std::vector<uint8_t> worker;
+  std::vector<uint64_t> bases;
+  std::vector<std::vector<uint8_t>> rkeys;
+};
+
+class UcxBulk : public BulkTransport {
+ public:
+  UcxBulk(Communicator* group, std::vector<BulkWindow> windows)
+      : group_(group), windows_(std::move(windows)) {}
+  ~UcxBulk() override { Close(); }
+  const char* name() const override { return "ucx"; }
+
+  // Collective: every phase ends with a vote, so that all members succeed or all fail (and all
+  // fall back together).
+  Status Setup() {
+    Published mine;
+    LOOM_RETURN_IF_ERROR(Agree(StartLocal(&mine), "start"));
+    std::vector<Published> all;
+    LOOM_RETURN_IF_ERROR(ExchangePublished(mine, &all));
+    return Agree(Connect(all), "connect");
+  }
+
+ private:
+  // `local` on this rank; an error on every member if any member failed.
+  Status Agree(const Status& local, const char* phase) {
+    int32_t failed = local.ok() ? 0 : 1 + group_->rank();
+    LOOM_RETURN_IF_ERROR(group_->AllReduce(CommBuffer::Host(&failed, 1), ReduceOp::kMax));
+    if (!local.ok()) return local;
+    if (failed == 0) return Status::Ok();
+    return FailedPrecondition("UCX could not " + std::string(phase) + " on rank " +
+                              std::to_string(group_->members()[failed - 1]));
+  }
+
+  Status StartLocal(Published* mine) {
+    ucp_config_t* cfg = nullptr;
+    ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
+    if (s != UCS_OK) return UcsError("read configuration", s);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_RMA;
+    s = ucp_init(&params, cfg, &ctx_);
+    ucp_config_release(cfg);
+    if (s != UCS_OK) return UcsError("init", s);
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // set up on one thread, used on another
+    s = ucp_worker_create(ctx_, &wp, &worker_);
+    if (s != UCS_OK) return UcsError("create worker", s);
+    // The notice area is a window of our own, after the caller's.
+    const int n = group_->size();
+    notices_bytes_ = static_cast<uint64_t>(n) * kRoundsInFlight * kNoticeBytes;
+    notices_ = static_cast<char*>(std::aligned_alloc(4096, notices_bytes_));
+    if (notices_ == nullptr) return Internal("UCX: out of memory for the notice area");
+    std::memset(notices_, 0, notices_bytes_);
+    for (Notice* nt = reinterpret_cast<Notice*>(notices_);
+         reinterpret_cast<char*>(nt) < notices_ + notices_bytes_;
+         nt = reinterpret_cast<Notice*>(reinterpret_cast<char*>(nt) + kNoticeBytes)) {
+      nt->round = ~uint64_t{0};
+    }
+    windows_.push_back({notices_, notices_bytes_});
+    return Publish(mine);
+  }
+
+ public:
+  Status Exchange(uint64_t round, const std::vector<BulkSend>& sends, std::vector<BulkRecv>* recvs,
+                  Deadline deadline) override {
+    const int user_windows = static_cast<int>(windows_.size()) - 1;
+    std::vector<ucs_status_ptr_t> reqs;
+    std::vector<int> peers;
+    for (const BulkSend& s : sends) {
+      if (s.window < 0 || s.window >= user_windows || s.note.size() > kMaxNoteBytes) {
+        return InvalidArgument("UCX bulk send: window " + std::to_string(s.window) +
+                               " or note size out of range");
+      }
+      if (std::find(peers.begin(), peers.end(), s.peer) == peers.end()) peers.push_back(s.peer);
+      if (s.bytes == 0) continue;
+      const Remote& r = remote_[s.peer][s.window];
+      LOOM_RETURN_IF_ERROR(Put(s.peer, s.src, s.bytes, r.base + s.offset, r.rkey, &reqs));
+    }
+    // The bytes are in the peers' windows once the flushes complete; then the notes go.
+    LOOM_RETURN_IF_ERROR(Flush(peers, &reqs));
+    LOOM_RETURN_IF_ERROR(Wait(&reqs, deadline, "fragments of round " + std::to_string(round)));
+    std::vector<Notice> notes(sends.size());
+    for (size_t i = 0; i < sends.size(); ++i) {
+      Notice& nt = notes[i];
+      nt.round = round;
+      nt.bytes = static_cast<uint32_t>(sends[i].note.size());
+      std::memcpy(nt.data, sends[i].note.data(), sends[i].note.size());
+      nt.crc = NoticeCrc(nt);
+      const Remote& r = remote_[sends[i].peer].back();
+      const uint64_t at = NoticeOffset(group_->rank(), round);
+      LOOM_RETURN_IF_ERROR(Put(sends[i].peer, &nt, sizeof(Notice), r.base + at, r.rkey, &reqs));
+    }
+    LOOM_RETURN_IF_ERROR(Flush(peers, &reqs));
+    LOOM_RETURN_IF_ERROR(Wait(&reqs, deadline, "notes of round " + std::to_string(round)));
+    return AwaitNotes(round, recvs, deadline);
+  }
+
+  struct Remote {
+    uint64_t base = 0;
+    ucp_rkey_h rkey = nullptr;
+  };
+
+  uint64_t NoticeOffset(int sender, uint64_t round) const {
+    return (static_cast<uint64_t>(sender) * kRoundsInFlight + round % kRoundsInFlight) *
+           kNoticeBytes;
+  }
+
+  Status Publish(Published* p) {
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    ucs_status_t s = ucp_worker_get_address(worker_, &addr, &len);
+    if (s != UCS_OK) return UcsError("get worker address", s);
+    p->worker.assign(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
+    ucp_worker_release_address(worker_, addr);
+    for (const BulkWindow& w : windows_) {
+      ucp_mem_map_params_t mp{};
+      mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+      mp.address = w.base;
+      mp.length = std::max<uint64_t>(w.bytes, 1);
+      ucp_mem_h memh = nullptr;
+      s = ucp_mem_map(ctx_, &mp, &memh);
+      if (s != UCS_OK) {
+        return UcsError("map a window of " + std::to_string(w.bytes) + " bytes", s);
+      }
+      memh_.push_back(memh);
+      void* rk = nullptr;
+      size_t rk_len = 0;
+      s = ucp_rkey_pack(ctx_, memh, &rk, &rk_len);
+      if (s != UCS_OK) return UcsError("pack a remote key", s);
+      p->rkeys.emplace_back(static_cast<uint8_t*>(rk), static_cast<uint8_t*>(rk) + rk_len);
+      ucp_rkey_buffer_release(rk);
+      p->bases.push_back(reinterpret_cast<uint64_t>(w.base));
+    }
+    return Status::Ok();
+  }
+
+  // Flattens `mine` into one blob, all-gathers every member's (lengths first, then padded).
+  Status ExchangePublished(const Published& mine, std::vector<Published>* all) {
+    std::vector<uint8_t> blob;
+    auto put64 = [&](uint64_t v) {
+      const auto* b = reinterpret_cast<const uint8_t*>(&v);
+      blob.insert(blob.end(), b, b + 8);
+    };
+    put64(mine.worker.size());
+    blob.insert(blob.end(), mine.worker.begin(), mine.worker.end());
+    put64(mine.bases.size());
+    for (size_t w = 0; w < mine.bases.size(); ++w) {
+      put64(mine.bases[w]);
+      put64(mine.rkeys[w].size());
+      blob.insert(blob.end(), mine.rkeys[w].begin(), mine.rkeys[w].end());
+    }
+    const int n = group_->size();
+    std::vector<int32_t> lens(static_cast<size_t>(n));
+    int32_t my_len = static_cast<int32_t>(blob.size());
+    LOOM_RETURN_IF_ERROR(
+        group_->AllGather(ConstCommBuffer::Host(&my_len, 1), CommBuffer::Host(lens.data(), n)));
+    const int32_t width = *std::max_element(lens.begin(), lens.end());
+    blob.resize(static_cast<size_t>(width));
+    std::vector<uint8_t> every(static_cast<size_t>(width) * n);
+    LOOM_RETURN_IF_ERROR(group_->AllGather(ConstCommBuffer::Host(blob.data(), width),
+                                           CommBuffer::Host(every.data(), width * int64_t{n})));
+    all->resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const uint8_t* at = every.data() + static_cast<size_t>(r) * width;
+      auto get64 = [&] {
+        uint64_t v;
+        std::memcpy(&v, at, 8);
+        at += 8;
+        return v;
+      };
+      Published& p = (*all)[r];
+      const uint64_t wl = get64();
+      p.worker.assign(at, at + wl);
+      at += wl;
+      const uint64_t windows = get64();
+      for (uint64_t w = 0; w < windows; ++w) {
+        p.bases.push_back(get64());
+        const uint64_t kl = get64();
+        p.rkeys.emplace_back(at, at + kl);
+        at += kl;
+      }
+      if (p.bases.size() != windows_.size()) {
+        return InvalidArgument("UCX bulk transport: rank " + std::to_string(group_->members()[r]) +
+                               " registered " + std::to_string(p.bases.size()) +
+                               " windows, this rank " + std::to_string(windows_.size()));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Connect(const std::vector<Published>& all) {
+    const int n = group_->size();
+    eps_.assign(static_cast<size_t>(n), nullptr);
+    remote_.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+      ep.address = reinterpret_cast<const ucp_address_t*>(all[r].worker.data());
+      ucs_status_t s = ucp_ep_create(worker_, &ep, &eps_[r]);
+      if (s != UCS_OK) {
+        return UcsError("connect to rank " + std::to_string(group_->members()[r]), s);
+      }
+      for (size_t w = 0; w < all[r].bases.size(); ++w) {
+        Remote rm;
+        rm.base = all[r].bases[w];
+        s = ucp_ep_rkey_unpack(eps_[r], all[r].rkeys[w].data(), &rm.rkey);
+        if (s != UCS_OK) return UcsError("unpack a remote key", s);
+        remote_[r].push_back(rm);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Put(int peer, const void* src, uint64_t bytes, uint64_t addr, ucp_rkey_h rkey,
+             std::vector<ucs_status_ptr_t>* reqs) {
+    ucp_request_param_t rp{};
+    ucs_status_ptr_t r = ucp_put_nbx(eps_[peer], src, bytes, addr, rkey, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+      return UcsError("put to rank " + std::to_string(group_->members()[peer]), UCS_PTR_STATUS(r));
+    }
+    if (r != nullptr) reqs->push_back(r);
+    return Status::Ok();
+  }
+
+  Status Flush(const std::vector<int>& peers, std::vector<ucs_status_ptr_t>* reqs) {
+    for (int p : peers) {
+      ucp_request_param_t rp{};
+      ucs_status_ptr_t r = ucp_ep_flush_nbx(eps_[p], &rp);
+      if (UCS_PTR_IS_ERR(r)) {
+        return UcsError("flush to rank " + std::to_string(group_->members()[p]), UCS_PTR_STATUS(r));
+      }
+      if (r != nullptr) reqs->push_back(r);
+    }
+    return Status::Ok();
+  }
+
+  // Progresses the worker, backing off when idle: a polling loop that must not take a core
+  // from training for the whole of a transfer.
+  void ProgressOrRest(int* idle) {
+    if (ucp_worker_progress(worker_) != 0) {
+      *idle = 0;
+    } else if (++*idle > 256) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  Status Wait(std::vector<ucs_status_ptr_t>* reqs, Deadline deadline, const std::string& what) {
+    int idle = 0;
+    Status result;
+    for (ucs_status_ptr_t r : *reqs) {
+      ucs_status_t s;
+      while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS) {
+        if (Clock::now() > deadline) {
+          result = DeadlineExceeded("UCX: " + what + " not acknowledged by the deadline");
+          break;
+        }
+        ProgressOrRest(&idle);
+      }
+      if (result.ok() && s != UCS_OK) result = UcsError(what, s);
+      if (!result.ok()) break;
+    }
+    for (ucs_status_ptr_t r : *reqs) {
+      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+    }
+    reqs->clear();
+    return result;
+  }
+
+  Status AwaitNotes(uint64_t round, std::vector<BulkRecv>* recvs, Deadline deadline) {
+    std::vector<bool> got(recvs->size(), false);
+    size_t left = recvs->size();
+    int idle = 0;
+    while (left > 0) {
+      for (size_t i = 0; i < recvs->size(); ++i) {
+        if (got[i]) continue;
+        const auto* slot =
+            reinterpret_cast<const Notice*>(notices_ + NoticeOffset((*recvs)[i].peer, round));
+        std::atomic_thread_fence(std::memory_order_acquire);
+        Notice copy;
+        std::memcpy(&copy, slot, sizeof(Notice));
+        if (copy.round != round || copy.bytes > kMaxNoteBytes || copy.crc != NoticeCrc(copy)) {
+          continue;
+        }
+        (*recvs)[i].note.assign(copy.data, copy.bytes);
+        got[i] = true;
+        --left;
+      }
+      if (left == 0) break;
+      if (Clock::now() > deadline) {
+        std::string who;
+        int missing = 0;
+        for (size_t i = 0; i < recvs->size(); ++i) {
+          if (!got[i]) {
+            who += (who.empty() ? "" : ", ") + std::to_string(group_->members()[(*recvs)[i].peer]);
+            ++missing;
+          }
+        }
+        return DeadlineExceeded("snapshot transfer round " + std::to_string(round) +
+                                ": no fragment from " + (missing > 1 ? "ranks " : "rank ") + who +
+                                " (group '" + group_->name() + "') by the deadline");
+      }
+      ProgressOrRest(&idle);
+    }
+    return Status::Ok();
+  }
+
+  void Close() {
+    for (auto& per_peer : remote_) {  // remote keys before their endpoints
+      for (Remote& r : per_peer) {
+        if (r.rkey != nullptr) ucp_rkey_destroy(r.rkey);
+      }
+    }
+    if (worker_ != nullptr) {
+      std::vector<ucs_status_ptr_t> reqs;
+      for (ucp_ep_h ep : eps_) {
+        if (ep == nullptr) continue;
+        ucp_request_param_t rp{};
+        rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &rp);
+        if (r != nullptr && !UCS_PTR_IS_ERR(r)) reqs.push_back(r);
+      }
+      (void)Wait(&reqs, Clock::now() + std::chrono::seconds(5), "closing");
+      ucp_worker_destroy(worker_);
+    }
+    for (ucp_mem_h m : memh_) ucp_mem_unmap(ctx_, m);
+    if (ctx_ != nullptr) ucp_cleanup(ctx_);
+    std::free(notices_);
+  }
+
+  Communicator* group_;
+  std::vector<BulkWindow> windows_;  // the caller's, then the notice area
+  ucp_context_h ctx_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_mem_h> memh_;
+  std::vector<ucp_ep_h> eps_;
+  std::vector<std::vector<Remote>> remote_;  // [peer][window]
+  char* notices_ = nullptr;
+  uint64_t notices_bytes_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<BulkTransport>> CreateUcxBulk(Communicator* group,
+                                                     const std::vector<BulkWindow>& windows) {
+  auto t = std::make_unique<UcxBulk>(group, windows);
+  LOOM_RETURN_IF_ERROR(t->Setup());
+  return std::unique_ptr<BulkTransport>(std::move(t));
+}
+
+}  // namespace loom
