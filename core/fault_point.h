@@ -15,13 +15,19 @@ enum class FaultSite {
   kCheckpointCrashPoint,  // saving a checkpoint: a place a crash must leave nothing loadable
   kCheckpointRestore,     // a rank is about to look for a checkpoint to resume
   kInterruptCheck,        // a tool that writes files checks for Ctrl-C between units of work
+  kSnapshotCopy,          // a snapshot of `step` is being copied into shared memory
+  kSnapshotEncode,        // ... its row is about to be erasure-coded
+  kSnapshotTransfer,      // ... its fragments are about to be sent (`where`: which round)
+  kSnapshotCommitted,     // ... every rank replicated it; this rank marks it committed
+  kSnapshotRestore,       // a restarted rank is about to take stock of the snapshots it finds
 };
 
 struct FaultContext {
   FaultSite site;
   int rank = -1;           // world rank (-1: not known here)
-  int64_t step = 0;        // kBeforeStep: the step about to run
+  int64_t step = 0;        // kBeforeStep: the step about to run; kSnapshot*: the snapshot's
   const char* where = "";  // kCheckpointCrashPoint: which crash point ("before the rename")
+  void* data = nullptr;    // kSnapshotRestore: the rank's view of its node's snapshots
 };
 
 using FaultHandler = void (*)(const FaultContext& ctx);

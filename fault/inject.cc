@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "core/fault_point.h"
+#include "fault/snapshot/segment.h"
+#include "fault/snapshot/snapshot_view.h"
 
 extern char** environ;
 
@@ -28,7 +30,22 @@ struct FaultPlan {
   bool trace_crash_points = false;
   int64_t slow_restore_ms = 0;
   int64_t interrupt_at = 0;
+  int kill_snap_rank = -1;
+  int64_t kill_snap_step = 0;
+  FaultSite kill_snap_site = FaultSite::kBeforeStep;
+  std::string drop_node;
+  int64_t drop_step = 0;
+  int delay_rank = -1;
+  int64_t delay_ms = 0;
+  int corrupt_rank = -1;
+  bool corrupt_parity = false;
+  int64_t epoch = 0;
 };
+struct FaultIdentity {
+  int epoch = 0;
+  std::string job, node;
+};
+FaultIdentity g_id;
 FaultPlan g_plan;
 std::atomic<int> g_crash_points{0};
 std::atomic<int64_t> g_interrupt_checks{0};
@@ -42,6 +59,15 @@ const std::vector<FaultVariable> kVariables = {
     {"LOOM_FAULT_CKPT_SLOW_MS", "MS",
      "every rank waits MS ms before looking for a checkpoint to resume"},
     {"LOOM_FAULT_INTERRUPT_AT", "N", "the N-th interrupt check of a tool raises SIGINT"},
+    {"LOOM_FAULT_KILL", "RANK:STEP[:step|copy|encode|transfer]",
+     "world rank RANK kills itself before step STEP, or in its snapshot of step STEP"},
+    {"LOOM_FAULT_NODE_DROP", "NODE:STEP",
+     "the ranks of node NODE remove its snapshot memory and kill themselves before step STEP"},
+    {"LOOM_FAULT_SNAPSHOT_DELAY", "RANK:MS",
+     "world rank RANK waits MS ms before each transfer of snapshot fragments"},
+    {"LOOM_FAULT_SNAPSHOT_CORRUPT", "RANK[:parity]",
+     "a restore finds a byte of old rank RANK's newest snapshot (or parity) flipped"},
+    {"LOOM_FAULT_EPOCH", "N", "the incarnation of the job the faults act in (default 0)"},
 };
 
 // The value's colon-separated whole numbers, each at least `min`; `want` of them, or want + 1
@@ -91,6 +117,51 @@ Status Parse(const FaultVariable& v, std::string_view value, FaultPlan* plan) {
   } else if (name == "LOOM_FAULT_INTERRUPT_AT") {
     if (!ParseNumbers(value, 1, false, 1, &n)) return Bad(v, value);
     plan->interrupt_at = n[0];
+  } else if (name == "LOOM_FAULT_KILL") {
+    // RANK:STEP or RANK:STEP:WHERE
+    std::string_view head = value, at = "step";
+    const size_t second = value.find(':', value.find(':') + 1);
+    if (value.find(':') != std::string_view::npos && second != std::string_view::npos) {
+      head = value.substr(0, second);
+      at = value.substr(second + 1);
+    }
+    if (!ParseNumbers(head, 2, false, 0, &n) || n[1] < 1) return Bad(v, value);
+    plan->kill_snap_rank = static_cast<int>(n[0]);
+    plan->kill_snap_step = n[1];
+    if (at == "step") {
+      plan->kill_snap_site = FaultSite::kBeforeStep;
+    } else if (at == "copy") {
+      plan->kill_snap_site = FaultSite::kSnapshotCopy;
+    } else if (at == "encode") {
+      plan->kill_snap_site = FaultSite::kSnapshotEncode;
+    } else if (at == "transfer") {
+      plan->kill_snap_site = FaultSite::kSnapshotTransfer;
+    } else {
+      return Bad(v, value);
+    }
+  } else if (name == "LOOM_FAULT_NODE_DROP") {
+    const size_t colon = value.rfind(':');
+    if (colon == 0 || colon == std::string_view::npos ||
+        !ParseNumbers(value.substr(colon + 1), 1, false, 1, &n)) {
+      return Bad(v, value);
+    }
+    plan->drop_node = std::string(value.substr(0, colon));
+    plan->drop_step = n[0];
+  } else if (name == "LOOM_FAULT_SNAPSHOT_DELAY") {
+    if (!ParseNumbers(value, 2, false, 0, &n)) return Bad(v, value);
+    plan->delay_rank = static_cast<int>(n[0]);
+    plan->delay_ms = n[1];
+  } else if (name == "LOOM_FAULT_SNAPSHOT_CORRUPT") {
+    std::string_view rank = value;
+    if (value.size() > 7 && value.substr(value.size() - 7) == ":parity") {
+      rank = value.substr(0, value.size() - 7);
+      plan->corrupt_parity = true;
+    }
+    if (!ParseNumbers(rank, 1, false, 0, &n)) return Bad(v, value);
+    plan->corrupt_rank = static_cast<int>(n[0]);
+  } else if (name == "LOOM_FAULT_EPOCH") {
+    if (!ParseNumbers(value, 1, false, 0, &n)) return Bad(v, value);
+    plan->epoch = n[0];
   }
   return Status::Ok();
 }
@@ -111,7 +182,71 @@ void CrashPoint(const FaultContext& ctx) {
   }
 }
 
+[[noreturn]] void KillSelf(const std::string& why) {
+  std::fprintf(stderr, "loom: fault injection: %s\n", why.c_str());
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// The snapshot faults: kills inside a snapshot, the node drop, the delay, all in the planned
+// incarnation only (a restarted job must not fail the same way again).
+void SnapshotFault(const FaultContext& ctx) {
+  const FaultPlan& p = g_plan;
+  if (g_id.epoch != p.epoch) return;
+  if (ctx.site == p.kill_snap_site && ctx.rank == p.kill_snap_rank &&
+      ctx.step == p.kill_snap_step) {
+    const char* at = ctx.site == FaultSite::kBeforeStep       ? "before step"
+                     : ctx.site == FaultSite::kSnapshotCopy   ? "copying its snapshot of step"
+                     : ctx.site == FaultSite::kSnapshotEncode ? "encoding its snapshot of step"
+                                                              : "sending its snapshot of step";
+    KillSelf("rank " + std::to_string(ctx.rank) + " killed " + at + " " + std::to_string(ctx.step) +
+             (*ctx.where ? std::string(" (") + ctx.where + ")" : ""));
+  }
+  if (ctx.site == FaultSite::kBeforeStep && !p.drop_node.empty() && p.drop_node == g_id.node &&
+      ctx.step == p.drop_step) {
+    Result<int> removed = RemoveSegments(NodeSegmentPrefix(g_id.job, g_id.node));
+    KillSelf("node " + g_id.node + " dropped before step " + std::to_string(ctx.step) + " (rank " +
+             std::to_string(ctx.rank) + ": " +
+             (removed.ok() ? std::to_string(*removed) + " snapshot segments removed"
+                           : removed.status().message()) +
+             ")");
+  }
+  if (ctx.site == FaultSite::kSnapshotTransfer && ctx.rank == p.delay_rank && p.delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(p.delay_ms));
+  }
+}
+
+// At a restore into the incarnation after the planned one: flips a byte of old rank
+// corrupt_rank's newest image (or parity), if this rank took stock of it.
+void CorruptAtRestore(const FaultContext& ctx) {
+  const FaultPlan& p = g_plan;
+  if (p.corrupt_rank < 0 || g_id.epoch != p.epoch + 1 || ctx.data == nullptr) return;
+  auto* view = static_cast<SnapshotView*>(ctx.data);
+  for (auto& [old_rank, seg] : view->segments) {
+    if (old_rank != p.corrupt_rank || seg == nullptr) continue;
+    int newest = -1;
+    int64_t step = -1;
+    for (int slot = 0; slot < 2; ++slot) {
+      const SlotInfo info = seg->ReadSlot(slot);
+      if (info.valid && info.state >= SlotState::kSealed && info.step > step) {
+        step = info.step;
+        newest = slot;
+      }
+    }
+    if (newest < 0) return;
+    char* byte =
+        p.corrupt_parity && seg->geometry().m > 0 ? seg->parity(newest, 0) : seg->image(newest);
+    byte[seg->geometry().piece_bytes / 2] ^= 0x5A;
+    std::fprintf(stderr,
+                 "loom: fault injection: a byte of old rank %d's snapshot of step %lld (%s) "
+                 "flipped\n",
+                 old_rank, static_cast<long long>(step), p.corrupt_parity ? "parity 0" : "piece 0");
+  }
+}
+
 void BeforeStep(const FaultContext& ctx) {
+  SnapshotFault(ctx);
   const FaultPlan& p = g_plan;
   if (p.hang_rank != ctx.rank || p.hang_step != ctx.step) return;
   std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld%s\n",
@@ -142,10 +277,24 @@ void OnFaultPoint(const FaultContext& ctx) {
         ::raise(SIGINT);
       }
       break;
+    case FaultSite::kSnapshotCopy:
+    case FaultSite::kSnapshotEncode:
+    case FaultSite::kSnapshotTransfer:
+      SnapshotFault(ctx);
+      break;
+    case FaultSite::kSnapshotCommitted:
+      break;
+    case FaultSite::kSnapshotRestore:
+      CorruptAtRestore(ctx);
+      break;
   }
 }
 
 }  // namespace
+
+void SetFaultIdentity(int epoch, const std::string& job_key, const std::string& node) {
+  g_id = {epoch, job_key, node};
+}
 
 const std::vector<FaultVariable>& FaultVariables() {
   return kVariables;

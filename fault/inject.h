@@ -14,6 +14,20 @@
 //                                    looking for a checkpoint to resume
 //   LOOM_FAULT_INTERRUPT_AT=N        the N-th interrupt check of a tool that writes files raises
 //                                    SIGINT, as a Ctrl-C at that moment would
+//   LOOM_FAULT_KILL=RANK:STEP[:AT]   world rank RANK kills itself (SIGKILL): AT = step (before
+//                                    step STEP, the default), copy, encode or transfer (while its
+//                                    in-memory snapshot of step STEP is copied, encoded or sent)
+//   LOOM_FAULT_NODE_DROP=NODE:STEP   every rank of node NODE (its name in the plan) removes the
+//                                    node's snapshot memory and kills itself before step STEP:
+//                                    the node is lost
+//   LOOM_FAULT_SNAPSHOT_DELAY=RANK:MS  world rank RANK waits MS ms before each transfer of its
+//                                    snapshots' fragments (a slow link)
+//   LOOM_FAULT_SNAPSHOT_CORRUPT=RANK[:parity]  when a restarted job takes stock of its snapshots,
+//                                    a byte of old rank RANK's newest image (or of the parity it
+//                                    keeps) is flipped first: a fragment that fails its digest
+//   LOOM_FAULT_EPOCH=N               the faults above act in the job's incarnation N (default 0:
+//                                    the first; `loom launch` numbers restarts), the corruption
+//                                    in the restore that starts incarnation N + 1
 #pragma once
 
 #include <string>
@@ -31,6 +45,11 @@ struct FaultVariable {
 
 // The table's rows, in the order above.
 const std::vector<FaultVariable>& FaultVariables();
+
+// What a worker is, for the faults that depend on it: its incarnation (epoch), the job's key and
+// its node's name (a node drop removes that node's snapshot memory). Default: epoch 0, no node.
+// Call before training starts.
+void SetFaultIdentity(int epoch, const std::string& job_key, const std::string& node);
 
 // Reads every LOOM_FAULT_* variable of the environment; an unknown one or a malformed value is an
 // InvalidArgument naming the variable, its syntax and the value. When any is set, installs the
