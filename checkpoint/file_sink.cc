@@ -39,9 +39,9 @@ Status FileSink::CanSave() const {
   return Status::Ok();
 }
 
-Result<char*> FileSink::Begin(int64_t step) {
+Result<char*> FileSink::Begin(const proto::CheckpointMetadata& meta) {
   begun_ = std::chrono::steady_clock::now();
-  tmp_ = TempStepDir(opt_.root, step);
+  tmp_ = TempStepDir(opt_.root, meta.step());
   LOOM_ASSIGN_OR_RETURN(file_, RankFileWriter::Open(tmp_, opt_.world_rank, plan_));
   return image_.get();
 }

@@ -43,7 +43,7 @@ class FileSink : public SaveSink {
   void RecordOrigin(const std::string& origin);
 
   Status CanSave() const override;
-  Result<char*> Begin(int64_t step) override;
+  Result<char*> Begin(const proto::CheckpointMetadata& meta) override;
   Status Store(const FillImage& fill) override;
   Result<uint64_t> Seal() override;
   bool CommitsHere() const override { return opt_.world_rank == 0; }

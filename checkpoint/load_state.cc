@@ -39,9 +39,13 @@ Status CheckSameModel(const CheckpointReader& reader, const std::string& path,
   return Status::Ok();
 }
 
-Status ReadRankState(CheckpointReader* reader, const ParamLayout& params, int tp_rank, int states,
-                     RankState* state) {
-  LOOM_RETURN_IF_ERROR(state->Quiesce());
+namespace {
+
+// Calls fn(name, state, region, dst) for every piece of every state the rank holds, as the
+// state's elements map onto the global tensors.
+template <typename Fn>
+Status ForEachHeldPiece(const ParamLayout& params, int tp_rank, int states, RankState* state,
+                        Fn fn) {
   std::vector<Piece> pieces;
   for (int s = 0; s < states; ++s) {
     const StateKind kind = static_cast<StateKind>(s);
@@ -53,11 +57,31 @@ Status ReadRankState(CheckpointReader* reader, const ParamLayout& params, int tp
       MapBucketRange(params, b, tp_rank, lo, std::min(hi, size), false, &pieces);
       for (const Piece& p : pieces) {
         const std::string& name = params.params[static_cast<size_t>(p.param)].name;
-        LOOM_RETURN_IF_ERROR(reader->Read(name, kind, p.region, base + (p.local - first - lo)));
+        LOOM_RETURN_IF_ERROR(fn(name, kind, p.region, base + (p.local - first - lo)));
       }
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadRankState(CheckpointReader* reader, const ParamLayout& params, int tp_rank, int states,
+                     RankState* state) {
+  LOOM_RETURN_IF_ERROR(state->Quiesce());
+  return ForEachHeldPiece(params, tp_rank, states, state,
+                          [&](const std::string& name, StateKind kind, const Region& region,
+                              float* dst) { return reader->Read(name, kind, region, dst); });
+}
+
+Status PlanRankStateReads(CheckpointReader* reader, const ParamLayout& params, int tp_rank,
+                          int states, RankState* state, std::vector<FileRange>* out) {
+  return ForEachHeldPiece(
+      params, tp_rank, states, state,
+      [&](const std::string& name, StateKind kind, const Region& region, float*) {
+        reader->PlanReads(name, kind, region, out);
+        return Status::Ok();
+      });
 }
 
 }  // namespace loom

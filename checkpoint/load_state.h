@@ -25,5 +25,9 @@ Status CheckSameModel(const CheckpointReader& reader, const std::string& path,
 // state->Quiesce(). The optimizer step count and StateLoaded are left to the caller.
 Status ReadRankState(CheckpointReader* reader, const ParamLayout& params, int tp_rank, int states,
                      RankState* state);
+// The byte ranges ReadRankState would read, in its order, appended to `out` (for a byte source
+// that must fetch them first, e.g. from other ranks' memory).
+Status PlanRankStateReads(CheckpointReader* reader, const ParamLayout& params, int tp_rank,
+                          int states, RankState* state, std::vector<FileRange>* out);
 
 }  // namespace loom

@@ -65,9 +65,26 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
                       chunks_past(f.name(), static_cast<uint64_t>(st.st_size)));
     }
   }
-  const std::string meta_path = JoinPath(dir, kMetadataFile);
-  for (const proto::TensorEntry& t : r->meta_.tensors()) {
-    Entry& e = r->index_[{t.name(), t.state()}];
+  LOOM_RETURN_IF_ERROR(r->Index(JoinPath(dir, kMetadataFile)));
+  return r;
+}
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::OpenFrom(
+    proto::CheckpointMetadata meta, ByteSource* source, const std::string& where) {
+  std::unique_ptr<CheckpointReader> r(new CheckpointReader());
+  r->dir_ = where;
+  r->meta_ = std::move(meta);
+  r->source_ = source;
+  if (r->meta_.checksum_block_bytes() == 0) {
+    return DataLoss(where + ": field 'checksum_block_bytes' is 0");
+  }
+  LOOM_RETURN_IF_ERROR(r->Index(where));
+  return r;
+}
+
+Status CheckpointReader::Index(const std::string& meta_path) {
+  for (const proto::TensorEntry& t : meta_.tensors()) {
+    Entry& e = index_[{t.name(), t.state()}];
     if (e.tensor != nullptr) {
       return DataLoss(meta_path + ": tensor '" + t.name() + "' state '" + t.state() +
                       "' is listed twice");
@@ -78,7 +95,7 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
     }
     LOOM_RETURN_IF_ERROR(CheckCoverage(meta_path, e));
   }
-  return r;
+  return Status::Ok();
 }
 
 Status CheckpointReader::CheckCoverage(const std::string& where, const Entry& e) {
@@ -169,6 +186,7 @@ Status PreadAll(int fd, char* dst, uint64_t n, uint64_t offset, const std::strin
 Status CheckpointReader::Fetch(const std::string& file, char* dst, uint64_t n, uint64_t offset,
                                const std::string& where) {
   if (stream_ != nullptr) return stream_->Next(file, offset, n, dst);
+  if (source_ != nullptr) return source_->Read(file, offset, n, dst).WithContext(where);
   LOOM_ASSIGN_OR_RETURN(int fd, Fd(file));
   return PreadAll(fd, dst, n, offset, where);
 }

@@ -20,12 +20,26 @@
 
 namespace loom {
 
+// Where a reader takes the bytes of a checkpoint that is not in files: n bytes of `file` at
+// `offset` into dst (DataLoss or IoError naming what failed).
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual Status Read(const std::string& file, uint64_t offset, uint64_t n, char* dst) = 0;
+};
+
 class CheckpointReader {
  public:
   // Parses and validates the metadata, checks every data file's size against its listing (a
   // truncated file is refused here) and that the chunks of every tensor hold each element
   // exactly once (a missing or duplicated chunk is refused here).
   static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& dir);
+  // A checkpoint whose metadata is `meta` and whose files' bytes come from `source` (not
+  // owned; it must outlive the reader), e.g. in-memory snapshots. The same checks of the chunks
+  // as Open; `where` names it in messages, as a directory would.
+  static Result<std::unique_ptr<CheckpointReader>> OpenFrom(proto::CheckpointMetadata meta,
+                                                            ByteSource* source,
+                                                            const std::string& where);
   ~CheckpointReader();
 
   const proto::CheckpointMetadata& meta() const { return meta_; }
@@ -61,6 +75,8 @@ class CheckpointReader {
   };
   CheckpointReader() = default;
   static Status CheckCoverage(const std::string& where, const Entry& e);
+  // The index of every tensor's chunks, coverage checked (Open, OpenFrom).
+  Status Index(const std::string& meta_path);
   Result<int> Fd(const std::string& file);
   // How Read reads chunk `c` for `region` (the runs to copy are left in segs_): false when they
   // do not intersect; else whole (in place) or blocks [*first, *last].
@@ -82,6 +98,7 @@ class CheckpointReader {
   std::map<std::pair<std::string, std::string>, Entry> index_;
   std::map<std::string, int> fds_;
   DirectStream* stream_ = nullptr;
+  ByteSource* source_ = nullptr;  // OpenFrom's: every read
   uint64_t bytes_read_ = 0;
   std::vector<CopySegment> segs_;  // scratch of Read, kept to avoid reallocation
   std::vector<char> buf_;

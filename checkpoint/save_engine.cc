@@ -84,9 +84,9 @@ void SaveEngine::MarkCopied() {
   copy_cv_.notify_all();
 }
 
-Status SaveEngine::Write(int64_t step) {
+Status SaveEngine::Write(const proto::CheckpointMetadata& meta) {
   const auto w0 = std::chrono::steady_clock::now();
-  Result<char*> image = sink_->Begin(step);
+  Result<char*> image = sink_->Begin(meta);
   if (!image.ok()) {
     MarkCopied();  // nothing will be copied: never block the update
     return image.status();
@@ -118,6 +118,7 @@ Status SaveEngine::Save(int64_t step, const Describe& describe) {
     LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));  // one save in flight at a time
   }
   pending_meta_ = describe();
+  pending_meta_.set_step(step);  // what the sink and the commit are told
   pending_step_ = step;
   ++stats_.saves;
   {
@@ -126,7 +127,7 @@ Status SaveEngine::Save(int64_t step, const Describe& describe) {
   }
   // The writer thread copies the state into the sink first (the next optimizer update waits for
   // that copy in BeforeUpdate), then stores it while training continues.
-  writer_.Submit([this, step] { return Write(step); });
+  writer_.Submit([this, meta = pending_meta_] { return Write(meta); });
   if (!opt_.async) LOOM_RETURN_IF_ERROR(Complete(/*wait=*/true));
   stats_.save_s += SecondsSince(t0);
   stats_.stall_s += SecondsSince(t0);

@@ -94,8 +94,9 @@ class SaveEngine {
   const SaveStats& stats() const { return stats_; }
 
  private:
-  // Writer thread: Begin, Store (copying the state in), Seal, Replicate of save `step`.
-  Status Write(int64_t step);
+  // Writer thread: Begin, Store (copying the state in), Seal, Replicate of the save `meta`
+  // describes.
+  Status Write(const proto::CheckpointMetadata& meta);
   // Writer thread: copies pieces from *next on until bytes [0, end) of `image` are filled.
   Status CopyState(char* image, size_t* next, uint64_t end);
   void MarkCopied();

@@ -54,10 +54,12 @@ class SaveSink {
   virtual Status CanSave() const = 0;
 
   // Writer thread, per save, in this order; an error ends the save (this rank votes "failed"):
-  // Prepares this rank's part of save `step` and returns the sink's memory the image is copied
-  // into: ImageBytes(plan) bytes (checkpoint/save_engine.h), aligned to kDataAlignment, left
-  // alone by the sink until Seal returns.
-  virtual Result<char*> Begin(int64_t step) = 0;
+  // Prepares this rank's part of save `meta.step()` and returns the sink's memory the image is
+  // copied into: ImageBytes(plan) bytes (checkpoint/save_engine.h), aligned to kDataAlignment,
+  // left alone by the sink until Seal returns. `meta` describes the save (as Commit gets it), for
+  // a sink that keeps the description with the part (snapshots: a restore needs it before any
+  // commit).
+  virtual Result<char*> Begin(const proto::CheckpointMetadata& meta) = 0;
   // Stores the image while the engine produces it: calls fill(end) with increasing `end` up to
   // the image size, storing each part as soon as it is filled. Returns fill's first error.
   virtual Status Store(const FillImage& fill) = 0;

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <thread>
 
+#include "checkpoint/chunk_table.h"
 #include "core/fault_point.h"
 #include "core/file_util.h"
 #include "core/logging.h"
@@ -77,21 +78,6 @@ bool CheckpointDirectIo() {
   }();
   return on;
 }
-
-namespace {
-
-void FillRegion(const Region& r, int dims, proto::Chunk* c) {
-  c->add_region_offsets(r.row0);
-  c->add_region_sizes(r.rows);
-  if (dims > 1) {
-    c->add_region_offsets(r.col0);
-    c->add_region_sizes(r.cols);
-  }
-  c->set_flat_begin(r.flat_begin);
-  c->set_flat_end(r.flat_end);
-}
-
-}  // namespace
 
 void CheckpointCrashPoint(int world_rank, const char* where) {
   FaultPoint({FaultSite::kCheckpointCrashPoint, world_rank, 0, where});
@@ -270,20 +256,7 @@ Status RankFileWriter::Emit(uint64_t at, const std::vector<std::pair<const char*
 
 void RankFileWriter::Record(StateKind state, size_t k, std::vector<uint32_t> crcs) {
   const size_t slot = static_cast<size_t>(state) * plan_->writes.size() + k;
-  const Piece& p = plan_->writes[k];
-  const ParamInfo& info = plan_->layout.params[static_cast<size_t>(p.param)];
-  const size_t n = static_cast<size_t>(p.region.size()) * 4;
-  proto::TensorEntry* t = fragment_.add_tensors();
-  t->set_name(info.name);
-  t->set_state(StateName(state));
-  t->set_dtype("F32");
-  for (int64_t d : info.global_shape) t->add_shape(d);
-  proto::Chunk* c = t->add_chunks();
-  c->set_file(file_);
-  c->set_offset(offset_[slot]);
-  c->set_length(n);
-  FillRegion(p.region, static_cast<int>(info.global_shape.size()), c);
-  for (uint32_t crc : crcs) c->add_crc32c(crc);
+  AddPieceChunk(*plan_, state, k, file_, offset_[slot], std::move(crcs), &fragment_);
   done_[slot] = true;
 }
 
@@ -491,42 +464,7 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
                         const ModelConfig& model, proto::CheckpointMetadata base,
                         std::vector<proto::CheckpointMetadata> fragments) {
   const int rank = 0;
-  // Merge the fragments: tensors in canonical order, states in order, chunks by position.
-  std::map<std::pair<std::string, std::string>, proto::TensorEntry> merged;
-  for (proto::CheckpointMetadata& frag : fragments) {
-    for (const proto::FileEntry& f : frag.files()) *base.add_files() = f;
-    for (proto::TensorEntry& t : *frag.mutable_tensors()) {
-      proto::TensorEntry& m = merged[{t.name(), t.state()}];
-      if (m.name().empty()) {
-        m = t;
-      } else {
-        for (proto::Chunk& c : *t.mutable_chunks()) *m.add_chunks() = std::move(c);
-      }
-    }
-  }
-  const ParamLayout canonical = ModelLayout(model, 1);
-  for (const ParamInfo& p : canonical.params) {
-    for (int s = 0; s < kNumStates; ++s) {
-      auto it = merged.find({p.name, StateName(static_cast<StateKind>(s))});
-      if (it == merged.end()) {
-        return Internal(tmp_dir + ": no rank wrote tensor '" + p.name + "' state '" +
-                        StateName(static_cast<StateKind>(s)) + "'");
-      }
-      proto::TensorEntry& t = it->second;
-      std::stable_sort(t.mutable_chunks()->begin(), t.mutable_chunks()->end(),
-                       [](const proto::Chunk& a, const proto::Chunk& b) {
-                         for (int d = 0; d < a.region_offsets_size(); ++d) {
-                           if (a.region_offsets(d) != b.region_offsets(d)) {
-                             return a.region_offsets(d) < b.region_offsets(d);
-                           }
-                         }
-                         return a.flat_begin() < b.flat_begin();
-                       });
-      *base.add_tensors() = std::move(t);
-    }
-  }
-  base.set_format_version(kCheckpointFormatVersion);
-  base.set_checksum_block_bytes(kChecksumBlockBytes);
+  LOOM_ASSIGN_OR_RETURN(base, MergeFragments(model, std::move(base), std::move(fragments), tmp_dir));
   CheckpointCrashPoint(rank, "before the metadata");
   LOOM_RETURN_IF_ERROR(WriteMetadata(tmp_dir, base));  // fsyncs tmp_dir too
   CheckpointCrashPoint(rank, "before the rename");

@@ -35,6 +35,10 @@
 #include "core/progress_line.h"
 #include "core/signals.h"
 #include "core/stop_signal.h"
+#include "checkpoint/metadata_specs.h"
+#include "coordinator/restart_plan.h"
+#include "coordinator/snapshot_plan.h"
+#include "fault/snapshot/segment.h"
 #include "job/job_config.h"
 #include "job/job_overrides.h"
 #include "worker/checkpointer.h"
@@ -98,12 +102,76 @@ struct LaunchOutcome {
   int interrupted_by = 0;  // this process was interrupted by this signal: exit 128 + it
 };
 
-// The job as checked and planned, before anything starts.
+// The job as checked and planned, before anything starts (and again for each restart).
 struct PlannedLaunch {
   JobConfig job;  // as given, with the command-line overrides
   LaunchPlan plan;
   int world = 0;
+  Cluster cluster;  // as planned on: lost nodes excluded, spares in use no longer spare
+  Calibration calibration;
+  std::string job_key;  // names the job's shared memory, the same in every incarnation
+  std::vector<proto::SnapshotOrigin> history;  // earlier incarnations, newest first
 };
+
+// Whether every node of `hosts` is this host (logical nodes on one machine, or localhost).
+bool AllOnThisHost(const std::vector<std::string>& hosts) {
+  char self[256] = {};
+  ::gethostname(self, sizeof(self) - 1);
+  return std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) {
+    return h == "localhost" || h == "127.0.0.1" || h == self;
+  });
+}
+
+// The job's in-memory snapshot plan for `l` (when it takes snapshots), and, on this host, a
+// marker per node by which a lost logical node is told from a crashed worker.
+Status PlanLaunchSnapshots(PlannedLaunch* l) {
+  l->plan.spec.snapshot.reset();
+  if (!l->job.snapshot.enabled) return Status::Ok();
+  std::string note;
+  LOOM_ASSIGN_OR_RETURN(proto::SnapshotPlan sp,
+                        PlanSnapshots(l->job.snapshot, l->cluster, l->plan.spec.node, l->job_key,
+                                      l->job.path, &note));
+  if (!note.empty()) std::printf("  snapshots: %s\n", note.c_str());
+  if (!l->history.empty()) {
+    proto::SnapshotRecovery* rec = sp.mutable_recovery();
+    for (const proto::SnapshotOrigin& o : l->history) *rec->add_origins() = o;
+  }
+  l->plan.spec.snapshot = std::move(sp);
+  if (AllOnThisHost(l->plan.hosts)) {
+    for (const std::string& node : l->plan.spec.snapshot->rank_node()) {
+      LOOM_RETURN_IF_ERROR(CreateNodeMarker(l->job_key, node));
+    }
+  }
+  return Status::Ok();
+}
+
+// What the next incarnation needs to know of `l` to restore its snapshots.
+proto::SnapshotOrigin OriginOf(const PlannedLaunch& l) {
+  proto::SnapshotOrigin o;
+  const proto::SnapshotPlan& sp = *l.plan.spec.snapshot;
+  o.set_epoch(l.plan.spec.epoch);
+  SetLayoutSpec(l.plan.spec.layout, o.mutable_layout());
+  *o.mutable_rank_node() = sp.rank_node();
+  *o.mutable_groups() = sp.groups();
+  o.set_k(sp.k());
+  o.set_m(sp.m());
+  return o;
+}
+
+// The rest of a planned launch: what workers record and how they talk to the coordinator, the
+// job as every worker will parse it checked here first.
+Status Complete(const LaunchOptions& o, PlannedLaunch* l) {
+  LaunchPlan& plan = l->plan;
+  if (l->job.text.size() <= kMaxRecordedJobBytes) plan.spec.job_file_text = l->job.text;
+  plan.spec.override_args = l->job.overrides;
+  Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
+  if (!planned.ok()) return planned.status().WithContext("the planned job");
+  plan.spec.steps = planned->steps;
+  plan.spec.token = o.token.empty() || plan.spec.epoch > 0 ? RandomToken() : o.token;
+  plan.spec.heartbeat_ms = o.heartbeat_ms;
+  l->world = plan.spec.layout.world();
+  return Status::Ok();
+}
 
 // Everything is checked before anything starts: the job as the workers will read it, the
 // manifest, the layout.
@@ -124,27 +192,80 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o) {
                       "': " + (ec ? ec.message() : std::string("no such file or directory")));
     }
   }
-  Cluster cluster;
+  PlannedLaunch l;
   if (o.cluster.empty()) {
-    LOOM_ASSIGN_OR_RETURN(cluster, LocalhostCluster(o.np > 0 ? o.np : 4));
+    LOOM_ASSIGN_OR_RETURN(l.cluster, LocalhostCluster(o.np > 0 ? o.np : 4));
   } else {
-    LOOM_ASSIGN_OR_RETURN(cluster, LoadCluster(o.cluster));
+    LOOM_ASSIGN_OR_RETURN(l.cluster, LoadCluster(o.cluster));
   }
-  Calibration cal;
   if (!o.calibration.empty()) {
-    LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
+    LOOM_ASSIGN_OR_RETURN(l.calibration, LoadCalibration(o.calibration));
   }
-  LOOM_ASSIGN_OR_RETURN(LaunchPlan plan, PlanLaunch(job, o.overrides, cluster, cal, o.np));
-  if (job.text.size() <= kMaxRecordedJobBytes) plan.spec.job_file_text = job.text;
-  plan.spec.override_args = job.overrides;
-  // The job as every worker will parse it, checked here first.
-  Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
-  if (!planned.ok()) return planned.status().WithContext("the planned job");
-  plan.spec.steps = planned->steps;
-  plan.spec.token = o.token.empty() ? RandomToken() : o.token;
-  plan.spec.heartbeat_ms = o.heartbeat_ms;
-  const int world = plan.spec.layout.world();
-  return PlannedLaunch{std::move(job), std::move(plan), world};
+  LOOM_ASSIGN_OR_RETURN(l.plan, PlanLaunch(job, o.overrides, l.cluster, l.calibration, o.np));
+  l.job = std::move(job);
+  LOOM_RETURN_IF_ERROR(Complete(o, &l));
+  l.job_key = l.plan.spec.token.substr(0, 12);
+  return l;
+}
+
+// The nodes of `l` found lost: on this host, those whose marker is gone (dropped logical nodes);
+// elsewhere none can be told yet (a worker that cannot start there fails the next incarnation).
+std::vector<int> LostNodes(const PlannedLaunch& l) {
+  std::vector<int> lost;
+  if (!l.plan.spec.snapshot || !AllOnThisHost(l.plan.hosts)) return lost;
+  std::vector<bool> used(l.cluster.nodes.size(), false);
+  for (int n : l.plan.spec.node) used[static_cast<size_t>(n)] = true;
+  for (size_t n = 0; n < used.size(); ++n) {
+    if (used[n] && !NodeMarkerExists(l.job_key, l.cluster.nodes[n].name)) {
+      lost.push_back(static_cast<int>(n));
+    }
+  }
+  return lost;
+}
+
+// The next incarnation of `prev` after a failure: on the same nodes, with spares for lost ones,
+// or replanned on the survivors (coordinator/restart_plan.h), restoring prev's snapshots.
+Result<PlannedLaunch> PlanRestart(const LaunchOptions& o, const PlannedLaunch& prev,
+                                  const std::vector<int>& lost, const std::string& reason) {
+  std::vector<int> ranks_on(prev.cluster.nodes.size(), 0);
+  for (int n : prev.plan.spec.node) ++ranks_on[static_cast<size_t>(n)];
+  LOOM_ASSIGN_OR_RETURN(RestartPlacement rp, PlaceRestart(prev.cluster, ranks_on, lost));
+  PlannedLaunch next;
+  next.job = prev.job;
+  next.cluster = rp.cluster;
+  next.calibration = prev.calibration;
+  next.job_key = prev.job_key;
+  next.history = prev.history;
+  next.history.insert(next.history.begin(), OriginOf(prev));
+  if (rp.kind != RestartPlacement::Kind::kReplan) {
+    next.plan = prev.plan;
+    for (int& n : next.plan.spec.node) n = rp.node_map[static_cast<size_t>(n)];
+    SetHosts(next.cluster, &next.plan);
+  } else {
+    Result<LaunchPlan> p = PlanLaunch(next.job, o.overrides, next.cluster, next.calibration, 0);
+    if (!p.ok() && next.job.parallel.present) {
+      // The job's own layout does not fit the survivors: the planner chooses all of it.
+      std::printf("loom launch: the job's parallel section does not fit the surviving nodes "
+                  "(%s): the planner chooses the layout\n",
+                  p.status().message().c_str());
+      ParallelConfig& pc = next.job.parallel;
+      pc.tp = pc.cp = pc.pp = pc.vpp = pc.dp = pc.zero = std::nullopt;
+      pc.sp = std::nullopt;
+      p = PlanLaunch(next.job, o.overrides, next.cluster, next.calibration, 0);
+    }
+    if (!p.ok()) return p.status().WithContext("replanning on the surviving nodes");
+    next.plan = std::move(*p);
+  }
+  next.plan.spec.epoch = prev.plan.spec.epoch + 1;
+  LOOM_RETURN_IF_ERROR(Complete(o, &next));
+  LOOM_RETURN_IF_ERROR(PlanLaunchSnapshots(&next));
+  proto::SnapshotRecovery* rec = next.plan.spec.snapshot->mutable_recovery();
+  rec->set_reason(reason);
+  for (int n : lost) rec->add_lost_nodes(prev.cluster.nodes[static_cast<size_t>(n)].name);
+  std::printf("loom launch: restart %d: %s, layout %s\n", next.plan.spec.epoch,
+              rp.summary.c_str(), next.plan.spec.layout.ToString().c_str());
+  std::fflush(stdout);
+  return next;
 }
 
 // What workers connect to: the listen address unless it is a wildcard.
@@ -158,7 +279,7 @@ Result<std::string> AdvertisedAddress(const LaunchOptions& o, const LaunchPlan& 
       advertise = host;
     }
   }
-  if (plan.hosts.size() > 1 && (advertise == "127.0.0.1" || advertise == "localhost")) {
+  if (!AllOnThisHost(plan.hosts) && (advertise == "127.0.0.1" || advertise == "localhost")) {
     return InvalidArgument("the plan spans " + std::to_string(plan.hosts.size()) +
                            " nodes: --address must be one the other nodes can reach (e.g. "
                            "0.0.0.0) and --advertise this host's name on their network");
@@ -238,8 +359,11 @@ Result<Workers> StartWorkers(const LaunchOptions& o, LauncherKind kind, const Pl
   cmd.threads = o.threads;
   cmd.as_root = ::geteuid() == 0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (l.plan.hosts.size() > 1) {
-    LOOM_ASSIGN_OR_RETURN(hostfile->path, MakeTempFile("loom-hostfile"));
+  if (!std::all_of(l.plan.hosts.begin(), l.plan.hosts.end(),
+                   [&](const std::string& h) { return h == l.plan.hosts[0]; })) {
+    if (hostfile->path.empty()) {
+      LOOM_ASSIGN_OR_RETURN(hostfile->path, MakeTempFile("loom-hostfile"));
+    }
     cmd.hostfile = hostfile->path;
     LOOM_RETURN_IF_ERROR(WriteHostfile(cmd.hostfile, l.plan.hosts, l.plan.slots));
   } else {
@@ -266,10 +390,20 @@ Result<Workers> StartWorkers(const LaunchOptions& o, LauncherKind kind, const Pl
 }
 
 // The live progress line from the complete steps (core/progress_line.h).
+// A restart in progress, for the line that says how it went.
+struct Recovering {
+  int restart = 0;
+  double failed_at = 0;   // service time of the failure
+  int64_t last_step = 0;  // the last step complete before it
+};
+
 class Monitor {
  public:
-  Monitor(const JobState& job, int log_every)
+  Monitor(const JobState& job, int log_every, std::optional<Recovering> recovering,
+          const CoordinatorService& service)
       : job_(job),
+        service_(service),
+        recovering_(recovering),
         line_({.in_place = StdoutUpdatesInPlace(/*one_process=*/true),
                .log_every = log_every,
                .steps = job.spec().steps}) {}
@@ -277,17 +411,43 @@ class Monitor {
   // `final`: the last line (printed unless this step's line already was).
   void Update(bool final) {
     const Progress p = job_.GetProgress();
+    if (recovering_ && p.step > 0) Recovered(p);
+    if (job_.spec().snapshot) {
+      line_.Show(p.step, final,
+                 "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s | snapshot %lld",
+                 p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3,
+                 FormatDuration(p.eta_s).c_str(), static_cast<long long>(p.snapshot_step));
+      return;
+    }
     line_.Show(p.step, final, "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s",
                p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3,
                FormatDuration(p.eta_s).c_str());
   }
 
  private:
+  // The first step after a restart: where it restored from, what was recomputed, how long the
+  // job was down.
+  void Recovered(const Progress& p) {
+    const Recovering r = *recovering_;
+    recovering_.reset();
+    const int64_t lost = std::max<int64_t>(0, r.last_step - p.restored_step);
+    std::printf(
+        "\nloom launch: restart %d recovered from %s | %lld step%s recomputed (step %lld had "
+        "completed) | training again %.1f s after the failure (restore %.2f s)\n",
+        r.restart, p.restored_from.empty() ? "a fresh start" : p.restored_from.c_str(),
+        static_cast<long long>(lost), lost == 1 ? "" : "s", static_cast<long long>(r.last_step),
+        service_.Now() - r.failed_at, p.restore_s);
+    std::fflush(stdout);
+  }
+
   const JobState& job_;
+  const CoordinatorService& service_;
+  std::optional<Recovering> recovering_;
   ProgressLine line_;
 };
 
-SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const PlannedLaunch& l) {
+SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const PlannedLaunch& l,
+                               int restarts_left) {
   const CheckpointConfig& c = l.job.checkpoint;
   SupervisorConfig s;
   s.world = l.world;
@@ -299,7 +459,9 @@ SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const 
   s.silence_s = o.silence_s;
   s.predicted_step_s = l.plan.spec.predicted_step_s;
   s.checkpoint_io_s = static_cast<double>(CheckpointTimeoutMs()) / 1000;
-  s.loads_checkpoint = !(c.dir.empty() && c.load.empty() && c.init_from.empty());
+  s.loads_checkpoint = !(c.dir.empty() && c.load.empty() && c.init_from.empty()) ||
+                      l.plan.spec.epoch > 0;  // a restart restores first
+  s.restarts_left = kind == LauncherKind::kNone ? 0 : restarts_left;
   return s;
 }
 
@@ -427,25 +589,63 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
   if (!coordinator_only && !o.launcher.empty()) {  // a bad flag is named before the job is read
     LOOM_RETURN_IF_ERROR(ParseLauncher(o.launcher).status().WithContext("--launcher"));
   }
-  LOOM_ASSIGN_OR_RETURN(const PlannedLaunch l, CheckAndPlan(o));
+  LOOM_ASSIGN_OR_RETURN(PlannedLaunch l, CheckAndPlan(o));
   LOOM_ASSIGN_OR_RETURN(const LauncherKind kind, LauncherOf(o, coordinator_only, l.job));
+  // Snapshots serve restarts, which only a launch that starts its workers can make.
+  if (kind != LauncherKind::kNone) LOOM_RETURN_IF_ERROR(PlanLaunchSnapshots(&l));
+  // Whatever happens from here, the job's shared memory on this host goes with the launch.
+  struct ShmCleanup {
+    std::string prefix;
+    ~ShmCleanup() {
+      if (!prefix.empty()) (void)RemoveSegments(prefix);
+    }
+  } cleanup{l.plan.spec.snapshot && AllOnThisHost(l.plan.hosts) ? JobSegmentPrefix(l.job_key)
+                                                                 : ""};
   // A signal must never take the default action (kill this process and orphan the workers),
   // whichever thread it lands on — threads created before main (OpenBLAS) have nothing
   // blocked: the handler only records it and wakes the supervision loop (core/signals.h). One
   // ignored from the start is taken over too: the launcher decides what each one does.
   SignalWaiter signals(RecordSignals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2},
                                      OnRepeat::kRecordAgain, IfIgnored::kTakeOver));
-  JobState state(l.plan.spec);
+  // Every incarnation's state (the service may still hold the previous one's while swapping).
+  std::vector<std::unique_ptr<JobState>> states;
+  states.push_back(std::make_unique<JobState>(l.plan.spec));
   std::string endpoint;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
-                        StartService(o, kind, l, &state, &endpoint));
+                        StartService(o, kind, l, states.back().get(), &endpoint));
+  if (l.plan.spec.snapshot) {
+    std::printf("  snapshots: %s\n", DescribeSnapshots(*l.plan.spec.snapshot).c_str());
+  }
   TempFile hostfile;
   LOOM_ASSIGN_OR_RETURN(Workers workers, StartWorkers(o, kind, l, endpoint, &hostfile));
-  Supervisor supervisor(SupervisionOf(o, kind, l), service->Now());
-  Monitor monitor(state, static_cast<int>(l.job.runtime.log_every));
-  const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor);
-  const double total_s = service->Now() - supervisor.start();
-  return Report(end, l, state, *service, total_s, &workers, &monitor, outcome);
+  int restarts_left = l.plan.spec.snapshot ? static_cast<int>(l.job.snapshot.max_restarts) : 0;
+  const double started = service->Now();
+  std::optional<Recovering> recovering;
+  for (;;) {
+    JobState& state = *states.back();
+    Supervisor supervisor(SupervisionOf(o, kind, l, restarts_left), service->Now());
+    Monitor monitor(state, static_cast<int>(l.job.runtime.log_every), recovering, *service);
+    const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor);
+    if (end.kind != ActionKind::kRestart) {
+      return Report(end, l, state, *service, service->Now() - started, &workers, &monitor,
+                    outcome);
+    }
+    // The incarnation failed in a way a restart from the snapshots can mend.
+    const int restart = static_cast<int>(l.job.snapshot.max_restarts) - restarts_left + 1;
+    std::printf("\nloom launch: %s\n  stopping the workers; restarting from the in-memory "
+                "snapshots (restart %d of at most %lld)\n",
+                end.status.message().c_str(), restart,
+                static_cast<long long>(l.job.snapshot.max_restarts));
+    std::fflush(stdout);
+    recovering = Recovering{restart, service->Now(), end.step};
+    workers.Stop(state);
+    const std::vector<int> lost = LostNodes(l);
+    LOOM_ASSIGN_OR_RETURN(l, PlanRestart(o, l, lost, end.status.message()));
+    states.push_back(std::make_unique<JobState>(l.plan.spec));
+    service->SetJob(states.back().get());
+    LOOM_ASSIGN_OR_RETURN(workers, StartWorkers(o, kind, l, endpoint, &hostfile));
+    --restarts_left;
+  }
 }
 
 // The exit code: 0, 128 + the signal a run stopped on after saving (75 for the time limit), as

@@ -126,13 +126,17 @@ Result<TrainSummary> TrainJob(const JobConfig& job, const TrainOptions& opt, Bac
   if (backend) {
     LOOM_ASSIGN_OR_RETURN(place, ProcessGroups::Create(*backend, layout));
   }
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(job, place));
+  std::optional<SnapshotSetup> snapshots = hooks.snapshots;
+  if (snapshots) snapshots->backend = backend;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                        Trainer::Create(job, place, snapshots ? &*snapshots : nullptr));
   std::unique_ptr<ConsoleProgress> console;
   if (hooks.console) {
     console = std::make_unique<ConsoleProgress>(trainer->is_root(), !LaunchedByMpi());
   }
   std::vector<StepObserver*> observers = hooks.first;
   observers.push_back(trainer->checkpointer());
+  observers.push_back(trainer->snapshotter());
   observers.push_back(console.get());
   Result<TrainSummary> summary = trainer->Run(observers);
   if (summary.ok()) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "comm/backend.h"
@@ -39,6 +40,8 @@ Status StartMpi(bool force, std::shared_ptr<Backend>* backend, int* world, int* 
 struct RunHooks {
   bool console = true;
   std::vector<StepObserver*> first;
+  // In-memory snapshots (a coordinator's plan; its backend is filled in by TrainJob).
+  std::optional<SnapshotSetup> snapshots;
 };
 
 // Trains `job` on this rank (backend null: one process): resolves and validates the layout,

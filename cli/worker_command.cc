@@ -16,6 +16,7 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
+#include "fault/inject.h"
 #include "job/job_overrides.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_reporter.h"
@@ -72,6 +73,12 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
   CoordinatorReporter reporter(client->get(), req.rank(), backend->get());
   RunHooks hooks;
+  if (plan.has_snapshot()) {
+    hooks.snapshots = SnapshotSetup{plan.snapshot(), plan.epoch(), nullptr};
+    const proto::SnapshotPlan& sp = plan.snapshot();
+    const int r = req.rank();
+    SetFaultIdentity(plan.epoch(), sp.job_key(), r < sp.rank_node_size() ? sp.rank_node(r) : "");
+  }
   hooks.console = false;  // the launcher shows the job's progress
   hooks.first.push_back(&reporter);
   Result<TrainSummary> summary = TrainJob(job, topt, backend->get(), world, local, hooks);

@@ -58,10 +58,11 @@ Status ReadNodes(ConfigSection& root, const std::map<std::string, int>& types, C
   if (entries.empty()) return InvalidArgument(root.Where("nodes") + ": expected at least one node");
   std::set<std::string> seen;
   for (ConfigSection& e : entries) {
-    std::string name, host, type;
+    std::string name, host, type, rack;
     int64_t devices = 0, count = 0;
     LOOM_RETURN_IF_ERROR(e.String("name", &name, true));
     LOOM_RETURN_IF_ERROR(e.String("host", &host, false));
+    LOOM_RETURN_IF_ERROR(e.String("rack", &rack, false));
     LOOM_RETURN_IF_ERROR(e.Int("count", &count, false, 1, 1 << 20));
     LOOM_RETURN_IF_ERROR(e.Int("devices", &devices, true, 1, 1024));
     LOOM_RETURN_IF_ERROR(e.String("type", &type, true));
@@ -82,6 +83,7 @@ Status ReadNodes(ConfigSection& root, const std::map<std::string, int>& types, C
       Node node;
       node.name = Expand(name, i, n);
       node.host = host.empty() ? node.name : Expand(host, i, n);
+      node.rack = rack.empty() ? "" : Expand(rack, i, n);
       node.devices = static_cast<int>(devices);
       node.type = t->second;
       if (!seen.insert(node.name).second) {
@@ -144,14 +146,22 @@ Status ReadMeasured(ConfigSection& root, Cluster* c) {
 std::vector<int> Cluster::UsableNodes() const {
   std::vector<int> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (!nodes[i].excluded) out.push_back(static_cast<int>(i));
+    if (!nodes[i].excluded && !nodes[i].spare) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+std::vector<int> Cluster::SpareNodes() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!nodes[i].excluded && nodes[i].spare) out.push_back(static_cast<int>(i));
   }
   return out;
 }
 
 int Cluster::UsableDevices() const {
   int n = 0;
-  for (const Node& node : nodes) n += node.excluded ? 0 : node.devices;
+  for (const Node& node : nodes) n += node.excluded || node.spare ? 0 : node.devices;
   return n;
 }
 
@@ -200,8 +210,17 @@ Result<Cluster> ParseCluster(ConfigSection root) {
     LOOM_ASSIGN_OR_RETURN(int i, NodeIndex(c, root, "exclude", name));
     c.nodes[static_cast<size_t>(i)].excluded = true;
   }
+  std::vector<std::string> spares;
+  LOOM_RETURN_IF_ERROR(root.StringList("spare", &spares, false));
+  for (const std::string& name : spares) {
+    LOOM_ASSIGN_OR_RETURN(int i, NodeIndex(c, root, "spare", name));
+    c.nodes[static_cast<size_t>(i)].spare = true;
+  }
   if (c.UsableNodes().empty()) {
-    return InvalidArgument(root.Where("exclude") + ": every node is excluded");
+    return InvalidArgument(spares.empty() ? root.Where("exclude") + ": every node is excluded"
+                                          : root.Where("spare") +
+                                                ": no node is left to run on (every node is "
+                                                "excluded or spare)");
   }
   LOOM_RETURN_IF_ERROR(root.Finish());
   return c;

@@ -32,10 +32,12 @@ struct DeviceType {
 
 struct Node {
   std::string name;
-  std::string host;
+  std::string host;  // several nodes may share one host: logical nodes (tests on one machine)
   int devices = 0;
   int type = 0;  // index into Cluster::types
   bool excluded = false;
+  std::string rack;    // its failure domain beyond itself ("": none named)
+  bool spare = false;  // kept out of the plan; replaces a lost node (in-memory snapshots)
 };
 
 // Nominal link figures; a calibration file may replace them with measured ones.
@@ -56,8 +58,10 @@ struct Cluster {
   std::vector<std::vector<double>> measured_bandwidth;
   std::vector<std::vector<double>> measured_latency;
 
-  // Indices of the nodes that are not excluded, in manifest order.
+  // Indices of the nodes that are neither excluded nor spare, in manifest order.
   std::vector<int> UsableNodes() const;
+  // Indices of the spare nodes that are not excluded, in manifest order.
+  std::vector<int> SpareNodes() const;
   int UsableDevices() const;
   // Bandwidth / latency from node a to node b (a != b): the measured value if any, else `inter`.
   double NodeBandwidth(int a, int b) const;

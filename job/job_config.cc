@@ -210,6 +210,23 @@ Status ReadCheckpoint(ConfigSection s, CheckpointConfig* c) {
   return s.Finish();
 }
 
+Status ReadSnapshot(ConfigSection s, SnapshotConfig* c) {
+  LOOM_RETURN_IF_ERROR(s.Bool("enabled", &c->enabled, false));
+  LOOM_RETURN_IF_ERROR(s.Int("every", &c->every, false, 1, kMaxInt));
+  int64_t k = 0, m = 0;
+  LOOM_RETURN_IF_ERROR(s.Int("k", &k, false, 1, 32));
+  LOOM_RETURN_IF_ERROR(s.Int("m", &m, false, 0, 8));
+  if (s.Has("k") != s.Has("m") && !(s.Has("m") && m == 0)) {
+    return InvalidArgument(s.Where(s.Has("k") ? "m" : "k") +
+                           ": expected k and m together (RS(k, m)), or m: 0 alone for "
+                           "node-local snapshots");
+  }
+  if (s.Has("k")) c->k = k;
+  if (s.Has("m")) c->m = m;
+  LOOM_RETURN_IF_ERROR(s.Int("max_restarts", &c->max_restarts, false, 0, 1000));
+  return s.Finish();
+}
+
 Status ReadPlan(ConfigSection s, PlanSettings* p) {
   std::string precision = PrecisionName(p->precision);
   LOOM_RETURN_IF_ERROR(s.String("precision", &precision, false));
@@ -273,6 +290,8 @@ Status ReadJob(ConfigSection& root, JobUse use, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ReadParallel(std::move(parallel), use, &job->parallel));
   LOOM_ASSIGN_OR_RETURN(ConfigSection checkpoint, section("checkpoint"));
   LOOM_RETURN_IF_ERROR(ReadCheckpoint(std::move(checkpoint), &job->checkpoint));
+  LOOM_ASSIGN_OR_RETURN(ConfigSection snapshot, section("snapshot"));
+  LOOM_RETURN_IF_ERROR(ReadSnapshot(std::move(snapshot), &job->snapshot));
   LOOM_RETURN_IF_ERROR(ReadLauncher(root, &job->launcher));
   LOOM_ASSIGN_OR_RETURN(ConfigSection plan, section("plan"));
   LOOM_RETURN_IF_ERROR(ReadPlan(std::move(plan), &job->plan));

@@ -124,6 +124,18 @@ struct CheckpointConfig {
   bool resume_from_flag = false, exit_after_from_flag = false, load_optimizer_from_flag = false;
 };
 
+// In-memory snapshots under `loom launch` (docs/SNAPSHOTS.md): every `every` steps each rank's
+// state goes to node-local shared memory, erasure-coded RS(k, m) across nodes, and the job is
+// restarted from them after a failure. k and m absent: chosen from the cluster (RS(4,2) from 6
+// failure domains, RS(2,1) from 3, a mirror for 2, node-local only for 1); m = 0: node-local
+// only.
+struct SnapshotConfig {
+  bool enabled = true;
+  int64_t every = 1;
+  std::optional<int64_t> k, m;
+  int64_t max_restarts = 3;  // restarts `loom launch` makes before it gives up
+};
+
 struct JobConfig {
   std::string path;                    // the job file
   std::string text;                    // its text as read (recorded in checkpoints)
@@ -137,6 +149,7 @@ struct JobConfig {
   RuntimeConfig runtime;
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
+  SnapshotConfig snapshot;
   PlanSettings plan;
   int64_t steps = 100;
   bool steps_from_flag = false;  // set by --steps (errors name the flag)

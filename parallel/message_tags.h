@@ -14,6 +14,8 @@
 //   context group   [100, 200)      ring attention forward: K/V of ring step s
 //                   [200, 300)      ring attention backward: K/V of ring step s
 //                   [300, 400)      ring attention backward: dK/dV of ring step s
+//   world           [500, 503)      restoring in-memory snapshots: fragments to rebuilders,
+//                                   byte-range requests, the bytes asked for
 // A new user adds its range to kTagRanges (the compile-time check then covers it).
 #pragma once
 
@@ -24,7 +26,7 @@
 namespace loom {
 
 // The communicator a range of tags is used on.
-enum class TagGroup { kPipeline, kContext };
+enum class TagGroup { kPipeline, kContext, kWorld };
 
 // Tags [first, first + count) of one user.
 struct TagRange {
@@ -51,9 +53,12 @@ inline constexpr TagRange kRingBackwardKvTags{TagGroup::kContext, 200, 100,
 inline constexpr TagRange kRingBackwardGradTags{TagGroup::kContext, 300, 100,
                                                 "ring attention backward dK/dV"};
 
+inline constexpr TagRange kSnapshotRestoreTags{TagGroup::kWorld, 500, 3,
+                                               "in-memory snapshot restore"};
 inline constexpr TagRange kTagRanges[] = {kPipelineTransferTags, kPipelineEvalTags,
                                           kTiedEmbeddingTags,    kRingForwardTags,
-                                          kRingBackwardKvTags,   kRingBackwardGradTags};
+                                          kRingBackwardKvTags,   kRingBackwardGradTags,
+                                          kSnapshotRestoreTags};
 
 constexpr bool TagRangesAreDisjoint() {
   for (const TagRange& a : kTagRanges) {

@@ -177,7 +177,7 @@ Status Checkpointer::CheckNotMixing(const Source& source, bool resuming) const {
       ", remove them, or choose another directory");
 }
 
-Result<int64_t> Checkpointer::Restore() {
+Result<int64_t> Checkpointer::Restore(const ResumePoint* resumed) {
   const CheckpointIoScope io;
   const CheckpointConfig& c = job_.checkpoint;
   // A slow file system, for the tests (LOOM_FAULT_CKPT_SLOW_MS, fault/inject.h).
@@ -196,6 +196,21 @@ Result<int64_t> Checkpointer::Restore() {
   if (rank_ == 0 && !c.dir.empty() && (steps.empty() || source.explicit_load)) {
     std::error_code gone;
     fs::remove(JoinPath(c.dir, kLoadOriginFile), gone);
+  }
+  if (resumed != nullptr) {  // candidates are newest first
+    if (!steps.empty() && steps.front() > resumed->step) {
+      if (rank_ == 0) {
+        LOOM_LOG(INFO, CKPT) << "checkpoint step " << steps.front() << " is newer than the "
+                             << resumed->from << ": resuming from the checkpoint";
+      }
+      return Resume(source, steps);
+    }
+    resume_.resumed_step = resumed->step;
+    resume_.resumed_samples = resumed->consumed_samples;
+    resume_.resumed_from = resumed->from;
+    resume_.resumed_layout = layout_.ToString();
+    last_started_ = resumed->step;
+    return resumed->step;
   }
   if (!steps.empty()) return Resume(source, steps);
   // Nothing to resume: a new run, from a checkpoint's weights where one is named (fine-tuning).

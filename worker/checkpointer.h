@@ -62,6 +62,13 @@ struct CheckpointStats : SaveStats {
   bool optimizer_fresh = false;  // resumed without its optimizer state (load_optimizer: false)
 };
 
+// A state the run was restored to before the checkpointer looked (an in-memory snapshot).
+struct ResumePoint {
+  int64_t step = 0;
+  int64_t consumed_samples = 0;
+  std::string from;  // for messages: "in-memory snapshot of step 12: ..."
+};
+
 // For messages after a job stopped: its newest committed checkpoint, and whether the same
 // command resumes from it (or what it starts from instead), as Checkpointer::Restore would.
 std::string DescribeRestart(const JobConfig& job);
@@ -82,7 +89,10 @@ class Checkpointer : public StepObserver {
   // When there is nothing to resume and checkpoint.init_from is set, loads the master weights
   // of its newest valid checkpoint (in any layout) and returns 0: the moments stay zero and the
   // AdamW step count, data position, LR schedule and RNG start from step 0 (fine-tuning).
-  Result<int64_t> Restore();
+  // With `resumed` (the state already restored from an in-memory snapshot): checkpoint.dir is
+  // claimed as always, but a checkpoint is loaded only if one is newer than resumed->step;
+  // otherwise the run continues from `resumed`.
+  Result<int64_t> Restore(const ResumePoint* resumed = nullptr);
   // Collective, after `step` optimizer steps: completes an in-flight save once every rank has
   // written its part, and starts a save when `step` is a multiple of checkpoint.every.
   Status AfterStep(int64_t step);

@@ -31,6 +31,7 @@ CoordinatorReporter::CoordinatorReporter(CoordinatorClient* client, int rank, Ba
 
 Status CoordinatorReporter::OnStart(const RunStart& start) {
   tokens_per_step_ = start.job.data.global_batch * start.job.data.seq;
+  restore_ = start.restore;
   return Status::Ok();
 }
 
@@ -49,6 +50,14 @@ Status CoordinatorReporter::OnStep(const StepEvent& e) {
   r.set_memory_bytes(mem);
   r.set_peak_memory_bytes(peak);
   SummariseTrace(backend_, &cursor_, &r);
+  r.set_snapshot_step(e.snapshot_step);
+  r.set_snapshot_bytes(static_cast<int64_t>(e.snapshot_bytes));
+  if (last_step_ == 0 && (!restore_.from.empty() || !restore_.why_not.empty())) {
+    r.set_restored_from(restore_.from.empty() ? "checkpoint (" + restore_.why_not + ")"
+                                              : restore_.from);
+    r.set_restored_step(restore_.step);
+    r.set_restore_s(restore_.seconds);
+  }
   client_->ReportStep(std::move(r));
   last_step_ = e.step;
   return client_->status();  // the coordinator is gone: stop instead of training blind

@@ -32,6 +32,7 @@ class CoordinatorReporter : public StepObserver {
   TraceCursor cursor_;
   int64_t tokens_per_step_ = 0;
   int64_t last_step_ = 0;
+  RestoreReport restore_;  // sent with the first report
 };
 
 }  // namespace loom

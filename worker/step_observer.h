@@ -53,6 +53,15 @@ struct ActivationReport {
   int pp_rank = 0;
 };
 
+// Where the run was restored from at its start, when that was an in-memory snapshot, or why the
+// snapshots could not be used (a restarted job; see worker/snapshot_restore.h).
+struct RestoreReport {
+  std::string from;  // "in-memory snapshot of step 12: ..." ("" when none was restored)
+  std::string why_not;
+  int64_t step = 0;
+  double seconds = 0;
+};
+
 struct RunStart {
   const JobConfig& job;
   const Layout& layout;
@@ -61,6 +70,7 @@ struct RunStart {
   int threads;         // per rank
   int64_t activation_bytes_per_layer;
   const CheckpointStats* checkpoint;  // what was resumed or initialised from (null: nothing)
+  RestoreReport restore;              // a restarted job's snapshot restore
 };
 
 struct StepEvent {
@@ -68,6 +78,8 @@ struct StepEvent {
   int64_t steps;  // the job's
   StepStats stats;
   double step_s;  // wall time since the previous step ended (or the loop started)
+  int64_t snapshot_step = 0;    // the newest committed in-memory snapshot (0: none)
+  uint64_t snapshot_bytes = 0;  // this rank's image
 };
 
 struct RunEnd {

@@ -18,12 +18,14 @@
 #include "parallel/pipeline/simulator.h"
 #include "worker/data/token_file.h"
 #include "worker/lr_schedule.h"
+#include "worker/store_state.h"
 
 namespace loom {
 
-Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place) {
+Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Placement& place,
+                                                 const SnapshotSetup* snapshots) {
   std::unique_ptr<Trainer> t(new Trainer(job, place));
-  if (Status st = t->Setup(); !st.ok()) {
+  if (Status st = t->Setup(snapshots); !st.ok()) {
     // A timed-out collective may still write into the trainer's buffers (Communicator::Abandoned).
     if (place.world != nullptr && place.world->Abandoned()) (void)t.release();
     return st;
@@ -31,17 +33,41 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const JobConfig& job, const Pla
   return t;
 }
 
-Status Trainer::Setup() {
+Status Trainer::SetupSnapshots(const SnapshotSetup& snapshots) {
+  if (snapshots.plan.has_recovery()) {
+    StoreState state(store_.get());
+    const int tp_rank = place_.tp ? place_.tp->rank() : 0;
+    LOOM_ASSIGN_OR_RETURN(restored_, RestoreSnapshot(snapshots.plan, job_, place_, &state,
+                                                     layout_, tp_rank));
+    if (!restored_.restored && place_.world_rank == 0) {
+      LOOM_LOG(WARN, SNAP) << "the in-memory snapshots cannot be restored: " << restored_.why_not
+                           << "; resuming from the last checkpoint instead";
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(snap_, Snapshotter::Create(snapshots, job_, place_, store_.get(), layout_));
+  return Status::Ok();
+}
+
+Status Trainer::Setup(const SnapshotSetup* snapshots) {
   LOOM_RETURN_IF_ERROR(Init());
+  if (snapshots != nullptr) LOOM_RETURN_IF_ERROR(SetupSnapshots(*snapshots));
+  int64_t origin_samples = 0;
+  if (restored_.restored) {
+    start_step_ = restored_.step;
+    origin_samples = restored_.consumed_samples;
+    train_sampler_->SetOrigin(restored_.step, restored_.consumed_samples);
+  }
   const CheckpointConfig& c = job_.checkpoint;
   if (!c.dir.empty() || !c.load.empty() || !c.init_from.empty()) {
     ckpt_ = std::make_unique<Checkpointer>(job_, place_.layout, place_.world_rank, place_.world,
                                            store_.get(), layout_);
     if (!c.dir.empty()) InstallStopSignal(c.stop_signal);  // from here on: save, then stop
     ckpt_->SetTrainData(train_tokens_);
-    LOOM_ASSIGN_OR_RETURN(start_step_, ckpt_->Restore());
+    const ResumePoint snapshot{restored_.step, restored_.consumed_samples, restored_.from};
+    LOOM_ASSIGN_OR_RETURN(start_step_, ckpt_->Restore(restored_.restored ? &snapshot : nullptr));
     // The sample stream continues where the checkpoint left it, whatever its global batch.
     train_sampler_->SetOrigin(ckpt_->stats().resumed_step, ckpt_->stats().resumed_samples);
+    origin_samples = ckpt_->stats().resumed_samples;
     if (start_step_ > job_.steps) {
       return InvalidArgument(
           (job_.steps_from_flag ? std::string("--steps") : job_.path + ": field 'steps'") +
@@ -82,6 +108,7 @@ Status Trainer::Setup() {
                           << " (to decay over the longer run, raise `steps` in the job file or "
                              "set schedule.decay_steps)";
   }
+  if (snap_) snap_->SetOrigin(start_step_, origin_samples);
   return Status::Ok();
 }
 
@@ -239,6 +266,7 @@ void Trainer::LocalRows(const int32_t* full, int64_t count, std::vector<int32_t>
 
 Result<double> Trainer::ApplyUpdate(double lr) {
   if (ckpt_) LOOM_RETURN_IF_ERROR(ckpt_->BeforeUpdate());
+  if (snap_) LOOM_RETURN_IF_ERROR(snap_->BeforeUpdate());
   return store_->Step(lr);
 }
 
@@ -411,7 +439,8 @@ RunStart Trainer::Start() const {
                   static_cast<double>(ModelLayout(job_.model, 1).total),
                   NumThreads(),
                   models_[0]->ActivationBytesPerLayer(),
-                  ckpt_ ? &ckpt_stats_ : nullptr};
+                  ckpt_ ? &ckpt_stats_ : nullptr,
+                  {restored_.from, restored_.why_not, start_step_, restored_.seconds}};
 }
 
 Status Trainer::EvaluateIfDue(int64_t step, TrainSummary* summary) {
@@ -485,6 +514,9 @@ Result<TrainSummary> Trainer::Run(const std::vector<StepObserver*>& observers) {
     return Internal(
         "Trainer::Run: the job saves checkpoints, but the checkpointer is not observing");
   }
+  if (snap_ && std::find(observers_.begin(), observers_.end(), snap_.get()) == observers_.end()) {
+    return Internal("Trainer::Run: the job takes snapshots, but the snapshotter is not observing");
+  }
   Result<TrainSummary> summary = RunLoop();
   if (!summary.ok()) {
     for (StepObserver* o : observers_) o->OnFail(summary.status());
@@ -510,8 +542,12 @@ Result<TrainSummary> Trainer::RunLoop() {
     }
     summary.losses.push_back(stats.loss);
     const auto now = Clock::now();
-    const StepEvent event{step, job_.steps, stats,
+    StepEvent event{step, job_.steps, stats,
                           std::chrono::duration<double>(now - last).count()};
+    if (snap_) {
+      event.snapshot_step = snap_->committed_step();
+      event.snapshot_bytes = snap_->image_bytes();
+    }
     last = now;
     for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnStep(event));
     LOOM_RETURN_IF_ERROR(EvaluateIfDue(step, &summary));

@@ -24,6 +24,8 @@
 #include "worker/data/sampler.h"
 #include "worker/gpt.h"
 #include "worker/gpt_pipeline.h"
+#include "worker/snapshot_restore.h"
+#include "worker/snapshotter.h"
 #include "worker/step_observer.h"
 
 namespace loom {
@@ -36,9 +38,12 @@ using Placement = ProcessGroups;
 class Trainer {
  public:
   // Loads the data, builds and initialises this rank's model part (seeded) and its store, then
-  // resumes from the newest valid checkpoint when the job's `checkpoint` section says so
-  // (collective over the world).
-  static Result<std::unique_ptr<Trainer>> Create(const JobConfig& job, const Placement& place = {});
+  // resumes (collective over the world): with `snapshots` whose plan names an incarnation to
+  // restore, from its in-memory snapshots; then from the newest valid checkpoint when the job's
+  // `checkpoint` section says so and it is newer. With `snapshots`, the run takes in-memory
+  // snapshots (snapshotter(), which must then be among Run's observers).
+  static Result<std::unique_ptr<Trainer>> Create(const JobConfig& job, const Placement& place = {},
+                                                 const SnapshotSetup* snapshots = nullptr);
 
   // Runs steps start_step()+1 .. job.steps and publishes every event to `observers`, in order
   // (null entries are skipped). When the job saves checkpoints, checkpointer() must be among them
@@ -74,12 +79,17 @@ class Trainer {
   bool is_root() const { return place_.world_rank == 0; }
   int64_t start_step() const { return start_step_; }
   Checkpointer* checkpointer() { return ckpt_.get(); }  // null without a checkpoint section
+  Snapshotter* snapshotter() { return snap_.get(); }    // null without snapshots
+  // What the in-memory snapshot restore did (restored false: none, or it fell back).
+  const SnapshotRestore& snapshot_restore() const { return restored_; }
   const Schedule& schedule() const { return schedule_; }
   PipelineTimings& pipeline_timings() { return timings_; }
 
  private:
   Trainer(const JobConfig& job, const Placement& place) : job_(job), place_(place) {}
-  Status Setup();  // Create's work: Init, then the checkpoint restore
+  Status Setup(const SnapshotSetup* snapshots);  // Create's work: Init, then the restores
+  // The snapshot restore (when the plan asks for one) and this run's snapshotter.
+  Status SetupSnapshots(const SnapshotSetup& snapshots);
   Status Init();
   Status InitModel();  // Init's part after the data: store, chunk models, pipeline
   Result<std::string> SampleWith(Gpt& model, const std::string& prompt, int64_t tokens,
@@ -115,6 +125,8 @@ class Trainer {
   std::unique_ptr<WindowSampler> train_sampler_, eval_sampler_;
   std::vector<int32_t> batch_in_, batch_tgt_;
   std::unique_ptr<Checkpointer> ckpt_;
+  std::unique_ptr<Snapshotter> snap_;
+  SnapshotRestore restored_;
   CheckpointStats ckpt_stats_;  // RunStart's and RunEnd's view of ckpt_->stats()
   int64_t start_step_ = 0;      // optimizer steps already applied (restored from a checkpoint)
   int64_t eval_rows_ = 0;       // sequences per evaluation batch (Init), whatever the layout

@@ -59,6 +59,8 @@ Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double
   plan.set_job_yaml(spec_.job_yaml);
   plan.set_job_path(spec_.job_path);
   plan.set_job_file_text(spec_.job_file_text);
+  if (spec_.snapshot) *plan.mutable_snapshot() = *spec_.snapshot;
+  plan.set_epoch(spec_.epoch);
   for (const std::string& a : spec_.override_args) plan.add_override_args(a);
   const size_t i = static_cast<size_t>(req.rank());
   plan.set_node(i < spec_.node.size() ? spec_.node[i] : 0);
@@ -110,6 +112,11 @@ Status JobState::Report(const proto::StepReport& report, double now) {
   r.last_contact = now;
   r.reported = report.step();
   r.step = std::max(r.step, report.step());
+  if (report.rank() == 0 && !report.restored_from().empty() && restored_from_.empty()) {
+    restored_from_ = report.restored_from();
+    restored_step_ = report.restored_step();
+    restore_s_ = report.restore_s();
+  }
   std::map<int, proto::StepReport>& got = pending_[report.step()];
   got[report.rank()] = report;
   if (static_cast<int>(got.size()) < spec_.layout.world()) return Status::Ok();
@@ -118,9 +125,13 @@ Status JobState::Report(const proto::StepReport& report, double now) {
   loss_ = 0;
   step_s_ = 0;
   latest_.clear();
+  snapshot_step_ = got.begin()->second.snapshot_step();
+  snapshot_bytes_ = 0;
   for (const auto& [rank, s] : got) {
     if (rank == 0) loss_ = s.loss();
     step_s_ = std::max(step_s_, s.step_s());
+    snapshot_step_ = std::min(snapshot_step_, s.snapshot_step());
+    snapshot_bytes_ = std::max(snapshot_bytes_, s.snapshot_bytes());
     latest_.push_back(s);
   }
   pending_.erase(pending_.begin(), pending_.upper_bound(complete_step_));
@@ -186,6 +197,11 @@ Progress JobState::ProgressLocked() const {
     p.eta_s = step_s_ * static_cast<double>(std::max<int64_t>(0, spec_.steps - complete_step_));
   }
   p.final = final_;
+  p.snapshot_step = snapshot_step_;
+  p.snapshot_bytes = snapshot_bytes_;
+  p.restored_from = restored_from_;
+  p.restored_step = restored_step_;
+  p.restore_s = restore_s_;
   return p;
 }
 

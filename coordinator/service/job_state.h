@@ -33,6 +33,8 @@ struct JobSpec {
   double flops_per_step = 0;  // model FLOPs of one step, all ranks together
   double peak_flops = 0;      // per device
   int heartbeat_ms = 2000;
+  std::optional<proto::SnapshotPlan> snapshot;  // in-memory snapshots (absent: none)
+  int epoch = 0;                                // this incarnation (0, then +1 per restart)
 };
 
 struct RankStatus {
@@ -54,6 +56,13 @@ struct Progress {
   double loss = 0, step_s = 0, tokens_per_s = 0, mfu = 0;
   double eta_s = 0;
   std::optional<proto::Done> final;  // rank 0's Done, once received
+  // In-memory snapshots: the newest step every rank has committed, and the largest image.
+  int64_t snapshot_step = 0;
+  int64_t snapshot_bytes = 0;
+  // What this incarnation restored from, as rank 0 said in its first report ("" until then).
+  std::string restored_from;
+  int64_t restored_step = 0;
+  double restore_s = 0;
 };
 
 // Progress and every rank's status at one moment (what the supervisor reads).
@@ -97,6 +106,10 @@ class JobState {
   std::map<int64_t, std::map<int, proto::StepReport>> pending_;
   int64_t complete_step_ = 0;              // GUARDED_BY(mu_)
   double loss_ = 0, step_s_ = 0;           // GUARDED_BY(mu_)
+  int64_t snapshot_step_ = 0, snapshot_bytes_ = 0;  // GUARDED_BY(mu_)
+  std::string restored_from_;                       // GUARDED_BY(mu_)
+  int64_t restored_step_ = 0;                       // GUARDED_BY(mu_)
+  double restore_s_ = 0;                            // GUARDED_BY(mu_)
   std::vector<proto::StepReport> latest_;  // GUARDED_BY(mu_)
   std::optional<proto::Done> final_;       // GUARDED_BY(mu_)
 };

@@ -78,21 +78,26 @@ Result<Prediction> ChooseLayout(const PlanJob& job, const Cluster& cluster,
 // Where every rank runs: per used node its host and slot count.
 void PlaceRanks(const Cluster& cluster, const RankPlacement& placement, int world,
                 LaunchPlan* out) {
-  std::map<int, int> per_node;
   for (int r = 0; r < world; ++r) {
-    const int node = placement.NodeOf(r);
-    out->spec.node.push_back(node);
+    out->spec.node.push_back(placement.NodeOf(r));
     out->spec.device.push_back(placement.DeviceOf(r));
-    ++per_node[node];
   }
-  for (const auto& [node, count] : per_node) {
-    const Node& n = cluster.nodes[static_cast<size_t>(node)];
-    out->hosts.push_back(n.host.empty() ? n.name : n.host);
-    out->slots.push_back(count);
-  }
+  SetHosts(cluster, out);
 }
 
 }  // namespace
+
+void SetHosts(const Cluster& cluster, LaunchPlan* plan) {
+  std::map<int, int> per_node;
+  for (int node : plan->spec.node) ++per_node[node];
+  plan->hosts.clear();
+  plan->slots.clear();
+  for (const auto& [node, count] : per_node) {
+    const Node& n = cluster.nodes[static_cast<size_t>(node)];
+    plan->hosts.push_back(n.host.empty() ? n.name : n.host);
+    plan->slots.push_back(count);
+  }
+}
 
 Result<LaunchPlan> PlanLaunch(const JobConfig& parsed, const JobOverrides& overrides,
                               const Cluster& cluster, const Calibration& calibration, int world) {

@@ -28,6 +28,9 @@ struct LaunchPlan {
   std::vector<int> slots;          // per used node: ranks on it
 };
 
+// Recomputes plan->hosts and plan->slots from plan->spec.node (every rank's node of `cluster`).
+void SetHosts(const Cluster& cluster, LaunchPlan* plan);
+
 // `job` as parsed (LoadJobConfig) with the command line's `overrides` (applied to it already);
 // `world` 0: every usable device of the cluster. The plan's job text has the chosen layout and the
 // overrides written in (job/job_rewrite.h); its job_path is absolute. Errors name the job file and

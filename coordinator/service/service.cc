@@ -19,7 +19,7 @@ struct CoordinatorService::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::thread thread;
-  JobState* job = nullptr;
+  std::atomic<JobState*> job{nullptr};  // swapped by SetJob when the job restarts
   ServiceOptions options;
   const CoordinatorService* owner = nullptr;
   mutable std::mutex mu;
@@ -27,7 +27,7 @@ struct CoordinatorService::Impl {
 
   asio::steady_timer retry{io};
   std::atomic<int> open{0};  // sessions alive
-  int MaxConnections() const { return 4 * job->spec().layout.world() + 16; }
+  int MaxConnections() const { return 4 * job.load()->spec().layout.world() + 16; }
 
   void Count(int64_t ServiceStats::*field) {
     std::lock_guard<std::mutex> lock(mu);
@@ -61,7 +61,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const ServiceOptions& o = impl_->options;
     if (rank_ < 0) return o.message_timeout_ms;
     return o.idle_timeout_ms > 0 ? o.idle_timeout_ms
-                                 : 5 * std::max(1, impl_->job->spec().heartbeat_ms);
+                                 : 5 * std::max(1, impl_->job.load()->spec().heartbeat_ms);
   }
 
   // Closes the connection if `ms` pass before the current operation finishes.
@@ -144,7 +144,7 @@ class Session : public std::enable_shared_from_this<Session> {
       impl_->Count(&ServiceStats::rejected_malformed);
       return Close();
     }
-    if (msg->job_token() != impl_->job->spec().token) {
+    if (msg->job_token() != impl_->job.load()->spec().token) {
       LOOM_LOG(WARN, COORD) << who() << ": rejected a message with a wrong job token (another "
                             << "job's worker, or not a worker)";
       impl_->Count(&ServiceStats::rejected_token);
@@ -163,7 +163,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   Status Handle(const proto::Envelope& msg, proto::Envelope* reply) {
-    JobState& job = *impl_->job;
+    JobState& job = *impl_->job.load();
     const double now = owner_->Now();
     reply->set_job_token(job.spec().token);
     // After Register a connection speaks for its rank only.
@@ -254,7 +254,7 @@ void CoordinatorService::Impl::Accept() {
     Count(&ServiceStats::connections);
     if (open.load() >= MaxConnections()) {
       LOOM_LOG(WARN, COORD) << "refusing a connection: " << open.load()
-                            << " are open already (the job has " << job->spec().layout.world()
+                            << " are open already (the job has " << job.load()->spec().layout.world()
                             << " ranks)";
       Count(&ServiceStats::rejected_protocol);
       boost::system::error_code ignored;
@@ -270,7 +270,7 @@ Result<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
     JobState* job, const ServiceOptions& options) {
   std::unique_ptr<CoordinatorService> s(new CoordinatorService());
   s->impl_ = std::make_unique<Impl>();
-  s->impl_->job = job;
+  s->impl_->job.store(job);
   s->impl_->options = options;
   s->impl_->owner = s.get();
   s->start_ = std::chrono::steady_clock::now();
@@ -325,6 +325,8 @@ ServiceStats CoordinatorService::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->stats;
 }
+
+void CoordinatorService::SetJob(JobState* job) { impl_->job.store(job); }
 
 double CoordinatorService::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

@@ -48,6 +48,9 @@ class CoordinatorService {
   int port() const { return port_; }
   std::string endpoint() const;  // "127.0.0.1:port"
   ServiceStats stats() const;
+  // From now on, messages go to `job` (a restarted incarnation: its own token, so that workers
+  // of the previous one are refused); it must outlive the service.
+  void SetJob(JobState* job);
   // Seconds since the service started: the clock JobState is fed with.
   double Now() const;
 

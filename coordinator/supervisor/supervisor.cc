@@ -33,7 +33,8 @@ std::string Seconds(double s) {
 
 bool Action::Ends() const {
   return kind == ActionKind::kInterrupt || kind == ActionKind::kFail ||
-         kind == ActionKind::kFinish || kind == ActionKind::kStopped;
+         kind == ActionKind::kFinish || kind == ActionKind::kStopped ||
+         kind == ActionKind::kRestart;
 }
 
 Supervisor::Supervisor(SupervisorConfig config, double start)
@@ -56,10 +57,22 @@ std::vector<Action> Supervisor::Observe(const Observation& o) {
   if (!end) end = OnSilence(o);
   if (!end) end = OnRegistration(o);
   if (end) {
+    MaybeRestart(o, &*end);
     out.push_back(std::move(*end));
     ended_ = true;
   }
   return out;
+}
+
+void Supervisor::MaybeRestart(const Observation& o, Action* a) const {
+  if (a->kind != ActionKind::kFail || config_.restarts_left <= 0 || o.job.progress.step < 1) {
+    return;
+  }
+  const bool abrupt = std::any_of(o.job.ranks.begin(), o.job.ranks.end(),
+                                  [](const RankStatus& r) { return r.registered && !r.done; });
+  if (!abrupt) return;
+  a->kind = ActionKind::kRestart;
+  a->step = o.job.progress.step;
 }
 
 std::optional<Action> Supervisor::OnSignal(int signal, std::vector<Action>* out) {

@@ -22,6 +22,10 @@
 //              usual time from the end of the I/O): failed, naming the ranks furthest behind.
 //   silence    a registered, unfinished rank not heard from for `silence_s`: failed.
 //   register   not every rank registered within `silence_s` of the start: failed.
+// A failure becomes a restart (kRestart instead of kFail) when the job can be restarted from its
+// in-memory snapshots: `restarts_left` > 0, this incarnation completed a step, and some rank
+// ended without reporting (killed, lost with its node, silent, hung): a failure that every rank
+// reported itself (a bad setting, a diverged loss) would only repeat.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +57,8 @@ struct SupervisorConfig {
   // The first step may wait for a checkpoint load (the job has a checkpoint dir, load or
   // init_from): a stall before it says so.
   bool loads_checkpoint = false;
+  // Restarts still allowed from in-memory snapshots (0: a failure ends the launch).
+  int restarts_left = 0;
 };
 
 // What the supervisor is shown at one moment.
@@ -71,8 +77,10 @@ enum class ActionKind {
   kFail,       // the job failed as `status` says: stop the workers (if started here), report
   kFinish,     // every rank finished training
   kStopped,    // every rank saved step `step` and stopped on `signal` (or kStopTimeLimit)
-  // Recovery (the restart issues) adds kIsolate (the node of `ranks`), kReplan (on the
-  // survivors) and kRestart (from `step`), each filling the fields below that it needs.
+  // The incarnation failed as `status` says, `ranks` the culprits, at last complete step
+  // `step`: stop the workers and start the job again from its snapshots (the driver finds the
+  // lost nodes, replaces them by spares or replans, and starts a new supervision).
+  kRestart,
 };
 
 struct Action {
@@ -80,9 +88,9 @@ struct Action {
 
   ActionKind kind;
   int signal = 0;          // kAnnounceStop, kPassStopSignal, kInterrupt, kStopped
-  int64_t step = 0;        // kStopped: the step every rank saved
-  Status status;           // kFail: what happened, naming the ranks
-  std::vector<int> ranks;  // kFail: the ranks concerned (failed, silent, furthest behind)
+  int64_t step = 0;        // kStopped: the step every rank saved; kRestart: the last complete
+  Status status;           // kFail, kRestart: what happened, naming the ranks
+  std::vector<int> ranks;  // kFail, kRestart: the ranks concerned (failed, silent, behind)
 
   bool Ends() const;  // the supervision is over
 };
@@ -107,6 +115,8 @@ class Supervisor {
   std::optional<Action> OnStall(const Observation& o);
   std::optional<Action> OnSilence(const Observation& o) const;
   std::optional<Action> OnRegistration(const Observation& o) const;
+  // A failure `a` the job can be restarted from: kRestart instead (see the rules above).
+  void MaybeRestart(const Observation& o, Action* a) const;
 
   const SupervisorConfig config_;
   const double start_;

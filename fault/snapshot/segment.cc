@@ -155,6 +155,22 @@ Result<int> RemoveSegments(const std::string& prefix) {
   return removed;
 }
 
+Status CreateNodeMarker(const std::string& job, const std::string& node) {
+  const std::string name = "/" + NodeSegmentPrefix(job, node) + "alive";
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("create the node marker /dev/shm" + name, errno);
+  ::close(fd);
+  return Status::Ok();
+}
+
+bool NodeMarkerExists(const std::string& job, const std::string& node) {
+  const int fd = ::shm_open(("/" + NodeSegmentPrefix(job, node) + "alive").c_str(),
+                            O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
 Result<Segment> Segment::Create(const SegmentIdentity& id, const SegmentGeometry& geometry) {
   LOOM_RETURN_IF_ERROR(geometry.Check());
   Segment s;

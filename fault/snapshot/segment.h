@@ -82,6 +82,12 @@ std::string NodeSegmentPrefix(const std::string& job, const std::string& node);
 // many. Errors other than "already gone" are returned naming the object.
 Result<int> RemoveSegments(const std::string& prefix);
 
+// A node's marker: an empty object "loom-<job>-<node>-alive" that a launch on logical nodes (one
+// host) creates for each node. Dropping a node removes it with the node's segments, which is how
+// the launcher tells a lost logical node from a crashed worker.
+Status CreateNodeMarker(const std::string& job, const std::string& node);
+bool NodeMarkerExists(const std::string& job, const std::string& node);
+
 // The manifest of one parity fragment a rank keeps: which row, and the digests of every fragment
 // of the row.
 struct RowManifest {

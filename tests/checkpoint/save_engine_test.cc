@@ -103,8 +103,8 @@ class MemorySink : public SaveSink {
   }
 
   Status CanSave() const override { return Status::Ok(); }
-  Result<char*> Begin(int64_t step) override {
-    step_ = step;
+  Result<char*> Begin(const proto::CheckpointMetadata& meta) override {
+    step_ = meta.step();
     Log("begin");
     return reinterpret_cast<char*>(image_.data());
   }

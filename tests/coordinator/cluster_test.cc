@@ -72,6 +72,20 @@ TEST(ClusterManifest, ExcludedAndMeasured) {
   EXPECT_DOUBLE_EQ(c->NodeBandwidth(0, 3), 200e9);  // not measured: the inter-node default
 }
 
+TEST(ClusterManifest, RacksSparesAndLogicalNodes) {
+  // Four logical nodes on one host, two racks, the last one a spare.
+  std::string text = Edit("    type: gpu\n", "    type: gpu\n    host: localhost\n    rack: r{}\n") +
+                     "spare: [n3]\n";
+  Result<Cluster> c = LoadCluster(Write("loom_cluster_racks.yaml", text));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->nodes[2].rack, "r2");
+  EXPECT_EQ(c->nodes[2].host, "localhost");
+  EXPECT_TRUE(c->nodes[3].spare);
+  EXPECT_EQ(c->UsableNodes(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(c->SpareNodes(), (std::vector<int>{3}));
+  EXPECT_EQ(c->UsableDevices(), 24);
+}
+
 struct BadCase {
   const char* name;
   std::string text;
@@ -119,6 +133,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "15: field 'exclude': unknown node 'n9'"},
         BadCase{"exclude_all", std::string(kGood) + "exclude: [n0, n1, n2, n3]\n",
                 "15: field 'exclude': every node is excluded"},
+        BadCase{"spare_unknown", std::string(kGood) + "spare: [n7]\n",
+                "15: field 'spare': unknown node 'n7'"},
+        BadCase{"spare_all", std::string(kGood) + "exclude: [n0]\nspare: [n1, n2, n3]\n",
+                "16: field 'spare': no node is left to run on"},
         BadCase{"matrix_shape",
                 std::string(kGood) + "measured:\n  nodes: [n0, n1]\n  bandwidth: [[0, 1e9]]\n",
                 "17: field 'measured.bandwidth': expected a 2 x 2 matrix"},

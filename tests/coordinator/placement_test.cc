@@ -17,7 +17,7 @@ Cluster FourNodes() {
   gpu.peak_fp32 = gpu.peak_bf16 = 1e14;
   gpu.memory_bandwidth = 2e12;
   c.types.push_back(gpu);
-  for (int i = 0; i < 4; ++i) c.nodes.push_back({"n" + std::to_string(i), "", 8, 0, false});
+  for (int i = 0; i < 4; ++i) c.nodes.push_back({"n" + std::to_string(i), "", 8, 0, false, "", false});
   c.intra = {300e9, 3e-6};
   c.inter = {200e9, 5e-6};
   return c;
@@ -54,7 +54,7 @@ TEST(Placement, ExcludedNodesAreNeverUsed) {
 
 TEST(Placement, LargestPoolOfIdenticalNodes) {
   Cluster c = FourNodes();
-  c.nodes.push_back({"small", "", 4, 0, false});
+  c.nodes.push_back({"small", "", 4, 0, false, "", false});
   std::string note;
   EXPECT_EQ(NodePool(c, &note), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_NE(note.find("largest pool"), std::string::npos) << note;
