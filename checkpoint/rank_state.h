@@ -27,6 +27,10 @@ class RankState {
   // Waits for background work that changes held values (parameter gathers): call before reading
   // more than the owned shard, or before writing.
   virtual Status Quiesce() = 0;
+  // From the save engine's writer thread, before it copies `state` of `bucket`: waits until no
+  // background work writes those elements (an in-place parameter all-gather may pass other
+  // ranks' chunks through this rank's own while it runs).
+  virtual Status Settled(StateKind /*state*/, int /*bucket*/) { return Status::Ok(); }
   // After states were written through StateData: drops copies built from the old values.
   virtual void StateLoaded() = 0;
   // AdamW updates applied so far (bias correction); saved and restored with the moments.

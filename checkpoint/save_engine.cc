@@ -61,6 +61,7 @@ Status SaveEngine::CopyState(char* image, size_t* next, uint64_t end) {
        ++*next) {
     const StateKind state = static_cast<StateKind>(*next / pieces);
     const Piece& p = plan_.writes[*next % pieces];
+    LOOM_RETURN_IF_ERROR(state_->Settled(state, p.bucket));  // a gather may still pass through
     int64_t lo = 0, hi = 0;
     const float* base = state_->StateData(state, p.bucket, &lo, &hi);
     const int64_t off = p.local - params_.buckets[p.bucket].first;

@@ -25,19 +25,20 @@
 #include <thread>
 
 #include "checkpoint/format.h"
+#include "checkpoint/metadata_specs.h"
 #include "cli/commands.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
+#include "coordinator/restart_plan.h"
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
+#include "coordinator/snapshot_plan.h"
 #include "coordinator/supervisor/supervisor.h"
+#include "core/logging.h"
 #include "core/progress_line.h"
 #include "core/signals.h"
 #include "core/stop_signal.h"
-#include "checkpoint/metadata_specs.h"
-#include "coordinator/restart_plan.h"
-#include "coordinator/snapshot_plan.h"
 #include "fault/snapshot/segment.h"
 #include "job/job_config.h"
 #include "job/job_overrides.h"
@@ -128,9 +129,18 @@ Status PlanLaunchSnapshots(PlannedLaunch* l) {
   l->plan.spec.snapshot.reset();
   if (!l->job.snapshot.enabled) return Status::Ok();
   std::string note;
-  LOOM_ASSIGN_OR_RETURN(proto::SnapshotPlan sp,
-                        PlanSnapshots(l->job.snapshot, l->cluster, l->plan.spec.node, l->job_key,
-                                      l->job.path, &note));
+  Result<proto::SnapshotPlan> planned =
+      PlanSnapshots(l->job.snapshot, l->cluster, l->plan.spec.node, l->job_key, l->job.path, &note);
+  if (!planned.ok() && !l->history.empty()) {
+    // The job's code does not fit the nodes left after a loss: the default for them does.
+    SnapshotConfig fallback = l->job.snapshot;
+    fallback.k.reset();
+    fallback.m.reset();
+    note = ForUser(planned.status(), LogSubsys::COORD) + "; using the default for the nodes left";
+    planned =
+        PlanSnapshots(fallback, l->cluster, l->plan.spec.node, l->job_key, l->job.path, nullptr);
+  }
+  LOOM_ASSIGN_OR_RETURN(proto::SnapshotPlan sp, std::move(planned));
   if (!note.empty()) std::printf("  snapshots: %s\n", note.c_str());
   if (!l->history.empty()) {
     proto::SnapshotRecovery* rec = sp.mutable_recovery();
@@ -245,9 +255,10 @@ Result<PlannedLaunch> PlanRestart(const LaunchOptions& o, const PlannedLaunch& p
     Result<LaunchPlan> p = PlanLaunch(next.job, o.overrides, next.cluster, next.calibration, 0);
     if (!p.ok() && next.job.parallel.present) {
       // The job's own layout does not fit the survivors: the planner chooses all of it.
-      std::printf("loom launch: the job's parallel section does not fit the surviving nodes "
-                  "(%s): the planner chooses the layout\n",
-                  p.status().message().c_str());
+      std::printf(
+          "loom launch: the job's parallel section does not fit the surviving nodes "
+          "(%s): the planner chooses the layout\n",
+          ForUser(p.status(), LogSubsys::COORD).c_str());
       ParallelConfig& pc = next.job.parallel;
       pc.tp = pc.cp = pc.pp = pc.vpp = pc.dp = pc.zero = std::nullopt;
       pc.sp = std::nullopt;
@@ -262,8 +273,8 @@ Result<PlannedLaunch> PlanRestart(const LaunchOptions& o, const PlannedLaunch& p
   proto::SnapshotRecovery* rec = next.plan.spec.snapshot->mutable_recovery();
   rec->set_reason(reason);
   for (int n : lost) rec->add_lost_nodes(prev.cluster.nodes[static_cast<size_t>(n)].name);
-  std::printf("loom launch: restart %d: %s, layout %s\n", next.plan.spec.epoch,
-              rp.summary.c_str(), next.plan.spec.layout.ToString().c_str());
+  std::printf("loom launch: restart %d: %s, layout %s\n", next.plan.spec.epoch, rp.summary.c_str(),
+              next.plan.spec.layout.ToString().c_str());
   std::fflush(stdout);
   return next;
 }
@@ -460,7 +471,7 @@ SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const 
   s.predicted_step_s = l.plan.spec.predicted_step_s;
   s.checkpoint_io_s = static_cast<double>(CheckpointTimeoutMs()) / 1000;
   s.loads_checkpoint = !(c.dir.empty() && c.load.empty() && c.init_from.empty()) ||
-                      l.plan.spec.epoch > 0;  // a restart restores first
+                       l.plan.spec.epoch > 0;  // a restart restores first
   s.restarts_left = kind == LauncherKind::kNone ? 0 : restarts_left;
   return s;
 }
@@ -599,8 +610,7 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
     ~ShmCleanup() {
       if (!prefix.empty()) (void)RemoveSegments(prefix);
     }
-  } cleanup{l.plan.spec.snapshot && AllOnThisHost(l.plan.hosts) ? JobSegmentPrefix(l.job_key)
-                                                                 : ""};
+  } cleanup{l.plan.spec.snapshot && AllOnThisHost(l.plan.hosts) ? JobSegmentPrefix(l.job_key) : ""};
   // A signal must never take the default action (kill this process and orphan the workers),
   // whichever thread it lands on — threads created before main (OpenBLAS) have nothing
   // blocked: the handler only records it and wakes the supervision loop (core/signals.h). One
@@ -615,6 +625,7 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
                         StartService(o, kind, l, states.back().get(), &endpoint));
   if (l.plan.spec.snapshot) {
     std::printf("  snapshots: %s\n", DescribeSnapshots(*l.plan.spec.snapshot).c_str());
+    std::fflush(stdout);
   }
   TempFile hostfile;
   LOOM_ASSIGN_OR_RETURN(Workers workers, StartWorkers(o, kind, l, endpoint, &hostfile));
@@ -627,15 +638,14 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
     Monitor monitor(state, static_cast<int>(l.job.runtime.log_every), recovering, *service);
     const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor);
     if (end.kind != ActionKind::kRestart) {
-      return Report(end, l, state, *service, service->Now() - started, &workers, &monitor,
-                    outcome);
+      return Report(end, l, state, *service, service->Now() - started, &workers, &monitor, outcome);
     }
     // The incarnation failed in a way a restart from the snapshots can mend.
     const int restart = static_cast<int>(l.job.snapshot.max_restarts) - restarts_left + 1;
-    std::printf("\nloom launch: %s\n  stopping the workers; restarting from the in-memory "
-                "snapshots (restart %d of at most %lld)\n",
-                end.status.message().c_str(), restart,
-                static_cast<long long>(l.job.snapshot.max_restarts));
+    std::printf(
+        "\nloom launch: %s\n  stopping the workers; restarting from the in-memory "
+        "snapshots (restart %d of at most %lld)\n",
+        end.status.message().c_str(), restart, static_cast<long long>(l.job.snapshot.max_restarts));
     std::fflush(stdout);
     recovering = Recovering{restart, service->Now(), end.step};
     workers.Stop(state);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -33,7 +34,7 @@ struct FaultPlan {
   int kill_snap_rank = -1;
   int64_t kill_snap_step = 0;
   FaultSite kill_snap_site = FaultSite::kBeforeStep;
-  std::string drop_node;
+  std::vector<std::string> drop_nodes;
   int64_t drop_step = 0;
   int delay_rank = -1;
   int64_t delay_ms = 0;
@@ -61,8 +62,9 @@ const std::vector<FaultVariable> kVariables = {
     {"LOOM_FAULT_INTERRUPT_AT", "N", "the N-th interrupt check of a tool raises SIGINT"},
     {"LOOM_FAULT_KILL", "RANK:STEP[:step|copy|encode|transfer]",
      "world rank RANK kills itself before step STEP, or in its snapshot of step STEP"},
-    {"LOOM_FAULT_NODE_DROP", "NODE:STEP",
-     "the ranks of node NODE remove its snapshot memory and kill themselves before step STEP"},
+    {"LOOM_FAULT_NODE_DROP", "NODE[,NODE...]:STEP",
+     "the ranks of each node NODE remove its snapshot memory and kill themselves before step "
+     "STEP"},
     {"LOOM_FAULT_SNAPSHOT_DELAY", "RANK:MS",
      "world rank RANK waits MS ms before each transfer of snapshot fragments"},
     {"LOOM_FAULT_SNAPSHOT_CORRUPT", "RANK[:parity]",
@@ -145,7 +147,13 @@ Status Parse(const FaultVariable& v, std::string_view value, FaultPlan* plan) {
         !ParseNumbers(value.substr(colon + 1), 1, false, 1, &n)) {
       return Bad(v, value);
     }
-    plan->drop_node = std::string(value.substr(0, colon));
+    std::string_view nodes = value.substr(0, colon);
+    while (!nodes.empty()) {
+      const size_t comma = nodes.find(',');
+      if (comma == 0) return Bad(v, value);
+      plan->drop_nodes.emplace_back(nodes.substr(0, comma));
+      nodes = comma == std::string_view::npos ? std::string_view() : nodes.substr(comma + 1);
+    }
     plan->drop_step = n[0];
   } else if (name == "LOOM_FAULT_SNAPSHOT_DELAY") {
     if (!ParseNumbers(value, 2, false, 0, &n)) return Bad(v, value);
@@ -203,8 +211,8 @@ void SnapshotFault(const FaultContext& ctx) {
     KillSelf("rank " + std::to_string(ctx.rank) + " killed " + at + " " + std::to_string(ctx.step) +
              (*ctx.where ? std::string(" (") + ctx.where + ")" : ""));
   }
-  if (ctx.site == FaultSite::kBeforeStep && !p.drop_node.empty() && p.drop_node == g_id.node &&
-      ctx.step == p.drop_step) {
+  if (ctx.site == FaultSite::kBeforeStep && ctx.step == p.drop_step && !g_id.node.empty() &&
+      std::find(p.drop_nodes.begin(), p.drop_nodes.end(), g_id.node) != p.drop_nodes.end()) {
     Result<int> removed = RemoveSegments(NodeSegmentPrefix(g_id.job, g_id.node));
     KillSelf("node " + g_id.node + " dropped before step " + std::to_string(ctx.step) + " (rank " +
              std::to_string(ctx.rank) + ": " +
@@ -225,23 +233,19 @@ void CorruptAtRestore(const FaultContext& ctx) {
   auto* view = static_cast<SnapshotView*>(ctx.data);
   for (auto& [old_rank, seg] : view->segments) {
     if (old_rank != p.corrupt_rank || seg == nullptr) continue;
-    int newest = -1;
-    int64_t step = -1;
+    // Every sealed slot: whichever save the restore chooses holds a fragment that fails.
     for (int slot = 0; slot < 2; ++slot) {
       const SlotInfo info = seg->ReadSlot(slot);
-      if (info.valid && info.state >= SlotState::kSealed && info.step > step) {
-        step = info.step;
-        newest = slot;
-      }
+      if (!info.valid || info.state < SlotState::kSealed) continue;
+      char* byte =
+          p.corrupt_parity && seg->geometry().m > 0 ? seg->parity(slot, 0) : seg->image(slot);
+      byte[seg->geometry().piece_bytes / 2] ^= 0x5A;
+      std::fprintf(stderr,
+                   "loom: fault injection: a byte of old rank %d's snapshot of step %lld (%s) "
+                   "flipped\n",
+                   old_rank, static_cast<long long>(info.step),
+                   p.corrupt_parity ? "parity 0" : "piece 0");
     }
-    if (newest < 0) return;
-    char* byte =
-        p.corrupt_parity && seg->geometry().m > 0 ? seg->parity(newest, 0) : seg->image(newest);
-    byte[seg->geometry().piece_bytes / 2] ^= 0x5A;
-    std::fprintf(stderr,
-                 "loom: fault injection: a byte of old rank %d's snapshot of step %lld (%s) "
-                 "flipped\n",
-                 old_rank, static_cast<long long>(step), p.corrupt_parity ? "parity 0" : "piece 0");
   }
 }
 

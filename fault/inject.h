@@ -17,14 +17,15 @@
 //   LOOM_FAULT_KILL=RANK:STEP[:AT]   world rank RANK kills itself (SIGKILL): AT = step (before
 //                                    step STEP, the default), copy, encode or transfer (while its
 //                                    in-memory snapshot of step STEP is copied, encoded or sent)
-//   LOOM_FAULT_NODE_DROP=NODE:STEP   every rank of node NODE (its name in the plan) removes the
-//                                    node's snapshot memory and kills itself before step STEP:
-//                                    the node is lost
+//   LOOM_FAULT_NODE_DROP=NODE[,NODE...]:STEP  every rank of each node NODE (its name in the plan)
+//                                    removes the node's snapshot memory and kills itself before
+//                                    step STEP: the nodes are lost
 //   LOOM_FAULT_SNAPSHOT_DELAY=RANK:MS  world rank RANK waits MS ms before each transfer of its
 //                                    snapshots' fragments (a slow link)
 //   LOOM_FAULT_SNAPSHOT_CORRUPT=RANK[:parity]  when a restarted job takes stock of its snapshots,
-//                                    a byte of old rank RANK's newest image (or of the parity it
-//                                    keeps) is flipped first: a fragment that fails its digest
+//                                    a byte of old rank RANK's images (or of the parity it keeps),
+//                                    in every sealed slot, is flipped first: fragments that fail
+//                                    their digests
 //   LOOM_FAULT_EPOCH=N               the faults above act in the job's incarnation N (default 0:
 //                                    the first; `loom launch` numbers restarts), the corruption
 //                                    in the restore that starts incarnation N + 1

@@ -53,8 +53,7 @@ Status CoordinatorReporter::OnStep(const StepEvent& e) {
   r.set_snapshot_step(e.snapshot_step);
   r.set_snapshot_bytes(static_cast<int64_t>(e.snapshot_bytes));
   if (last_step_ == 0 && (!restore_.from.empty() || !restore_.why_not.empty())) {
-    r.set_restored_from(restore_.from.empty() ? "checkpoint (" + restore_.why_not + ")"
-                                              : restore_.from);
+    r.set_restored_from(restore_.from);
     r.set_restored_step(restore_.step);
     r.set_restore_s(restore_.seconds);
   }

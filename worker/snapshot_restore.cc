@@ -45,8 +45,8 @@ Result<std::vector<std::string>> AllGatherBytes(Communicator* world, const std::
   const int n = world->size();
   int32_t len = static_cast<int32_t>(mine.size());
   std::vector<int32_t> lens(static_cast<size_t>(n));
-  LOOM_RETURN_IF_ERROR(world->AllGather(ConstCommBuffer::Host(&len, 1),
-                                        CommBuffer::Host(lens.data(), n)));
+  LOOM_RETURN_IF_ERROR(
+      world->AllGather(ConstCommBuffer::Host(&len, 1), CommBuffer::Host(lens.data(), n)));
   const int32_t width = std::max(1, *std::max_element(lens.begin(), lens.end()));
   std::string padded = mine;
   padded.resize(static_cast<size_t>(width));
@@ -107,7 +107,7 @@ class Restorer {
   const ProcessGroups& place_;
   SnapshotOrigin origin_;
   Layout old_layout_;
-  std::vector<uint64_t> image_bytes_, piece_bytes_;  // by old rank
+  std::vector<uint64_t> image_bytes_, piece_bytes_;   // by old rank
   std::map<int, std::unique_ptr<Segment>> segments_;  // old rank -> this node's mapping
   RecoveryChoice choice_;
   std::map<int, std::vector<char>> rebuilt_;  // old rank -> image this rank rebuilt
@@ -151,7 +151,8 @@ void Restorer::Setup() {
   old_layout_ = LayoutOf(rec_.layout());
   origin_.world = old_layout_.world();
   origin_.code = {rec_.m() > 0 ? rec_.k() : 1, rec_.m()};
-  for (const auto& g : rec_.groups()) origin_.groups.emplace_back(g.ranks().begin(), g.ranks().end());
+  for (const auto& g : rec_.groups())
+    origin_.groups.emplace_back(g.ranks().begin(), g.ranks().end());
   origin_.rank_node.assign(rec_.rank_node().begin(), rec_.rank_node().end());
   image_bytes_.resize(static_cast<size_t>(origin_.world));
   piece_bytes_.resize(static_cast<size_t>(origin_.world));
@@ -321,8 +322,9 @@ Status Restorer::Rebuild() {
         return Internal("snapshot restore: old rank " + std::to_string(mv.old_rank) +
                         "'s segment is not mapped on the rank rebuilding from it");
       }
-      std::memcpy(dst, mv.parity ? seg->parity(mv.slot, mv.index)
-                                 : seg->image(mv.slot) + static_cast<uint64_t>(mv.index) * P,
+      std::memcpy(dst,
+                  mv.parity ? seg->parity(mv.slot, mv.index)
+                            : seg->image(mv.slot) + static_cast<uint64_t>(mv.index) * P,
                   P);
       continue;
     }
@@ -336,8 +338,7 @@ Status Restorer::Rebuild() {
           img.rebuilder, opt));
     } else if (dst != nullptr) {
       handles.push_back(world->RecvAsync(
-          CommBuffer::Host(reinterpret_cast<uint8_t*>(dst), static_cast<int64_t>(P)), mv.src,
-          opt));
+          CommBuffer::Host(reinterpret_cast<uint8_t*>(dst), static_cast<int64_t>(P)), mv.src, opt));
       bytes_fetched_ += P;
     }
   }
@@ -384,8 +385,7 @@ Result<proto::CheckpointMetadata> Restorer::Metadata() {
     if (Server(x) != me()) continue;
     const char* img = LocalImage(x);
     if (img == nullptr) return Internal("snapshot restore: serving an image not held here");
-    const proto::CheckpointMetadata f =
-        ImageFragment(PlanRank(job_.model, old_layout_, x), x, img);
+    const proto::CheckpointMetadata f = ImageFragment(PlanRank(job_.model, old_layout_, x), x, img);
     mine.MergeFrom(f);
     const Segment* seg = Mapped(x);
     if (description.empty() && seg != nullptr && !choice_.images[x].rebuilt) {
@@ -449,8 +449,7 @@ Status Restorer::Prefetch(CheckpointReader* reader, RankState* state, const Para
   for (int s = 0; s < n; ++s) row[s] = static_cast<int32_t>(asks[s].size() / 3);
   LOOM_RETURN_IF_ERROR(world_comm->AllGather(ConstCommBuffer::Host(row.data(), n),
                                              CommBuffer::Host(matrix.data(), int64_t{n} * n)));
-  const CallOptions req{Clock::now() + std::chrono::milliseconds(SnapshotTimeoutMs()),
-                        kRequestTag};
+  const CallOptions req{Clock::now() + std::chrono::milliseconds(SnapshotTimeoutMs()), kRequestTag};
   const CallOptions rep{req.deadline, kBytesTag};
   std::vector<HandlePtr> handles;
   std::vector<std::vector<char>> replies(static_cast<size_t>(n));
@@ -474,10 +473,10 @@ Status Restorer::Prefetch(CheckpointReader* reader, RankState* state, const Para
     const int32_t count = matrix[static_cast<size_t>(q) * n + me()];
     if (count == 0) continue;
     wanted[q].resize(static_cast<size_t>(count) * 3);
-    LOOM_RETURN_IF_ERROR(world_comm->Recv(
-        CommBuffer::Host(reinterpret_cast<uint8_t*>(wanted[q].data()),
-                         static_cast<int64_t>(wanted[q].size() * sizeof(int64_t))),
-        q, req));
+    LOOM_RETURN_IF_ERROR(
+        world_comm->Recv(CommBuffer::Host(reinterpret_cast<uint8_t*>(wanted[q].data()),
+                                          static_cast<int64_t>(wanted[q].size() * sizeof(int64_t))),
+                         q, req));
     for (size_t i = 0; i < wanted[q].size(); i += 3) {
       const int x = static_cast<int>(wanted[q][i]);
       const uint64_t off = static_cast<uint64_t>(wanted[q][i + 1]),
@@ -501,8 +500,8 @@ Status Restorer::Prefetch(CheckpointReader* reader, RankState* state, const Para
     uint64_t at = 0;
     for (size_t i = 0; i < asks[s].size(); i += 3) {
       const auto len = static_cast<uint64_t>(asks[s][i + 2]);
-      std::vector<char>& dst = fetched_[{static_cast<int>(asks[s][i]),
-                                         static_cast<uint64_t>(asks[s][i + 1]), len}];
+      std::vector<char>& dst =
+          fetched_[{static_cast<int>(asks[s][i]), static_cast<uint64_t>(asks[s][i + 1]), len}];
       dst.assign(replies[s].data() + at, replies[s].data() + at + len);
       at += len;
     }
@@ -518,7 +517,7 @@ Result<SnapshotRestore> Restorer::Run(RankState* state, const ParamLayout& param
   SnapshotRestore out;
   Result<RecoveryChoice> choice = ChooseRecovery(origin_, reports, world());
   if (!choice.ok()) {  // every rank decided the same from the same reports
-    out.why_not = choice.status().message();
+    out.why_not = ForUser(choice.status(), LogSubsys::SNAP);
     return out;
   }
   choice_ = std::move(*choice);
@@ -546,8 +545,7 @@ Result<SnapshotRestore> Restorer::Run(RankState* state, const ParamLayout& param
   out.consumed_samples = meta->data().consumed_samples();
   out.from = "in-memory snapshot of " + choice_.Describe();
   out.bytes_fetched = bytes_fetched_;
-  out.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 

@@ -16,6 +16,7 @@ class StoreState final : public RankState {
     return store_->StateData(state, bucket, lo, hi);
   }
   Status Quiesce() override { return store_->Quiesce(); }
+  Status Settled(StateKind state, int bucket) override { return store_->Settled(state, bucket); }
   void StateLoaded() override { store_->StateLoaded(); }
   int64_t optimizer_steps() const override { return store_->optimizer_steps(); }
   void set_optimizer_steps(int64_t steps) override { store_->set_optimizer_steps(steps); }

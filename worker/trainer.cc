@@ -37,8 +37,8 @@ Status Trainer::SetupSnapshots(const SnapshotSetup& snapshots) {
   if (snapshots.plan.has_recovery()) {
     StoreState state(store_.get());
     const int tp_rank = place_.tp ? place_.tp->rank() : 0;
-    LOOM_ASSIGN_OR_RETURN(restored_, RestoreSnapshot(snapshots.plan, job_, place_, &state,
-                                                     layout_, tp_rank));
+    LOOM_ASSIGN_OR_RETURN(restored_,
+                          RestoreSnapshot(snapshots.plan, job_, place_, &state, layout_, tp_rank));
     if (!restored_.restored && place_.world_rank == 0) {
       LOOM_LOG(WARN, SNAP) << "the in-memory snapshots cannot be restored: " << restored_.why_not
                            << "; resuming from the last checkpoint instead";
@@ -432,6 +432,13 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
   return GatherOverPipeline(out, full.total);
 }
 
+std::string Trainer::RestoredFrom() const {
+  if (restored_.restored || restored_.why_not.empty()) return restored_.from;
+  const std::string ckpt = ckpt_ ? ckpt_->stats().resumed_from : "";
+  return (ckpt.empty() ? std::string("a fresh start") : "checkpoint " + ckpt) +
+         " (the in-memory snapshots could not be restored: " + restored_.why_not + ")";
+}
+
 RunStart Trainer::Start() const {
   return RunStart{job_,
                   place_.layout,
@@ -440,7 +447,7 @@ RunStart Trainer::Start() const {
                   NumThreads(),
                   models_[0]->ActivationBytesPerLayer(),
                   ckpt_ ? &ckpt_stats_ : nullptr,
-                  {restored_.from, restored_.why_not, start_step_, restored_.seconds}};
+                  {RestoredFrom(), restored_.why_not, start_step_, restored_.seconds}};
 }
 
 Status Trainer::EvaluateIfDue(int64_t step, TrainSummary* summary) {
@@ -542,8 +549,7 @@ Result<TrainSummary> Trainer::RunLoop() {
     }
     summary.losses.push_back(stats.loss);
     const auto now = Clock::now();
-    StepEvent event{step, job_.steps, stats,
-                          std::chrono::duration<double>(now - last).count()};
+    StepEvent event{step, job_.steps, stats, std::chrono::duration<double>(now - last).count()};
     if (snap_) {
       event.snapshot_step = snap_->committed_step();
       event.snapshot_bytes = snap_->image_bytes();

@@ -104,6 +104,9 @@ class Trainer {
   // Run's parts: what observers are told at the start; evaluation when due; the stop vote; the
   // final evaluation and sample; the activation memory against the plan.
   RunStart Start() const;
+  // For messages: what the run restored from when it restarted (a snapshot, else the
+  // checkpoint it fell back to and why).
+  std::string RestoredFrom() const;
   Status EvaluateIfDue(int64_t step, TrainSummary* summary);
   Result<int> StopAfter(int64_t step);
   Status Conclude(double total_s, TrainSummary* summary);

@@ -2,6 +2,7 @@
 #include "parallel/zero/param_gatherer.h"
 
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/tensor.h"
@@ -65,10 +66,22 @@ class RegatheredParams final : public ReplicatedParams {
   Status AfterUpdate() override {
     for (int b = 0; b < geo_.num_buckets(); ++b) {
       float* base = Params(b);
-      pending_[b] = dp_->AllGatherAsync(base + geo_.owned_begin(b), base, geo_.chunk(b));
+      HandlePtr h = dp_->AllGatherAsync(base + geo_.owned_begin(b), base, geo_.chunk(b));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_[b] = std::move(h);
+      }
       if (!overlap_) LOOM_RETURN_IF_ERROR(WaitGather(b));
     }
     return Status::Ok();
+  }
+  Status Settled(int b) override {
+    HandlePtr h;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      h = pending_[b];
+    }
+    return h ? h->Wait(dp_->DefaultDeadline()) : Status::Ok();
   }
   Status Quiesce() override {
     for (int b = 0; b < geo_.num_buckets(); ++b) LOOM_RETURN_IF_ERROR(WaitGather(b));
@@ -82,14 +95,21 @@ class RegatheredParams final : public ReplicatedParams {
 
  private:
   Status WaitGather(int b) {
-    if (!pending_[b]) return Status::Ok();
-    Status st = pending_[b]->Wait(dp_->DefaultDeadline());
-    pending_[b].reset();
+    HandlePtr h;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      h = pending_[b];
+    }
+    if (!h) return Status::Ok();
+    Status st = h->Wait(dp_->DefaultDeadline());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_[b] == h) pending_[b].reset();
     return st;
   }
 
   bool overlap_;
-  std::vector<HandlePtr> pending_;  // running all-gather per bucket
+  std::mutex mu_;                   // pending_'s slots: a save's copy reads them (Settled)
+  std::vector<HandlePtr> pending_;  // GUARDED_BY(mu_): running all-gather per bucket
 };
 
 // Stage 3: this rank's chunks only; buckets are gathered for use and freed after it.

@@ -42,6 +42,8 @@ class ParamBuffers {
   virtual Status AfterUpdate() { return Status::Ok(); }
   // Waits for background gathers.
   virtual Status Quiesce() { return Status::Ok(); }
+  // From another thread: waits for bucket b's gather, if one runs (ParamStore::Settled).
+  virtual Status Settled(int /*b*/) { return Status::Ok(); }
   // ParamStore::CopyParams / LoadParams (layout.total floats, canonical order).
   virtual Status CopyParams(float* out) = 0;
   virtual Status LoadParams(const float* in) = 0;

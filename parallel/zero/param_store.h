@@ -75,6 +75,12 @@ class ParamStore {
   virtual float* StateData(StateKind state, int bucket, int64_t* lo, int64_t* hi) = 0;
   // Waits for background parameter gathers.
   virtual Status Quiesce() = 0;
+  // From any thread (a save copying the shard beside compute): waits until no background
+  // operation writes the held elements of `state` in `bucket`. Under stages 1-2 a parameter
+  // gather runs in place after Step(), and an all-gather may pass other ranks' chunks through
+  // this rank's own chunk while it runs (Open MPI's Bruck algorithm for a group whose size is
+  // not a power of two rotates the whole buffer): even the shard is not stable until it lands.
+  virtual Status Settled(StateKind /*state*/, int /*bucket*/) { return Status::Ok(); }
   // After states were written through StateData: drops gathered copies built from old values.
   virtual void StateLoaded() = 0;
   // AdamW updates applied so far (bias correction); restored with the moments.

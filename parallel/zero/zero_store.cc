@@ -48,6 +48,9 @@ class ZeroStore final : public ParamStore {
   Status CopyGrads(float* out) override { return grads_->CopyGrads(out); }
   float* StateData(StateKind state, int b, int64_t* lo, int64_t* hi) override;
   Status Quiesce() override { return params_->Quiesce(); }
+  Status Settled(StateKind state, int b) override {
+    return state == StateKind::kParam ? params_->Settled(b) : Status::Ok();
+  }
   void StateLoaded() override { params_->StateLoaded(); }
   int64_t optimizer_steps() const override { return optimizer_->steps(); }
   void set_optimizer_steps(int64_t steps) override { optimizer_->set_steps(steps); }

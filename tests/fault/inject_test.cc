@@ -60,8 +60,9 @@ TEST_F(InjectTest, MalformedValuesAreRefusedWithTheSyntax) {
                          {"LOOM_FAULT_INTERRUPT_AT", "0", "N"},
                          {"LOOM_FAULT_KILL", "1:2:later", "RANK:STEP[:step|copy|encode|transfer]"},
                          {"LOOM_FAULT_KILL", "1:0", "RANK:STEP[:step|copy"},
-                         {"LOOM_FAULT_NODE_DROP", "n1", "NODE:STEP"},
-                         {"LOOM_FAULT_NODE_DROP", ":4", "NODE:STEP"},
+                         {"LOOM_FAULT_NODE_DROP", "n1", "NODE[,NODE...]:STEP"},
+                         {"LOOM_FAULT_NODE_DROP", ":4", "NODE[,NODE...]:STEP"},
+                         {"LOOM_FAULT_NODE_DROP", "a,,b:4", "NODE[,NODE...]:STEP"},
                          {"LOOM_FAULT_SNAPSHOT_DELAY", "1", "RANK:MS"},
                          {"LOOM_FAULT_SNAPSHOT_CORRUPT", "x:parity", "RANK[:parity]"},
                          {"LOOM_FAULT_EPOCH", "-1", "N"}}) {
@@ -131,7 +132,7 @@ TEST_F(InjectTest, ANodeDropRemovesTheNodesSnapshotMemory) {
   g.piece_bytes = 128;
   ASSERT_TRUE(Segment::Create({job, "n1", 0, 3}, g).ok());
   ASSERT_TRUE(Segment::Create({job, "n2", 0, 4}, g).ok());
-  setenv("LOOM_FAULT_NODE_DROP", "n1:7", 1);
+  setenv("LOOM_FAULT_NODE_DROP", "n0,n1:7", 1);
   ASSERT_TRUE(InstallFaultInjection().ok());
   unsetenv("LOOM_FAULT_NODE_DROP");
   SetFaultIdentity(0, job, "n2");
