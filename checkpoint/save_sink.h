@@ -6,26 +6,21 @@
 //   FileSink (checkpoint/file_sink.h): each rank streams its image into its data file in
 //     <root>/step_<N>.tmp/ and fsyncs it with its index fragment; world rank 0 alone commits
 //     (metadata last, rename, `latest`, retention).
-//   A shared-memory sink (#23): Begin returns the half of its double-buffered POSIX shared
-//     memory segment that does not hold the last committed snapshot, so the engine's copy IS
-//     the store (Store just calls fill up to the end; the copy target is the sink's own memory,
-//     outliving a crashed process); Seal writes that half's header and checksum. Every rank
-//     commits (CommitsHere): it flips its segment's committed index once the vote says every
-//     rank's half is complete.
-//   An erasure-coded sink (#23), the same plus Replicate: encode this rank's image into RS(k, m)
-//     fragments, put each into its peer's registered memory, and return only once every fragment
-//     this rank sent is acknowledged (flushed). A rank votes "written" only after Replicate, so
-//     the vote's "every rank written" means every fragment of every rank is acknowledged, and
-//     Commit (every rank) then records the manifest with the fragments' digests. A fragment that
-//     fails or times out fails Replicate: the save fails at the next step boundary like a failed
-//     write, and the previous snapshot stays committed.
+//   The in-memory snapshots' sink (worker/snapshot_sink.h, docs/SNAPSHOTS.md): Begin returns
+//     the slot of the rank's POSIX shared-memory segment that does not hold the previous
+//     snapshot, so the engine's copy IS the store (Store just calls fill up to the end; the
+//     memory outlives a crashed process) and Begin keeps the save's description with it; Seal
+//     records the pieces' digests; Replicate erasure-codes them over the rank's stripe group and
+//     returns once every fragment this rank sent is acknowledged, so the vote's "every rank
+//     written" means every fragment of every rank is; every rank commits its own slot
+//     (CommitsHere). A fragment that fails or times out fails Replicate: the save fails at the
+//     next step boundary like a failed write, and the previous snapshot stays.
 //
-// Where #23's sinks live: DESIGN lets fault/ depend on core and comm only, and checkpoint/ not on
-// fault/, so the storage (shared-memory segments, RS coding, the fragment transport) belongs in
-// fault/ and the SaveSink adapters over it in worker/ (which may use both), as
-// worker/store_state.h adapts the parameter store to RankState. One engine drives one sink: a
-// run with snapshots and checkpoints has two engines (each its own threads and per-step vote),
-// and the optimizer update waits for both copies.
+// The snapshots' storage (segments, RS coding, the fragment transport) lives in fault/ and comm/,
+// and their sink in worker/ (which may use both), as worker/store_state.h adapts the parameter
+// store to RankState. One engine drives one sink: a run with snapshots and checkpoints has two
+// engines (each its own threads and per-step vote), and the optimizer update waits for both
+// copies.
 //
 // Thread-safety: the engine calls CanSave, Discard and the names from the training thread,
 // Begin/Store/Seal/Replicate from its writer thread (one save at a time), Commit from its

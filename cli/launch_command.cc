@@ -425,9 +425,11 @@ class Monitor {
     if (recovering_ && p.step > 0) Recovered(p);
     if (job_.spec().snapshot) {
       line_.Show(p.step, final,
-                 "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s | snapshot %lld",
+                 "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s | snapshot %lld "
+                 "(%.1f MB/rank)",
                  p.loss, p.tokens_per_s, 100 * p.mfu, p.step_s * 1e3,
-                 FormatDuration(p.eta_s).c_str(), static_cast<long long>(p.snapshot_step));
+                 FormatDuration(p.eta_s).c_str(), static_cast<long long>(p.snapshot_step),
+                 static_cast<double>(p.snapshot_bytes) / 1e6);
       return;
     }
     line_.Show(p.step, final, "loss %.4f | %7.0f tok/s | MFU %5.2f%% | %7.1f ms/step | ETA %s",

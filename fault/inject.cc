@@ -252,7 +252,7 @@ void CorruptAtRestore(const FaultContext& ctx) {
 void BeforeStep(const FaultContext& ctx) {
   SnapshotFault(ctx);
   const FaultPlan& p = g_plan;
-  if (p.hang_rank != ctx.rank || p.hang_step != ctx.step) return;
+  if (p.hang_rank != ctx.rank || p.hang_step != ctx.step || g_id.epoch != p.epoch) return;
   std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld%s\n",
                ctx.rank, static_cast<long long>(ctx.step),
                p.hang_ms >= 0 ? (" for " + std::to_string(p.hang_ms) + " ms").c_str() : "");

@@ -26,9 +26,10 @@
 //                                    a byte of old rank RANK's images (or of the parity it keeps),
 //                                    in every sealed slot, is flipped first: fragments that fail
 //                                    their digests
-//   LOOM_FAULT_EPOCH=N               the faults above act in the job's incarnation N (default 0:
-//                                    the first; `loom launch` numbers restarts), the corruption
-//                                    in the restore that starts incarnation N + 1
+//   LOOM_FAULT_EPOCH=N               the hang, the kills, the node drop and the delay act in the
+//                                    job's incarnation N only (default 0: the first; `loom launch`
+//                                    numbers restarts), the corruption in the restore that starts
+//                                    incarnation N + 1
 #pragma once
 
 #include <string>

@@ -56,8 +56,9 @@ class Snapshotter : public StepObserver {
   // Collective over the world: creates this rank's segment (and, with erasure coding, its
   // stripe group's communicator and replicator). `store` and `params` must outlive it.
   static Result<std::unique_ptr<Snapshotter>> Create(const SnapshotSetup& setup,
-                                                     const JobConfig& job, const ProcessGroups& place,
-                                                     ParamStore* store, const ParamLayout& params);
+                                                     const JobConfig& job,
+                                                     const ProcessGroups& place, ParamStore* store,
+                                                     const ParamLayout& params);
   ~Snapshotter() override;
 
   // Where the run starts: the step and the samples consumed up to it (snapshots record the
@@ -73,6 +74,10 @@ class Snapshotter : public StepObserver {
   uint64_t image_bytes() const { return sink_->image_bytes(); }
   std::string Protection() const;  // "RS(2,1) over ucx" / "node-local"
   const SaveStats& stats() const { return engine_->stats(); }
+  // Encoding and transfer time of the erasure coding (zero without it).
+  ReplicatorStats replication() const {
+    return replicator_ ? replicator_->stats() : ReplicatorStats{};
+  }
 
   // StepObserver.
   Status OnStep(const StepEvent& event) override;  // Poll, and a save every `every` steps

@@ -104,6 +104,9 @@ stopped one 138 SIGUSR1
 launch_bg() {
   local name=$1 extra=${2:-} steps=${3:-3000}
   sed "s#^checkpoint: {every: 25}#checkpoint: {every: 25, dir: $dir/$name$extra}#; s/^steps: 3000$/steps: $steps/" "$dir/job.yaml" > "$dir/$name.yaml"
+  if [[ -n ${NO_SNAPSHOTS:-} ]]; then
+    sed -i "s/^steps:/snapshot: {enabled: false}\nsteps:/" "$dir/$name.yaml"
+  fi
   timeout 300 "$loom" launch "$dir/$name.yaml" --np 4 > "$dir/$name.log" 2>&1 &
   lb_pid=$! lb_loom="" lb_mpirun=""
   for _ in $(seq 1 100); do  # timeout / loom launch / mpirun
@@ -209,10 +212,11 @@ else
   for p in $left; do kill -9 "$p" 2>/dev/null; done
 fi
 
-# A rank killed (-9) under loom launch: the launcher fails naming the newest committed
-# checkpoint (the newest there once it has exited), and the same command resumes from it
-# (stopped there by SIGUSR1).
-launch_bg launched_kill
+# A rank killed (-9) under loom launch, in a job without in-memory snapshots (with them the
+# launcher restarts the job: docs/SNAPSHOTS.md, ctest snapshot_trials): the launcher fails naming
+# the newest committed checkpoint (the newest there once it has exited), and the same command
+# resumes from it (stopped there by SIGUSR1).
+NO_SNAPSHOTS=1 launch_bg launched_kill
 lk_pid=$lb_pid lk_mpirun=$lb_mpirun
 at_step launched_kill 30
 for _ in $(seq 1 300); do [[ -f $dir/launched_kill/latest ]] && break; sleep 0.1; done

@@ -4,7 +4,8 @@
 #     `mpirun loom train` of the same job does (same final losses), while random bytes, an
 #     oversized frame, a malformed message and another job's token are sent to the service;
 #  2. the planner chooses the layout when the job has none, and the job trains;
-#  3. a worker that hangs: the job stops, exit 1, the failing ranks and the reason named;
+#  3. a worker that hangs: without snapshots the job stops, exit 1, the failing ranks and the
+#     reason named; with them (the default) the job restarts from its snapshots and finishes;
 #  4. Ctrl-C: exit 130, every worker stopped;
 #  5. malformed manifests, a bad job and a bad launcher are refused before anything starts;
 #  6. `loom coordinator` with workers started by hand under mpirun;
@@ -70,9 +71,10 @@ LOOM_COORDINATOR=127.0.0.1:9 LOOM_JOB_TOKEN=stale "$loom" launch "$dir/job.yaml"
 expect "planner-chosen layout" "$dir/planned.log" "2 ranks via mpirun" "(planner: best of" \
   "predicted" "done in"
 
-# 3. A hung worker.
+# 3. A hung worker, in a job without snapshots (nothing to restart from).
+sed "s/^steps:/snapshot: {enabled: false}\nsteps:/" "$dir/fixed.yaml" > "$dir/nosnap.yaml"
 LOOM_FAULT_HANG=1:3 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=1000 \
-  timeout 120 "$loom" launch "$dir/fixed.yaml" > "$dir/hang.log" 2>&1
+  timeout 120 "$loom" launch "$dir/nosnap.yaml" > "$dir/hang.log" 2>&1
 code=$?
 [[ $code -eq 1 ]] || { echo "FAIL hung worker: exit $code"; fail=1; }
 expect "a hung worker stops the job" "$dir/hang.log" "loom launch: error: mpirun (the workers' launcher) exited" \
@@ -86,6 +88,22 @@ waited=$(grep -o "did not complete within [0-9]* ms" "$dir/hang.log" | head -1 |
 grep -Eq "ranks? ([0-9]+, )*1(, [0-9]+)*( and [0-9]+ more)? ended without reporting" "$dir/hang.log" \
   && echo "PASS the silent ranks are named, the hung rank 1 among them" \
   || { echo "FAIL hung worker: rank 1 not named among the silent ranks"; fail=1; }
+
+# ... and with in-memory snapshots (the default): the hang stops the first incarnation, the job
+# restarts from its snapshots and finishes, trained exactly as without the hang.
+sed "s/^steps: .*/steps: 8/" "$dir/fixed.yaml" > "$dir/short.yaml"
+"$loom" launch "$dir/short.yaml" > "$dir/short.log" 2>&1 || { echo "FAIL: short"; fail=1; }
+LOOM_FAULT_HANG=1:3 LOOM_COMM_TIMEOUT_MS=3000 LOOM_ABORT_GRACE_MS=1000 \
+  timeout 120 "$loom" launch "$dir/short.yaml" > "$dir/hang_restart.log" 2>&1
+code=$?
+[[ $code -eq 0 ]] || { echo "FAIL hung worker with snapshots: exit $code"; tail -20 "$dir/hang_restart.log"; fail=1; }
+expect "a hung worker's job restarts from its snapshots" "$dir/hang_restart.log" \
+  "restarting from the in-memory snapshots (restart 1 of at most 3)" \
+  "restart 1 recovered from in-memory snapshot of step" "done in"
+want=$(grep -o "train loss [0-9.]*" "$dir/short.log")
+got=$(grep -o "train loss [0-9.]*" "$dir/hang_restart.log")
+[[ -n $want && $want == "$got" ]] && echo "PASS the restarted job trains as the uninterrupted one ($got)" \
+  || { echo "FAIL restarted: '$got', uninterrupted: '$want'"; fail=1; }
 
 # 4. Ctrl-C.
 sed "s/^steps: .*/steps: 100000/" "$dir/fixed.yaml" > "$dir/endless.yaml"
@@ -181,7 +199,7 @@ LOOM_FAULT_CKPT_SLOW_MS=10000 "$loom" launch "$dir/again.yaml" --np 2 --silence-
 expect "a slow load is not a stall" "$dir/again4.log" ": steps 7-8 (resumed at step 6) | train loss"
 # ... but only while the ranks say they are loading: a rank stuck in its first step of a run
 # that saves checkpoints (a collective deadline far away) is still found within the 5 s.
-sed "s#again_ck#hang1_ck#" "$dir/again.yaml" > "$dir/hang1.yaml"
+sed "s#again_ck#hang1_ck#; s/^steps:/snapshot: {enabled: false}\nsteps:/" "$dir/again.yaml" > "$dir/hang1.yaml"
 LOOM_FAULT_HANG=1:1 LOOM_COMM_TIMEOUT_MS=600000 LOOM_ABORT_GRACE_MS=1000 timeout 120 \
   "$loom" launch "$dir/hang1.yaml" --np 2 --silence-s 5 --heartbeat-ms 200 > "$dir/hang1.log" 2>&1
 code=$?
@@ -190,7 +208,7 @@ expect "a rank stuck in step 1 of a checkpointing run" "$dir/hang1.log" \
   "no step completed for 5 s (none yet: starting, or loading a checkpoint)" "no checkpoint has been committed"
 # The closing line says what a rerun starts from: the load again when nothing was committed
 # under dir; no "resumes from it" when the job would refuse the checkpoints there.
-sed "s#again_ck#hang2_ck#; s#every: 2}#every: 2, load: $dir/again_ck}#; s/^steps: 8/steps: 12/" "$dir/again.yaml" > "$dir/hang2.yaml"
+sed "s#again_ck#hang2_ck#; s#every: 2}#every: 2, load: $dir/again_ck}#; s/^steps: 8/snapshot: {enabled: false}\nsteps: 12/" "$dir/again.yaml" > "$dir/hang2.yaml"
 LOOM_FAULT_HANG=1:9 LOOM_COMM_TIMEOUT_MS=600000 LOOM_ABORT_GRACE_MS=1000 timeout 120 \
   "$loom" launch "$dir/hang2.yaml" --np 2 --silence-s 5 --heartbeat-ms 200 > "$dir/hang2.log" 2>&1
 expect "after a failure, what the same command loads" "$dir/hang2.log" "resumed from $dir/again_ck/step_00000008" \

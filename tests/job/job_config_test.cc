@@ -109,3 +109,38 @@ TEST(JobConfig, ErrorsNameTheField) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(JobConfig, SnapshotSection) {
+  auto job = LoadJobConfig(WriteJob(kGood));
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(job->snapshot.enabled);  // on by default under loom launch
+  EXPECT_EQ(job->snapshot.every, 1);
+  EXPECT_FALSE(job->snapshot.k.has_value());
+  EXPECT_EQ(job->snapshot.max_restarts, 3);
+  job = LoadJobConfig(
+      WriteJob(std::string(kGood) + "snapshot: {every: 4, k: 4, m: 2, max_restarts: 1}\n"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->snapshot.every, 4);
+  EXPECT_EQ(job->snapshot.k, 4);
+  EXPECT_EQ(job->snapshot.m, 2);
+  EXPECT_EQ(job->snapshot.max_restarts, 1);
+  job = LoadJobConfig(WriteJob(std::string(kGood) + "snapshot: {m: 0}\n"));  // node-local
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->snapshot.m, 0);
+  job = LoadJobConfig(WriteJob(std::string(kGood) + "snapshot: {enabled: false}\n"));
+  ASSERT_TRUE(job.ok());
+  EXPECT_FALSE(job->snapshot.enabled);
+  ExpectError(std::string(kGood) + "snapshot: {k: 4}\n",
+              "field 'snapshot.m': expected k and m together");
+  ExpectError(std::string(kGood) + "snapshot: {m: 2}\n",
+              "field 'snapshot.k': expected k and m together");
+  ExpectError(std::string(kGood) + "snapshot: {every: 0}\n", "field 'snapshot.every'");
+  ExpectError(std::string(kGood) + "snapshot: {k: 40, m: 1}\n", "field 'snapshot.k'");
+  ExpectError(std::string(kGood) + "snapshot: {evry: 2}\n", "snapshot.evry");
+}
+
+}  // namespace
+}  // namespace loom

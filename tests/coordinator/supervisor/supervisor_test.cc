@@ -3,7 +3,9 @@
 #include "coordinator/supervisor/supervisor.h"
 
 #include <gtest/gtest.h>
+
 #include <signal.h>
+#include <algorithm>
 
 #include "core/stop_signal.h"
 
@@ -372,6 +374,69 @@ TEST(Supervisor, WorkersThatDoNotRegisterInTimeAreNamed) {
             "1 of 2 workers did not register within 60 s\n  ranks 0, 1 ended without reporting "
             "(hung or killed, or stopped by the others' failure)");
   EXPECT_EQ(a.ranks, std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// Restarts from in-memory snapshots: a failure with a rank that ended without reporting, after
+// a step, while restarts are left, becomes kRestart at the last complete step.
+SupervisorConfig RestartConfig(int restarts_left) {
+  SupervisorConfig c = Config();
+  c.restarts_left = restarts_left;
+  return c;
+}
+
+TEST(SupervisorRestart, AKilledRankAfterAStepRestarts) {
+  Supervisor s(RestartConfig(2), kT0);
+  JobSnapshot j = Job(2, 7, kT0 + 1);
+  End(&j, 0, false, "connection reset by rank 1");  // rank 1 never reports: killed
+  const Action a = Ending(s.Observe(At(kT0 + 1, j, 0, 137 << 8)));
+  EXPECT_EQ(a.kind, ActionKind::kRestart);
+  EXPECT_EQ(a.step, 7);
+  EXPECT_FALSE(a.status.ok());
+  EXPECT_TRUE(s.ended());
+}
+
+TEST(SupervisorRestart, ASilentRankRestartsToo) {
+  Supervisor s(RestartConfig(1), kT0);
+  JobSnapshot j = Job(2, 3, kT0 + 1);
+  j.ranks[1].last_contact = kT0 + 1;
+  EXPECT_TRUE(s.Observe(At(kT0 + 2, j)).empty());
+  j.ranks[0].last_contact = kT0 + 70;
+  const Action a = Ending(s.Observe(At(kT0 + 70, j)));
+  EXPECT_EQ(a.kind, ActionKind::kRestart);  // the stall rule sees it first, naming rank 1 too
+  EXPECT_NE(std::find(a.ranks.begin(), a.ranks.end(), 1), a.ranks.end());
+}
+
+TEST(SupervisorRestart, NoRestartWithoutRestartsLeftBeforeAStepOrForReportedErrors) {
+  {  // none left: a failure as before
+    Supervisor s(RestartConfig(0), kT0);
+    JobSnapshot j = Job(2, 7, kT0 + 1);
+    End(&j, 0, false, "x");
+    EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
+  }
+  {  // no step completed: a start-up problem that would only repeat
+    Supervisor s(RestartConfig(3), kT0);
+    JobSnapshot j = Job(2, 0, kT0 + 1);
+    End(&j, 0, false, "x");
+    EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
+  }
+  {  // every rank reported its own error (a diverged loss): the same again after a restart
+    Supervisor s(RestartConfig(3), kT0);
+    JobSnapshot j = Job(2, 7, kT0 + 1);
+    End(&j, 0, false, "loss is nan at step 8");
+    End(&j, 1, false, "loss is nan at step 8");
+    EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
+  }
+  {  // Ctrl-C is never a restart
+    Supervisor s(RestartConfig(3), kT0);
+    EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, Job(2, 7, kT0 + 1), SIGINT))).kind,
+              ActionKind::kInterrupt);
+  }
 }
 
 }  // namespace
