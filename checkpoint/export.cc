@@ -25,18 +25,6 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return ErrnoError("write '" + path + "'", errno);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 void ToBf16(const float* in, uint16_t* out, size_t n) {
@@ -115,8 +103,8 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   const std::string tmp = file + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("create '" + tmp + "'", errno);
-  Status st = WriteAll(fd, &hlen, 8, tmp);
-  if (st.ok()) st = WriteAll(fd, htext.data(), htext.size(), tmp);
+  Status st = WriteAll(fd, {reinterpret_cast<const char*>(&hlen), 8}, tmp);
+  if (st.ok()) st = WriteAll(fd, htext, tmp);
   ExportResult out;
   std::vector<float> buf, transposed_buf;
   std::vector<uint16_t> narrow;
@@ -148,7 +136,7 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
       }
       bytes = narrow.data();
     }
-    st = WriteAll(fd, bytes, buf.size() * elem, tmp);
+    st = WriteAll(fd, {reinterpret_cast<const char*>(bytes), buf.size() * elem}, tmp);
     out.bytes += buf.size() * elem;
     ++out.tensors;
   }

@@ -42,18 +42,6 @@ std::string FragmentName(int rank) {
   return buf;
 }
 
-Status WriteAllFd(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return ErrnoError("write '" + path + "'", errno);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 namespace {
@@ -149,8 +137,8 @@ Result<std::unique_ptr<RankFileWriter>> RankFileWriter::Open(const std::string& 
   w->data_bytes_ = at;
   w->fd_ = ::open(w->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (w->fd_ < 0) return ErrnoError("create '" + w->path_ + "'", errno);
-  LOOM_RETURN_IF_ERROR(WriteAllFd(w->fd_, &hlen, 8, w->path_));
-  LOOM_RETURN_IF_ERROR(WriteAllFd(w->fd_, htext.data(), htext.size(), w->path_));
+  LOOM_RETURN_IF_ERROR(WriteAll(w->fd_, {reinterpret_cast<const char*>(&hlen), 8}, w->path_));
+  LOOM_RETURN_IF_ERROR(WriteAll(w->fd_, htext, w->path_));
   return w;
 }
 
@@ -391,7 +379,7 @@ Status RankFileWriter::StreamImage(const char* image,
   writer.join();
   LOOM_RETURN_IF_ERROR(st);
   LOOM_RETURN_IF_ERROR(io);
-  LOOM_RETURN_IF_ERROR(WriteAllFd(fd_, image + bulk, data_bytes_ - bulk, path_));
+  LOOM_RETURN_IF_ERROR(WriteAll(fd_, {image + bulk, data_bytes_ - bulk}, path_));
   if (bulk == 0) CheckpointCrashPoint(rank_, "inside a data write");
   return Status::Ok();
 }
@@ -464,7 +452,8 @@ Status CommitCheckpoint(const std::string& root, const std::string& tmp_dir,
                         const ModelConfig& model, proto::CheckpointMetadata base,
                         std::vector<proto::CheckpointMetadata> fragments) {
   const int rank = 0;
-  LOOM_ASSIGN_OR_RETURN(base, MergeFragments(model, std::move(base), std::move(fragments), tmp_dir));
+  LOOM_ASSIGN_OR_RETURN(base,
+                        MergeFragments(model, std::move(base), std::move(fragments), tmp_dir));
   CheckpointCrashPoint(rank, "before the metadata");
   LOOM_RETURN_IF_ERROR(WriteMetadata(tmp_dir, base));  // fsyncs tmp_dir too
   CheckpointCrashPoint(rank, "before the rename");

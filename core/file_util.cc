@@ -13,7 +13,6 @@
 #include <system_error>
 
 namespace loom {
-namespace {
 
 Status WriteAll(int fd, std::string_view data, const std::string& path) {
   const char* p = data.data();
@@ -29,6 +28,8 @@ Status WriteAll(int fd, std::string_view data, const std::string& path) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 std::string ParentDir(const std::string& path) {
   std::string parent = std::filesystem::path(path).parent_path().string();

@@ -17,6 +17,9 @@ Result<std::string> ReadFile(const std::string& path);
 // read until memory runs out. Errors name the path and what it is.
 Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes);
 Status WriteFileAtomic(const std::string& path, std::string_view data);
+// Writes all of `data` to the open descriptor `fd` (short writes continued, EINTR retried);
+// errors name `path`.
+Status WriteAll(int fd, std::string_view data, const std::string& path);
 // Writes `parts` one after another into one file, atomically (no concatenation copy).
 Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count);
 Status FsyncDir(const std::string& dir);

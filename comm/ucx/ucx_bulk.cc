@@ -1,18 +1,118 @@
 // UCX puts into peers' registered windows, with notes (comm/ucx/ucx_bulk.h).
 #include "comm/ucx/ucx_bulk.h"
 
+#include <dlfcn.h>
+#include <signal.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "core/crc32c.h"
 
 namespace loom {
 namespace {
+
+// UCX is loaded when a transport is first made, not when the process starts: its libraries
+// install signal handlers as they load (UCX_DEBUG_SIGNO=HUP, the error signals), which would
+// take SIGHUP away from a `loom train` started under nohup, and from every process that never
+// uses UCX. The process's own handlers are put back around the load and ucp_init.
+struct Api {
+  decltype(&ucp_config_read) config_read;
+  decltype(&ucp_config_release) config_release;
+  decltype(&ucp_init_version) init_version;
+  decltype(&ucp_cleanup) cleanup;
+  decltype(&ucp_worker_create) worker_create;
+  decltype(&ucp_worker_destroy) worker_destroy;
+  decltype(&ucp_worker_get_address) worker_get_address;
+  decltype(&ucp_worker_release_address) worker_release_address;
+  decltype(&ucp_worker_progress) worker_progress;
+  decltype(&ucp_mem_map) mem_map;
+  decltype(&ucp_mem_unmap) mem_unmap;
+  decltype(&ucp_rkey_pack) rkey_pack;
+  decltype(&ucp_rkey_buffer_release) rkey_buffer_release;
+  decltype(&ucp_ep_create) ep_create;
+  decltype(&ucp_ep_close_nbx) ep_close_nbx;
+  decltype(&ucp_ep_rkey_unpack) ep_rkey_unpack;
+  decltype(&ucp_rkey_destroy) rkey_destroy;
+  decltype(&ucp_put_nbx) put_nbx;
+  decltype(&ucp_ep_flush_nbx) ep_flush_nbx;
+  decltype(&ucp_request_check_status) request_check_status;
+  decltype(&ucp_request_free) request_free;
+  decltype(&ucs_status_string) status_string;
+};
+const Api* U = nullptr;
+
+// Keeps the dispositions of every signal UCX may touch while it lives, and puts them back.
+class KeepSignals {
+ public:
+  KeepSignals() {
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], nullptr, &saved_[i]);
+  }
+  ~KeepSignals() {
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &saved_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT, SIGBUS, SIGFPE,
+                                     SIGSEGV, SIGALRM, SIGTERM, SIGUSR1, SIGUSR2, SIGPIPE};
+  struct sigaction saved_[std::size(kSignals)];
+};
+
+Status LoadUcx() {
+  static std::once_flag once;
+  static Status status;
+  static Api api;
+  std::call_once(once, [] {
+    void* h = nullptr;
+    {
+      const KeepSignals keep;
+      h = ::dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    }
+    if (h == nullptr) {
+      status = FailedPrecondition(std::string("UCX: cannot load libucp.so.0: ") + ::dlerror());
+      return;
+    }
+    bool ok = true;
+    auto get = [&](auto* fn, const char* name) {
+      *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(::dlsym(h, name));
+      if (*fn == nullptr && ok) {
+        ok = false;
+        status = FailedPrecondition(std::string("UCX: libucp.so.0 has no ") + name);
+      }
+    };
+    get(&api.config_read, "ucp_config_read");
+    get(&api.config_release, "ucp_config_release");
+    get(&api.init_version, "ucp_init_version");
+    get(&api.cleanup, "ucp_cleanup");
+    get(&api.worker_create, "ucp_worker_create");
+    get(&api.worker_destroy, "ucp_worker_destroy");
+    get(&api.worker_get_address, "ucp_worker_get_address");
+    get(&api.worker_release_address, "ucp_worker_release_address");
+    get(&api.worker_progress, "ucp_worker_progress");
+    get(&api.mem_map, "ucp_mem_map");
+    get(&api.mem_unmap, "ucp_mem_unmap");
+    get(&api.rkey_pack, "ucp_rkey_pack");
+    get(&api.rkey_buffer_release, "ucp_rkey_buffer_release");
+    get(&api.ep_create, "ucp_ep_create");
+    get(&api.ep_close_nbx, "ucp_ep_close_nbx");
+    get(&api.ep_rkey_unpack, "ucp_ep_rkey_unpack");
+    get(&api.rkey_destroy, "ucp_rkey_destroy");
+    get(&api.put_nbx, "ucp_put_nbx");
+    get(&api.ep_flush_nbx, "ucp_ep_flush_nbx");
+    get(&api.request_check_status, "ucp_request_check_status");
+    get(&api.request_free, "ucp_request_free");
+    get(&api.status_string, "ucs_status_string");
+    if (ok) U = &api;
+  });
+  return status;
+}
 
 // One note in a receiver's notice area: slot [sender][round mod kRoundsInFlight].
 struct Notice {
@@ -31,7 +131,7 @@ uint32_t NoticeCrc(const Notice& n) {
 }
 
 Status UcsError(const std::string& what, ucs_status_t s) {
-  return Internal("UCX " + what + ": " + ucs_status_string(s));
+  return Internal("UCX " + what + ": " + U->status_string(s));
 }
 
 // What every rank publishes to its peers: its worker address and, per window, base and rkey.
@@ -70,19 +170,23 @@ class UcxBulk : public BulkTransport {
   }
 
   Status StartLocal(Published* mine) {
+    LOOM_RETURN_IF_ERROR(LoadUcx());
     ucp_config_t* cfg = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
+    ucs_status_t s = U->config_read(nullptr, nullptr, &cfg);
     if (s != UCS_OK) return UcsError("read configuration", s);
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_RMA;
-    s = ucp_init(&params, cfg, &ctx_);
-    ucp_config_release(cfg);
+    {
+      const KeepSignals keep;
+      s = U->init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &ctx_);
+    }
+    U->config_release(cfg);
     if (s != UCS_OK) return UcsError("init", s);
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // set up on one thread, used on another
-    s = ucp_worker_create(ctx_, &wp, &worker_);
+    s = U->worker_create(ctx_, &wp, &worker_);
     if (s != UCS_OK) return UcsError("create worker", s);
     // The notice area is a window of our own, after the caller's.
     const int n = group_->size();
@@ -147,27 +251,27 @@ class UcxBulk : public BulkTransport {
   Status Publish(Published* p) {
     ucp_address_t* addr = nullptr;
     size_t len = 0;
-    ucs_status_t s = ucp_worker_get_address(worker_, &addr, &len);
+    ucs_status_t s = U->worker_get_address(worker_, &addr, &len);
     if (s != UCS_OK) return UcsError("get worker address", s);
     p->worker.assign(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
-    ucp_worker_release_address(worker_, addr);
+    U->worker_release_address(worker_, addr);
     for (const BulkWindow& w : windows_) {
       ucp_mem_map_params_t mp{};
       mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
       mp.address = w.base;
       mp.length = std::max<uint64_t>(w.bytes, 1);
       ucp_mem_h memh = nullptr;
-      s = ucp_mem_map(ctx_, &mp, &memh);
+      s = U->mem_map(ctx_, &mp, &memh);
       if (s != UCS_OK) {
         return UcsError("map a window of " + std::to_string(w.bytes) + " bytes", s);
       }
       memh_.push_back(memh);
       void* rk = nullptr;
       size_t rk_len = 0;
-      s = ucp_rkey_pack(ctx_, memh, &rk, &rk_len);
+      s = U->rkey_pack(ctx_, memh, &rk, &rk_len);
       if (s != UCS_OK) return UcsError("pack a remote key", s);
       p->rkeys.emplace_back(static_cast<uint8_t*>(rk), static_cast<uint8_t*>(rk) + rk_len);
-      ucp_rkey_buffer_release(rk);
+      U->rkey_buffer_release(rk);
       p->bases.push_back(reinterpret_cast<uint64_t>(w.base));
     }
     return Status::Ok();
@@ -235,14 +339,14 @@ class UcxBulk : public BulkTransport {
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
       ep.address = reinterpret_cast<const ucp_address_t*>(all[r].worker.data());
-      ucs_status_t s = ucp_ep_create(worker_, &ep, &eps_[r]);
+      ucs_status_t s = U->ep_create(worker_, &ep, &eps_[r]);
       if (s != UCS_OK) {
         return UcsError("connect to rank " + std::to_string(group_->members()[r]), s);
       }
       for (size_t w = 0; w < all[r].bases.size(); ++w) {
         Remote rm;
         rm.base = all[r].bases[w];
-        s = ucp_ep_rkey_unpack(eps_[r], all[r].rkeys[w].data(), &rm.rkey);
+        s = U->ep_rkey_unpack(eps_[r], all[r].rkeys[w].data(), &rm.rkey);
         if (s != UCS_OK) return UcsError("unpack a remote key", s);
         remote_[r].push_back(rm);
       }
@@ -253,7 +357,7 @@ class UcxBulk : public BulkTransport {
   Status Put(int peer, const void* src, uint64_t bytes, uint64_t addr, ucp_rkey_h rkey,
              std::vector<ucs_status_ptr_t>* reqs) {
     ucp_request_param_t rp{};
-    ucs_status_ptr_t r = ucp_put_nbx(eps_[peer], src, bytes, addr, rkey, &rp);
+    ucs_status_ptr_t r = U->put_nbx(eps_[peer], src, bytes, addr, rkey, &rp);
     if (UCS_PTR_IS_ERR(r)) {
       return UcsError("put to rank " + std::to_string(group_->members()[peer]), UCS_PTR_STATUS(r));
     }
@@ -264,7 +368,7 @@ class UcxBulk : public BulkTransport {
   Status Flush(const std::vector<int>& peers, std::vector<ucs_status_ptr_t>* reqs) {
     for (int p : peers) {
       ucp_request_param_t rp{};
-      ucs_status_ptr_t r = ucp_ep_flush_nbx(eps_[p], &rp);
+      ucs_status_ptr_t r = U->ep_flush_nbx(eps_[p], &rp);
       if (UCS_PTR_IS_ERR(r)) {
         return UcsError("flush to rank " + std::to_string(group_->members()[p]), UCS_PTR_STATUS(r));
       }
@@ -276,7 +380,7 @@ class UcxBulk : public BulkTransport {
   // Progresses the worker, backing off when idle: a polling loop that must not take a core
   // from training for the whole of a transfer.
   void ProgressOrRest(int* idle) {
-    if (ucp_worker_progress(worker_) != 0) {
+    if (U->worker_progress(worker_) != 0) {
       *idle = 0;
     } else if (++*idle > 256) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -288,7 +392,7 @@ class UcxBulk : public BulkTransport {
     Status result;
     for (ucs_status_ptr_t r : *reqs) {
       ucs_status_t s;
-      while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS) {
+      while ((s = U->request_check_status(r)) == UCS_INPROGRESS) {
         if (Clock::now() > deadline) {
           result = DeadlineExceeded("UCX: " + what + " not acknowledged by the deadline");
           break;
@@ -299,7 +403,7 @@ class UcxBulk : public BulkTransport {
       if (!result.ok()) break;
     }
     for (ucs_status_ptr_t r : *reqs) {
-      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+      if (U->request_check_status(r) != UCS_INPROGRESS) U->request_free(r);
     }
     reqs->clear();
     return result;
@@ -346,7 +450,7 @@ class UcxBulk : public BulkTransport {
   void Close() {
     for (auto& per_peer : remote_) {  // remote keys before their endpoints
       for (Remote& r : per_peer) {
-        if (r.rkey != nullptr) ucp_rkey_destroy(r.rkey);
+        if (r.rkey != nullptr) U->rkey_destroy(r.rkey);
       }
     }
     if (worker_ != nullptr) {
@@ -356,14 +460,14 @@ class UcxBulk : public BulkTransport {
         ucp_request_param_t rp{};
         rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         rp.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &rp);
+        ucs_status_ptr_t r = U->ep_close_nbx(ep, &rp);
         if (r != nullptr && !UCS_PTR_IS_ERR(r)) reqs.push_back(r);
       }
       (void)Wait(&reqs, Clock::now() + std::chrono::seconds(5), "closing");
-      ucp_worker_destroy(worker_);
+      U->worker_destroy(worker_);
     }
-    for (ucp_mem_h m : memh_) ucp_mem_unmap(ctx_, m);
-    if (ctx_ != nullptr) ucp_cleanup(ctx_);
+    for (ucp_mem_h m : memh_) U->mem_unmap(ctx_, m);
+    if (ctx_ != nullptr) U->cleanup(ctx_);
     std::free(notices_);
   }
 

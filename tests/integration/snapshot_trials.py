@@ -7,8 +7,10 @@ nodes. Each trial injects one failure through fault/inject (LOOM_FAULT_*), drawn
   copy, encode, transfer
             kill -9 of a random rank while its snapshot of a random step is copied into shared
             memory, erasure-coded, or sent to its peers
-  corrupt   a random rank's newest snapshot piece is found corrupted by the restore (and another
-            rank is killed, so that there is a restore)
+  corrupt   a random rank's snapshot pieces are found corrupted by the restore (and another rank
+            is killed, so that there is a restore): rebuilt from their rows
+  delay     a random rank's fragments are sent late (a slow link, 40 ms before each transfer)
+            and another rank is killed
   spare     a random node is lost (its ranks killed, its shared memory removed); a spare node of
             the manifest takes its place and its ranks' state is rebuilt by RS decoding
   replan    a random node is lost and there is no spare: the planner replans on the 3 survivors
@@ -65,8 +67,8 @@ links:
 {spare}"""
 
 # The mix of a run of 30; longer runs repeat it.
-MIX = (["kill"] * 8 + ["copy"] * 3 + ["encode"] * 3 + ["transfer"] * 3 + ["spare"] * 5 +
-       ["replan"] * 3 + ["corrupt"] * 3 + ["double"] * 2)
+MIX = (["kill"] * 7 + ["copy"] * 3 + ["encode"] * 3 + ["transfer"] * 3 + ["spare"] * 5 +
+       ["replan"] * 3 + ["corrupt"] * 3 + ["delay"] * 1 + ["double"] * 2)
 
 RECOVERED = re.compile(r"restart 1 recovered from (.*) \| (\d+) steps? recomputed")
 
@@ -83,6 +85,10 @@ def trial_env(kind, rng):
         other = (rank + 1 + rng.randrange(7)) % 8
         return ({"LOOM_FAULT_SNAPSHOT_CORRUPT": str(rank),
                  "LOOM_FAULT_KILL": "%d:%d" % (other, step)}, "1 rebuilt by erasure decoding")
+    if kind == "delay":
+        other = (rank + 1 + rng.randrange(7)) % 8
+        return ({"LOOM_FAULT_SNAPSHOT_DELAY": "%d:40" % rank,
+                 "LOOM_FAULT_KILL": "%d:%d" % (other, step)}, "local memory")
     if kind in ("spare", "replan"):
         return {"LOOM_FAULT_NODE_DROP": "%s:%d" % (node, step)}, "2 rebuilt by erasure decoding"
     # Two nodes of one stripe group (every group spans all four nodes).
