@@ -65,20 +65,22 @@ struct Phase {
 };
 
 loom::Status Run(const loom::Placement& place, loom::Backend& backend, const loom::JobConfig& job,
-                 int every, int round, int warmup, Phase* out) {
+                 int every, int m, int round, int warmup, Phase* out) {
   std::optional<loom::SnapshotSetup> setup;
   if (every > 0) {
     loom::SnapshotSetup s;
     s.plan.set_every(every);
     s.plan.set_k(1);
-    s.plan.set_m(1);
+    s.plan.set_m(m);
     s.plan.set_job_key("bench" + std::to_string(::getppid()) + "k" + std::to_string(every) + "r" +
                        std::to_string(round));
     s.plan.add_rank_node("b0");
     s.plan.add_rank_node("b1");
-    loom::proto::StripeGroupSpec* g = s.plan.add_groups();
-    g->add_ranks(0);
-    g->add_ranks(1);
+    if (m > 0) {
+      loom::proto::StripeGroupSpec* g = s.plan.add_groups();
+      g->add_ranks(0);
+      g->add_ranks(1);
+    }
     s.backend = &backend;
     setup = s;
   }
@@ -189,10 +191,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "snapshot_bench: run with mpirun -np 2\n");
     return 1;
   }
-  int steps = 24, rounds = 2;
+  int steps = 24, rounds = 2, m = 1;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--m") == 0) m = std::atoi(argv[i + 1]);  // 0: node-local only
   }
   const bool root = (*rt)->world_rank() == 0;
   loom::ConfigureThreads(1);  // one core per rank
@@ -214,7 +217,7 @@ int main(int argc, char** argv) {
   Phase none, k1, k4;
   for (int r = 0; r < rounds; ++r) {
     for (auto [every, phase] : {std::pair{0, &none}, {1, &k1}, {4, &k4}}) {
-      loom::Status st = Run(*place, **rt, job, every, r, warmup, phase);
+      loom::Status st = Run(*place, **rt, job, every, m, r, warmup, phase);
       if (!st.ok()) {
         std::fprintf(stderr, "snapshot_bench: %s\n", st.ToString().c_str());
         return 1;

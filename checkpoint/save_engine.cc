@@ -66,9 +66,9 @@ Status SaveEngine::CopyState(char* image, size_t* next, uint64_t end) {
     const float* base = state_->StateData(state, p.bucket, &lo, &hi);
     const int64_t off = p.local - params_.buckets[p.bucket].first;
     if (off < lo || off + p.region.size() > hi) {
-      return Internal("checkpoint: rank " + std::to_string(opt_.world_rank) + " does not hold " +
-                      StateName(state) + " elements [" + std::to_string(off) + ", " +
-                      std::to_string(off + p.region.size()) + ") of bucket " +
+      return Internal(sink_->SaveNoun() + ": rank " + std::to_string(opt_.world_rank) +
+                      " does not hold " + StateName(state) + " elements [" + std::to_string(off) +
+                      ", " + std::to_string(off + p.region.size()) + ") of bucket " +
                       std::to_string(p.bucket));
     }
     std::memcpy(image + image_offset_[*next] * sizeof(float), base + (off - lo),
@@ -144,7 +144,7 @@ Status SaveEngine::BeforeUpdate() {
   stats_.copy_wait_s += SecondsSince(t0);
   stats_.stall_s += SecondsSince(t0);
   if (!copied) {
-    return DeadlineExceeded("checkpoint step " + std::to_string(pending_step_) +
+    return DeadlineExceeded(sink_->SaveNoun() + " step " + std::to_string(pending_step_) +
                             ": the state was not copied within " +
                             std::to_string(CheckpointTimeoutMs()) + " ms (LOOM_CKPT_TIMEOUT_MS)");
   }
@@ -168,8 +168,8 @@ Status SaveEngine::Resolve(int all) {
     failed_step_ = step;  // the job ends: see the destructor
     Status mine = write_error_;
     write_error_ = Status::Ok();
-    if (!mine.ok()) return mine.WithContext("checkpoint step " + std::to_string(step));
-    return Internal("checkpoint step " + std::to_string(step) + ": rank " +
+    if (!mine.ok()) return mine.WithContext(sink_->SaveNoun() + " step " + std::to_string(step));
+    return Internal(sink_->SaveNoun() + " step " + std::to_string(step) + ": rank " +
                     std::to_string(all - kFailed) + " failed to write its part (see its error)");
   }
   if (sink_->CommitsHere()) {  // every part is stored: commit in the background
@@ -220,9 +220,9 @@ Status SaveEngine::Finish() {
   if (committed.ok()) committed = committer_.TakeStatus();
   LOOM_ASSIGN_OR_RETURN(int all, vote_->Max(committed.ok() ? kWritten : kFailed + opt_.world_rank));
   stats_.stall_s += SecondsSince(t0);
-  if (!committed.ok()) return committed.WithContext("checkpoint commit");
+  if (!committed.ok()) return committed.WithContext(sink_->SaveNoun() + " commit");
   if (all != kWritten) {
-    return Internal("checkpoint: rank " + std::to_string(all - kFailed) +
+    return Internal(sink_->SaveNoun() + ": rank " + std::to_string(all - kFailed) +
                     " failed to commit (see its error)");
   }
   return Status::Ok();

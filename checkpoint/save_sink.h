@@ -78,6 +78,8 @@ class SaveSink {
   // and what Commit writes ("checkpoints under ck").
   virtual std::string PartName(int64_t step) const = 0;
   virtual std::string CommitName() const = 0;
+  // What one save is called in messages ("checkpoint step 10: ...").
+  virtual std::string SaveNoun() const { return "checkpoint"; }
 };
 
 }  // namespace loom

@@ -475,6 +475,7 @@ SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const 
   s.loads_checkpoint = !(c.dir.empty() && c.load.empty() && c.init_from.empty()) ||
                        l.plan.spec.epoch > 0;  // a restart restores first
   s.restarts_left = kind == LauncherKind::kNone ? 0 : restarts_left;
+  s.restoring = l.plan.spec.epoch > 0;
   return s;
 }
 

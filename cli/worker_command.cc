@@ -137,6 +137,9 @@ void AddWorkerCommand(CLI::App& app, int* exit_code) {
       done.set_ok(false);
       done.set_error(st.message().substr(0, st.message().find(" [at ")));
       done.set_step(step);
+      // A deadline (a peer hung, died or was lost) is the others' failure, not this rank's.
+      done.set_peer_failure(st.code() == StatusCode::kDeadlineExceeded ||
+                            (backend && backend->Abandoned()));
       (void)client->Finish(done);
     }
     AbortAfterGrace(backend.get(), *exit_code);

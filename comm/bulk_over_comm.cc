@@ -9,11 +9,11 @@
 namespace loom {
 namespace {
 
-// Messages of one round use tags 2 * (round mod kRoundsInFlight) (data) and + 1 (note), offset
-// so as not to meet any other traffic the group's communicator may carry.
-constexpr int kTagBase = 1 << 20;
+// Messages of one round use tags 2 * (round mod kRoundsInFlight) (data) and + 1 (note): the
+// transport's communicator carries nothing else point to point (bulk_transport.h), and these
+// stay far below the least tag bound MPI guarantees (32767).
 int DataTag(uint64_t round) {
-  return kTagBase + 2 * static_cast<int>(round % kRoundsInFlight);
+  return 2 * static_cast<int>(round % kRoundsInFlight);
 }
 
 // Messages of at most this many bytes (MPI counts are ints), matched in order.
@@ -28,17 +28,30 @@ class BulkOverComm : public BulkTransport {
  public:
   BulkOverComm(Communicator* group, std::vector<BulkWindow> windows)
       : group_(group), windows_(std::move(windows)) {}
+  ~BulkOverComm() override {
+    KeepIfAbandoned keep(group_);
+    for (auto& v : out_) keep(v);
+    for (auto& v : in_) keep(v);
+  }
   const char* name() const override { return "comm"; }
 
   Status Exchange(uint64_t round, const std::vector<BulkSend>& sends, std::vector<BulkRecv>* recvs,
                   Deadline deadline) override {
     CallOptions data{deadline, DataTag(round)}, note{deadline, DataTag(round) + 1};
-    std::vector<NoteBuf> out(sends.size()), in(recvs->size());
+    for (const BulkRecv& r : *recvs) LOOM_RETURN_IF_ERROR(CheckWindow(r.window, r.offset, r.bytes));
+    for (const BulkSend& s : sends) {
+      if (s.note.size() > kMaxNoteBytes) return InvalidArgument("bulk send: note too long");
+    }
+    // The notes' buffers outlive a transfer that a deadline leaves running: one set per round
+    // slot, kept for good once the communicator is abandoned.
+    std::vector<NoteBuf>& out = out_[round % kRoundsInFlight];
+    std::vector<NoteBuf>& in = in_[round % kRoundsInFlight];
+    out.assign(sends.size(), NoteBuf{});
+    in.assign(recvs->size(), NoteBuf{});
     std::vector<HandlePtr> handles;
     std::vector<std::string> what;  // per handle, for the error
     for (size_t i = 0; i < recvs->size(); ++i) {
       BulkRecv& r = (*recvs)[i];
-      LOOM_RETURN_IF_ERROR(CheckWindow(r.window, r.offset, r.bytes));
       uint8_t* dst = reinterpret_cast<uint8_t*>(windows_[r.window].base + r.offset);
       for (uint64_t at = 0; at < r.bytes || at == 0; at += kPart) {  // parts of an MPI count
         const uint64_t n = std::min(kPart, r.bytes - at);
@@ -53,7 +66,6 @@ class BulkOverComm : public BulkTransport {
     }
     for (size_t i = 0; i < sends.size(); ++i) {
       const BulkSend& s = sends[i];
-      if (s.note.size() > kMaxNoteBytes) return InvalidArgument("bulk send: note too long");
       out[i].bytes = s.note.size();
       std::memcpy(out[i].data, s.note.data(), s.note.size());
       const uint8_t* src = reinterpret_cast<const uint8_t*>(s.src);
@@ -94,6 +106,7 @@ class BulkOverComm : public BulkTransport {
 
   Communicator* group_;
   std::vector<BulkWindow> windows_;
+  std::vector<NoteBuf> out_[kRoundsInFlight], in_[kRoundsInFlight];
 };
 
 }  // namespace

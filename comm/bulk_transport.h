@@ -22,7 +22,9 @@
 // on every member, increasing; a member may run at most kRoundsInFlight rounds ahead of another.
 //
 // Thread-safety: Create and the destructor on any one thread; Exchange from one thread at a time
-// (the snapshot writer). The windows and the communicator must outlive the transport.
+// (the snapshot writer). The windows and the communicator must outlive the transport, and the
+// communicator must carry no other point-to-point traffic (the fallback's tags are 0..7); after
+// a failed Exchange peers may still write into the windows, so their owner keeps them.
 #pragma once
 
 #include <cstdint>

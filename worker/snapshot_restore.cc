@@ -6,13 +6,17 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
+#include <tuple>
 
 #include "checkpoint/chunk_table.h"
 #include "checkpoint/format.h"
+#include "checkpoint/io_activity.h"
 #include "checkpoint/load_state.h"
 #include "checkpoint/metadata_specs.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/save_engine.h"
+#include "comm/agree.h"
 #include "core/crc32c.h"
 #include "core/fault_point.h"
 #include "core/logging.h"
@@ -39,34 +43,42 @@ struct Record {
   uint32_t crcs[kMaxSnapshotM][kMaxSnapshotK + kMaxSnapshotM];
 };
 
-// Every rank's `mine`, by world rank (one process: just `mine`).
-Result<std::vector<std::string>> AllGatherBytes(Communicator* world, const std::string& mine) {
-  if (world == nullptr) return std::vector<std::string>{mine};
-  const int n = world->size();
-  int32_t len = static_cast<int32_t>(mine.size());
-  std::vector<int32_t> lens(static_cast<size_t>(n));
-  LOOM_RETURN_IF_ERROR(
-      world->AllGather(ConstCommBuffer::Host(&len, 1), CommBuffer::Host(lens.data(), n)));
-  const int32_t width = std::max(1, *std::max_element(lens.begin(), lens.end()));
-  std::string padded = mine;
-  padded.resize(static_cast<size_t>(width));
-  std::string all(static_cast<size_t>(width) * n, '\0');
-  LOOM_RETURN_IF_ERROR(world->AllGather(
-      ConstCommBuffer::Host(reinterpret_cast<const uint8_t*>(padded.data()), width),
-      CommBuffer::Host(reinterpret_cast<uint8_t*>(all.data()), int64_t{width} * n)));
-  std::vector<std::string> out;
-  for (int r = 0; r < n; ++r) out.push_back(all.substr(static_cast<size_t>(r) * width, lens[r]));
-  return out;
+// Restore collectives and transfers meet after local work of very different lengths (one rank
+// per node checks the digests of its node's memory; rebuilders decode): the checkpoint I/O
+// deadline, not the communication default.
+Deadline RestoreDeadline() {
+  return Clock::now() + std::chrono::milliseconds(CheckpointTimeoutMs());
 }
 
-// Agrees on failure: an error on every rank if any rank's `local` failed.
-Status AgreeOk(Communicator* world, const Status& local, const std::string& what) {
-  if (world == nullptr) return local;
-  int32_t failed = local.ok() ? 0 : 1 + world->rank();
-  LOOM_RETURN_IF_ERROR(world->AllReduce(CommBuffer::Host(&failed, 1), ReduceOp::kMax));
-  if (!local.ok()) return local;
-  if (failed == 0) return Status::Ok();
-  return DataLoss(what + " failed on rank " + std::to_string(failed - 1) + " (see its error)");
+// Messages of at most this many bytes (MPI counts are ints).
+constexpr uint64_t kPart = uint64_t{1} << 30;
+
+// Posts the sends (or receives) of `bytes` at `p` in parts of kPart, matched in order.
+void SendParts(Communicator* c, const char* p, uint64_t bytes, int peer, const CallOptions& o,
+               std::vector<HandlePtr>* out) {
+  for (uint64_t at = 0; at < bytes; at += kPart) {
+    const auto n = static_cast<int64_t>(std::min(kPart, bytes - at));
+    out->push_back(
+        c->SendAsync(ConstCommBuffer::Host(reinterpret_cast<const uint8_t*>(p + at), n), peer, o));
+  }
+}
+void RecvParts(Communicator* c, char* p, uint64_t bytes, int peer, const CallOptions& o,
+               std::vector<HandlePtr>* out) {
+  for (uint64_t at = 0; at < bytes; at += kPart) {
+    const auto n = static_cast<int64_t>(std::min(kPart, bytes - at));
+    out->push_back(c->RecvAsync(CommBuffer::Host(reinterpret_cast<uint8_t*>(p + at), n), peer, o));
+  }
+}
+
+// Waits for every handle (the first error returned, after all were waited for or abandoned).
+Status WaitAll(std::vector<HandlePtr>* handles, const std::string& what) {
+  Status first;
+  for (HandlePtr& h : *handles) {
+    Status st = h->Wait();
+    if (first.ok() && !st.ok()) first = st.WithContext(what);
+  }
+  handles->clear();
+  return first;
 }
 
 class Restorer {
@@ -221,7 +233,7 @@ std::string Restorer::Inventory() {
 
 Result<std::vector<SlotReport>> Restorer::GatherReports() {
   LOOM_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                        AllGatherBytes(place_.world.get(), Inventory()));
+                        AllGatherBlobs(place_.world.get(), Inventory(), RestoreDeadline()));
   const int k = origin_.code.k, m = origin_.code.m;
   std::vector<SlotReport> reports;
   for (const std::string& part : all) {
@@ -299,8 +311,13 @@ Status Restorer::Rebuild() {
   }
   std::vector<HandlePtr> handles;
   Communicator* world = place_.world.get();
-  const CallOptions opt{Clock::now() + std::chrono::milliseconds(SnapshotTimeoutMs()),
-                        kFragmentTag};
+  KeepIfAbandoned keep(world);
+  keep(frags);
+  keep(rebuilt_);
+  std::vector<char> zeros;  // sent in place of a fragment this rank cannot serve (an error)
+  keep(zeros);
+  const CallOptions opt{RestoreDeadline(), kFragmentTag};
+  Status st;
   for (const Move& mv : moves) {
     const ImageSource& img = choice_.images[mv.x];
     const uint64_t P = piece_bytes_[mv.x];
@@ -314,39 +331,33 @@ Status Restorer::Rebuild() {
         dst = buf.data() + static_cast<uint64_t>(mv.f) * P;
       }
     }
-    const bool in_place = Maps(img.rebuilder, mv.old_rank);  // the rebuilder reads it itself
-    if (in_place || mv.src == img.rebuilder) {
-      if (dst == nullptr) continue;
-      const Segment* seg = Mapped(mv.old_rank);
-      if (seg == nullptr) {
-        return Internal("snapshot restore: old rank " + std::to_string(mv.old_rank) +
-                        "'s segment is not mapped on the rank rebuilding from it");
+    const Segment* seg = Mapped(mv.old_rank);
+    const char* src = seg == nullptr ? nullptr
+                      : mv.parity    ? seg->parity(mv.slot, mv.index)
+                                     : seg->image(mv.slot) + static_cast<uint64_t>(mv.index) * P;
+    // The rebuilder reads a fragment itself when it maps its segment (same node).
+    const bool in_place = Maps(img.rebuilder, mv.old_rank) || mv.src == img.rebuilder;
+    if ((in_place && dst != nullptr) || (!in_place && mv.src == me())) {
+      if (src == nullptr && st.ok()) {
+        st = Internal("snapshot restore: old rank " + std::to_string(mv.old_rank) +
+                      "'s segment is not mapped on rank " + std::to_string(me()) +
+                      ", which was to serve it");
       }
-      std::memcpy(dst,
-                  mv.parity ? seg->parity(mv.slot, mv.index)
-                            : seg->image(mv.slot) + static_cast<uint64_t>(mv.index) * P,
-                  P);
-      continue;
+      if (src == nullptr) {
+        zeros.resize(std::max<size_t>(zeros.size(), P));
+        src = zeros.data();
+      }
     }
-    if (mv.src == me()) {
-      const Segment* seg = Mapped(mv.old_rank);
-      if (seg == nullptr) return Internal("snapshot restore: a fragment's segment is not mapped");
-      const char* src = mv.parity ? seg->parity(mv.slot, mv.index)
-                                  : seg->image(mv.slot) + static_cast<uint64_t>(mv.index) * P;
-      handles.push_back(world->SendAsync(
-          ConstCommBuffer::Host(reinterpret_cast<const uint8_t*>(src), static_cast<int64_t>(P)),
-          img.rebuilder, opt));
+    if (in_place) {
+      if (dst != nullptr) std::memcpy(dst, src, P);
+    } else if (mv.src == me()) {
+      SendParts(world, src, P, img.rebuilder, opt, &handles);
     } else if (dst != nullptr) {
-      handles.push_back(world->RecvAsync(
-          CommBuffer::Host(reinterpret_cast<uint8_t*>(dst), static_cast<int64_t>(P)), mv.src, opt));
+      RecvParts(world, dst, P, mv.src, opt, &handles);
       bytes_fetched_ += P;
     }
   }
-  Status st;
-  for (HandlePtr& h : handles) {
-    Status w = h->Wait();
-    if (st.ok() && !w.ok()) st = w.WithContext("snapshot restore: fetching fragments");
-  }
+  if (Status w = WaitAll(&handles, "snapshot restore: fetching fragments"); st.ok()) st = w;
   // Decode the pieces this rank rebuilds, each checked against its row's manifest.
   if (st.ok()) {
     Result<ReedSolomon> rs = ReedSolomon::Create(origin_.code.k, std::max(1, origin_.code.m));
@@ -372,7 +383,8 @@ Status Restorer::Rebuild() {
     }
     if (st.ok() && !rs.ok()) st = rs.status();
   }
-  return AgreeOk(world, st, "rebuilding snapshot images");
+  return AgreeStatus(world, st, "rebuilding snapshot images", RestoreDeadline(),
+                     StatusCode::kDataLoss);
 }
 
 Result<proto::CheckpointMetadata> Restorer::Metadata() {
@@ -398,7 +410,8 @@ Result<proto::CheckpointMetadata> Restorer::Metadata() {
   const uint64_t plen = payload.size();
   std::string packed(reinterpret_cast<const char*>(&plen), sizeof(plen));
   packed += payload + description;
-  LOOM_ASSIGN_OR_RETURN(std::vector<std::string> all, AllGatherBytes(place_.world.get(), packed));
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                        AllGatherBlobs(place_.world.get(), packed, RestoreDeadline()));
   std::vector<proto::CheckpointMetadata> fragments;
   proto::CheckpointMetadata base;
   bool have_base = false;
@@ -433,42 +446,51 @@ Status Restorer::Prefetch(CheckpointReader* reader, RankState* state, const Para
   const int n = world();
   // What this rank asks of each server: (old rank, offset, bytes) triples.
   std::vector<std::vector<int64_t>> asks(static_cast<size_t>(n));
+  std::set<std::tuple<int, uint64_t, uint64_t>> asked;
   for (const FileRange& r : ranges) {
     const int x = rank_of.at(r.file);
     if (LocalImage(x) != nullptr) continue;
-    auto key = std::make_tuple(x, r.offset, r.n);
-    if (fetched_.count(key)) continue;
-    fetched_[key];  // reserved; filled by the reply
+    if (!asked.insert({x, r.offset, r.n}).second) continue;
     std::vector<int64_t>& a = asks[Server(x)];
     a.insert(a.end(), {x, static_cast<int64_t>(r.offset), static_cast<int64_t>(r.n)});
   }
   Communicator* world_comm = place_.world.get();
   if (world_comm == nullptr) return Status::Ok();
-  // Who asks whom how many triples: every rank's row of the matrix.
+  KeepIfAbandoned keep(world_comm);
+  keep(asks);
+  keep(fetched_);
+  // Who asks whom how many ranges: every rank's row of the matrix.
   std::vector<int32_t> row(static_cast<size_t>(n)), matrix(static_cast<size_t>(n) * n);
+  keep(matrix);
   for (int s = 0; s < n; ++s) row[s] = static_cast<int32_t>(asks[s].size() / 3);
   LOOM_RETURN_IF_ERROR(world_comm->AllGather(ConstCommBuffer::Host(row.data(), n),
-                                             CommBuffer::Host(matrix.data(), int64_t{n} * n)));
-  const CallOptions req{Clock::now() + std::chrono::milliseconds(SnapshotTimeoutMs()), kRequestTag};
+                                             CommBuffer::Host(matrix.data(), int64_t{n} * n),
+                                             {RestoreDeadline()}));
+  const CallOptions req{RestoreDeadline(), kRequestTag};
   const CallOptions rep{req.deadline, kBytesTag};
   std::vector<HandlePtr> handles;
-  std::vector<std::vector<char>> replies(static_cast<size_t>(n));
-  for (int s = 0; s < n; ++s) {  // ask, and post the receive of the answer
+  // Ask, and post the receives of the answers: each range straight into its buffer.
+  for (int s = 0; s < n; ++s) {
     if (asks[s].empty()) continue;
-    int64_t total = 0;
-    for (size_t i = 2; i < asks[s].size(); i += 3) total += asks[s][i];
     handles.push_back(world_comm->SendAsync(
         ConstCommBuffer::Host(reinterpret_cast<const uint8_t*>(asks[s].data()),
                               static_cast<int64_t>(asks[s].size() * sizeof(int64_t))),
         s, req));
-    replies[s].resize(static_cast<size_t>(total));
-    handles.push_back(world_comm->RecvAsync(
-        CommBuffer::Host(reinterpret_cast<uint8_t*>(replies[s].data()), total), s, rep));
-    bytes_fetched_ += static_cast<uint64_t>(total);
+    for (size_t i = 0; i < asks[s].size(); i += 3) {
+      const auto len = static_cast<uint64_t>(asks[s][i + 2]);
+      std::vector<char>& dst =
+          fetched_[{static_cast<int>(asks[s][i]), static_cast<uint64_t>(asks[s][i + 1]), len}];
+      dst.resize(len);
+      RecvParts(world_comm, dst.data(), len, s, rep, &handles);
+      bytes_fetched_ += len;
+    }
   }
-  // Serve: read every request, answer with the bytes in order.
+  // Serve: read every request, answer each range straight from the image this rank holds.
   std::vector<std::vector<int64_t>> wanted(static_cast<size_t>(n));
-  std::vector<std::vector<char>> answers(static_cast<size_t>(n));
+  keep(wanted);
+  std::vector<char> zeros;  // in place of bytes this rank does not serve (an error)
+  keep(zeros);
+  Status st;
   for (int q = 0; q < n; ++q) {
     const int32_t count = matrix[static_cast<size_t>(q) * n + me()];
     if (count == 0) continue;
@@ -483,30 +505,19 @@ Status Restorer::Prefetch(CheckpointReader* reader, RankState* state, const Para
                      len = static_cast<uint64_t>(wanted[q][i + 2]);
       const char* img = x >= 0 && x < origin_.world ? LocalImage(x) : nullptr;
       if (img == nullptr || off + len > image_bytes_[x]) {
-        return Internal("snapshot restore: rank " + std::to_string(q) +
+        if (st.ok()) {
+          st = Internal("snapshot restore: rank " + std::to_string(q) +
                         " asked for bytes this rank does not serve");
+        }
+        zeros.resize(std::max<size_t>(zeros.size(), len));
+        SendParts(world_comm, zeros.data(), len, q, rep, &handles);
+        continue;
       }
-      answers[q].insert(answers[q].end(), img + off, img + off + len);
-    }
-    handles.push_back(world_comm->SendAsync(
-        ConstCommBuffer::Host(reinterpret_cast<const uint8_t*>(answers[q].data()),
-                              static_cast<int64_t>(answers[q].size())),
-        q, rep));
-  }
-  for (HandlePtr& h : handles) {
-    LOOM_RETURN_IF_ERROR(h->Wait().WithContext("snapshot restore: fetching image bytes"));
-  }
-  for (int s = 0; s < n; ++s) {  // the replies, in the order asked
-    uint64_t at = 0;
-    for (size_t i = 0; i < asks[s].size(); i += 3) {
-      const auto len = static_cast<uint64_t>(asks[s][i + 2]);
-      std::vector<char>& dst =
-          fetched_[{static_cast<int>(asks[s][i]), static_cast<uint64_t>(asks[s][i + 1]), len}];
-      dst.assign(replies[s].data() + at, replies[s].data() + at + len);
-      at += len;
+      SendParts(world_comm, img + off, len, q, rep, &handles);
     }
   }
-  return Status::Ok();
+  if (Status w = WaitAll(&handles, "snapshot restore: fetching image bytes"); st.ok()) st = w;
+  return st;
 }
 
 Result<SnapshotRestore> Restorer::Run(RankState* state, const ParamLayout& params, int tp_rank) {
@@ -537,7 +548,8 @@ Result<SnapshotRestore> Restorer::Run(RankState* state, const ParamLayout& param
   }
   if (st.ok()) st = Prefetch(reader.get(), state, params, tp_rank);
   if (st.ok()) st = ReadRankState(reader.get(), params, tp_rank, kNumStates, state);
-  LOOM_RETURN_IF_ERROR(AgreeOk(place_.world.get(), st, "reading the snapshot"));
+  LOOM_RETURN_IF_ERROR(AgreeStatus(place_.world.get(), st, "reading the snapshot",
+                                   RestoreDeadline(), StatusCode::kDataLoss));
   state->set_optimizer_steps(meta->optimizer().step_count());
   state->StateLoaded();
   out.restored = true;
@@ -559,8 +571,9 @@ Result<SnapshotRestore> RestoreSnapshot(const proto::SnapshotPlan& plan, const J
   // from the same gathered reports.
   for (const proto::SnapshotOrigin& origin : plan.recovery().origins()) {
     Restorer r(plan, origin, job, place);
-    LOOM_ASSIGN_OR_RETURN(out, r.Run(state, params, tp_rank));
-    if (out.restored) return out;
+    LOOM_ASSIGN_OR_RETURN(SnapshotRestore got, r.Run(state, params, tp_rank));
+    if (got.restored) return got;
+    if (out.why_not.empty()) out.why_not = got.why_not;  // the newest incarnation's reason
   }
   if (plan.recovery().origins_size() == 0) out.why_not = "no earlier incarnation to restore";
   return out;

@@ -35,6 +35,7 @@ class SnapshotSink : public SaveSink {
   void Discard(int64_t) override {}  // the slot stays "writing": never restored
   std::string PartName(int64_t step) const override;
   std::string CommitName() const override { return "in-memory snapshots"; }
+  std::string SaveNoun() const override { return "snapshot"; }
 
   int64_t committed_step() const { return committed_step_.load(); }  // 0: none yet
   uint64_t image_bytes() const { return segment_->geometry().image_bytes; }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "comm/agree.h"
 #include "core/logging.h"
 #include "parallel/layout.h"
 #include "worker/save_metadata.h"
@@ -68,14 +69,16 @@ Result<std::unique_ptr<Snapshotter>> Snapshotter::Create(const SnapshotSetup& se
   }
   const SegmentGeometry g = SnapshotGeometry(job.model, place.layout, code.k, code.m,
                                              members.empty() ? nullptr : &members, s->rank_);
-  LOOM_ASSIGN_OR_RETURN(Segment seg, Segment::Create(id, g));
-  s->segment_ = std::make_unique<Segment>(std::move(seg));
-  if (code.m > 0) {
-    if (setup.backend == nullptr) return InvalidArgument("snapshot: erasure coding needs ranks");
-    LOOM_ASSIGN_OR_RETURN(s->group_, setup.backend->CreateGroup("snapshot", members));
-    LOOM_ASSIGN_OR_RETURN(BulkKind kind, SnapshotTransportKind());
-    LOOM_ASSIGN_OR_RETURN(s->replicator_,
-                          Replicator::Create(s->segment_.get(), s->group_.get(), code, kind));
+  // Every rank learns whether every segment could be made (a full /dev/shm on one node) before
+  // any of them goes on to the collective set-up.
+  Result<Segment> seg = Segment::Create(id, g);
+  LOOM_RETURN_IF_ERROR(AgreeStatus(place.world.get(), seg.status(), "making snapshot segments",
+                                   place.world ? place.world->DefaultDeadline() : Deadline{}));
+  s->segment_ = std::make_unique<Segment>(std::move(*seg));
+  Status st = s->Connect(setup, code, members);
+  if (!st.ok()) {
+    (void)s->segment_->Unlink();  // nothing will ever restore from it
+    return st;
   }
   s->sink_ = std::make_unique<SnapshotSink>(s->segment_.get(), s->replicator_.get(), s->rank_);
   SaveEngineOptions eo;
@@ -93,13 +96,25 @@ Result<std::unique_ptr<Snapshotter>> Snapshotter::Create(const SnapshotSetup& se
 
 Snapshotter::~Snapshotter() = default;
 
+Status Snapshotter::Connect(const SnapshotSetup& setup, const ErasureCode& code,
+                            const std::vector<int>& members) {
+  if (code.m == 0) return Status::Ok();
+  if (setup.backend == nullptr) return InvalidArgument("snapshot: erasure coding needs ranks");
+  LOOM_ASSIGN_OR_RETURN(group_, setup.backend->CreateGroup("snapshot", members));
+  LOOM_ASSIGN_OR_RETURN(BulkKind kind, SnapshotTransportKind());
+  LOOM_ASSIGN_OR_RETURN(replicator_, Replicator::Create(segment_.get(), group_.get(), code, kind));
+  return Status::Ok();
+}
+
 std::string Snapshotter::Protection() const {
   if (!replicator_) return "node-local";
   return "RS(" + std::to_string(setup_.plan.k()) + "," + std::to_string(setup_.plan.m()) +
          ") over " + replicator_->transport();
 }
 
-Status Snapshotter::BeforeUpdate() { return engine_->BeforeUpdate(); }
+Status Snapshotter::BeforeUpdate() {
+  return engine_->BeforeUpdate();
+}
 
 Status Snapshotter::OnStep(const StepEvent& event) {
   last_loss_ = event.stats.loss;
@@ -125,19 +140,31 @@ Status Snapshotter::OnStep(const StepEvent& event) {
   });
 }
 
-Status Snapshotter::Finish() { return engine_->Finish(); }
+Status Snapshotter::Finish() {
+  return engine_->Finish();
+}
 
-Status Snapshotter::OnStop(int64_t, int) { return Finish(); }
+Status Snapshotter::OnStop(int64_t, int) {
+  // Stopped after a checkpoint (a signal, the time limit): the next launch starts from that
+  // checkpoint under a new key, so nothing can restore these.
+  LOOM_RETURN_IF_ERROR(Finish());
+  RemoveOwn();
+  return Status::Ok();
+}
+
+void Snapshotter::RemoveOwn() {
+  (void)segment_->Unlink();
+  for (int e = 0; e < setup_.epoch; ++e) {
+    (void)RemoveSegments(NodeSegmentPrefix(setup_.plan.job_key(), node_) + "e" + std::to_string(e) +
+                         "-");
+  }
+}
 
 Status Snapshotter::OnFinish(int64_t) {
   LOOM_RETURN_IF_ERROR(Finish());
   // The run is complete: its snapshots are of no more use. Each rank removes its own segment;
   // the node's older incarnations' too.
-  (void)segment_->Unlink();
-  for (int e = 0; e < setup_.epoch; ++e) {
-    (void)RemoveSegments(NodeSegmentPrefix(setup_.plan.job_key(), node_) + "e" +
-                         std::to_string(e) + "-");
-  }
+  RemoveOwn();
   return Status::Ok();
 }
 

@@ -80,14 +80,19 @@ class Snapshotter : public StepObserver {
   }
 
   // StepObserver.
-  Status OnStep(const StepEvent& event) override;  // Poll, and a save every `every` steps
-  Status OnStop(int64_t step, int reason) override;
+  Status OnStep(const StepEvent& event) override;    // Poll, and a save every `every` steps
+  Status OnStop(int64_t step, int reason) override;  // the save completes; the memory goes
   Status OnFinish(int64_t steps) override;  // the last save completes; this node's memory goes
   void OnFail(const Status& status) override;
 
  private:
   Snapshotter() = default;
+  // With erasure coding: the stripe group's communicator and the replicator (collective).
+  Status Connect(const SnapshotSetup& setup, const ErasureCode& code,
+                 const std::vector<int>& members);
   Status Finish();
+  // Removes this rank's segment and its node's of earlier incarnations.
+  void RemoveOwn();
 
   SnapshotSetup setup_;
   JobConfig job_;

@@ -433,6 +433,9 @@ Status Trainer::GatherFullParams(std::vector<float>* out) {
 }
 
 std::string Trainer::RestoredFrom() const {
+  if (restored_.restored && start_step_ != restored_.step && ckpt_) {  // a newer checkpoint won
+    return "checkpoint " + ckpt_->stats().resumed_from + " (newer than the " + restored_.from + ")";
+  }
   if (restored_.restored || restored_.why_not.empty()) return restored_.from;
   const std::string ckpt = ckpt_ ? ckpt_->stats().resumed_from : "";
   return (ckpt.empty() ? std::string("a fresh start") : "checkpoint " + ckpt) +

@@ -14,6 +14,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "comm/agree.h"
 #include "core/crc32c.h"
 
 namespace loom {
@@ -137,7 +138,7 @@ Status UcsError(const std::string& what, ucs_status_t s) {
 // What every rank publishes to its peers: its worker address and, per window, base and rkey.
 struct Published {
   std::vector<uint8_t> worker;
-  std::vector<uint64_t> bases;
+  std::vector<uint64_t> bases, lengths;
   std::vector<std::vector<uint8_t>> rkeys;
 };
 
@@ -161,12 +162,7 @@ class UcxBulk : public BulkTransport {
  private:
   // `local` on this rank; an error on every member if any member failed.
   Status Agree(const Status& local, const char* phase) {
-    int32_t failed = local.ok() ? 0 : 1 + group_->rank();
-    LOOM_RETURN_IF_ERROR(group_->AllReduce(CommBuffer::Host(&failed, 1), ReduceOp::kMax));
-    if (!local.ok()) return local;
-    if (failed == 0) return Status::Ok();
-    return FailedPrecondition("UCX could not " + std::string(phase) + " on rank " +
-                              std::to_string(group_->members()[failed - 1]));
+    return AgreeStatus(group_, local, "UCX " + std::string(phase), group_->DefaultDeadline());
   }
 
   Status StartLocal(Published* mine) {
@@ -214,15 +210,27 @@ class UcxBulk : public BulkTransport {
         return InvalidArgument("UCX bulk send: window " + std::to_string(s.window) +
                                " or note size out of range");
       }
+      if (s.peer < 0 || s.peer >= group_->size()) {
+        return InvalidArgument("UCX bulk send: no peer " + std::to_string(s.peer));
+      }
+      const Remote& r = remote_[s.peer][s.window];
+      if (s.offset > r.bytes || s.bytes > r.bytes - s.offset) {
+        return InvalidArgument("UCX bulk send of " + std::to_string(s.bytes) + " bytes at " +
+                               std::to_string(s.offset) + " outside rank " +
+                               std::to_string(group_->members()[s.peer]) + "'s window " +
+                               std::to_string(s.window) + " (" + std::to_string(r.bytes) +
+                               " bytes)");
+      }
       if (std::find(peers.begin(), peers.end(), s.peer) == peers.end()) peers.push_back(s.peer);
       if (s.bytes == 0) continue;
-      const Remote& r = remote_[s.peer][s.window];
       LOOM_RETURN_IF_ERROR(Put(s.peer, s.src, s.bytes, r.base + s.offset, r.rkey, &reqs));
     }
     // The bytes are in the peers' windows once the flushes complete; then the notes go.
     LOOM_RETURN_IF_ERROR(Flush(peers, &reqs));
     LOOM_RETURN_IF_ERROR(Wait(&reqs, deadline, "fragments of round " + std::to_string(round)));
-    std::vector<Notice> notes(sends.size());
+    // The notes' buffers outlive a put that a deadline leaves running: one set per round slot.
+    std::vector<Notice>& notes = notes_[round % kRoundsInFlight];
+    notes.assign(sends.size(), Notice{});
     for (size_t i = 0; i < sends.size(); ++i) {
       Notice& nt = notes[i];
       nt.round = round;
@@ -239,7 +247,7 @@ class UcxBulk : public BulkTransport {
   }
 
   struct Remote {
-    uint64_t base = 0;
+    uint64_t base = 0, bytes = 0;
     ucp_rkey_h rkey = nullptr;
   };
 
@@ -273,58 +281,63 @@ class UcxBulk : public BulkTransport {
       p->rkeys.emplace_back(static_cast<uint8_t*>(rk), static_cast<uint8_t*>(rk) + rk_len);
       U->rkey_buffer_release(rk);
       p->bases.push_back(reinterpret_cast<uint64_t>(w.base));
+      p->lengths.push_back(w.bytes);
     }
     return Status::Ok();
   }
 
-  // Flattens `mine` into one blob, all-gathers every member's (lengths first, then padded).
+  // Flattens `mine` into one blob and gathers every member's.
   Status ExchangePublished(const Published& mine, std::vector<Published>* all) {
-    std::vector<uint8_t> blob;
-    auto put64 = [&](uint64_t v) {
-      const auto* b = reinterpret_cast<const uint8_t*>(&v);
-      blob.insert(blob.end(), b, b + 8);
-    };
+    std::string blob;
+    auto put64 = [&](uint64_t v) { blob.append(reinterpret_cast<const char*>(&v), 8); };
     put64(mine.worker.size());
-    blob.insert(blob.end(), mine.worker.begin(), mine.worker.end());
+    blob.append(mine.worker.begin(), mine.worker.end());
     put64(mine.bases.size());
     for (size_t w = 0; w < mine.bases.size(); ++w) {
       put64(mine.bases[w]);
+      put64(mine.lengths[w]);
       put64(mine.rkeys[w].size());
-      blob.insert(blob.end(), mine.rkeys[w].begin(), mine.rkeys[w].end());
+      blob.append(mine.rkeys[w].begin(), mine.rkeys[w].end());
     }
-    const int n = group_->size();
-    std::vector<int32_t> lens(static_cast<size_t>(n));
-    int32_t my_len = static_cast<int32_t>(blob.size());
-    LOOM_RETURN_IF_ERROR(
-        group_->AllGather(ConstCommBuffer::Host(&my_len, 1), CommBuffer::Host(lens.data(), n)));
-    const int32_t width = *std::max_element(lens.begin(), lens.end());
-    blob.resize(static_cast<size_t>(width));
-    std::vector<uint8_t> every(static_cast<size_t>(width) * n);
-    LOOM_RETURN_IF_ERROR(group_->AllGather(ConstCommBuffer::Host(blob.data(), width),
-                                           CommBuffer::Host(every.data(), width * int64_t{n})));
-    all->resize(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      const uint8_t* at = every.data() + static_cast<size_t>(r) * width;
+    LOOM_ASSIGN_OR_RETURN(std::vector<std::string> blobs,
+                          AllGatherBlobs(group_, blob, group_->DefaultDeadline()));
+    all->resize(blobs.size());
+    for (size_t r = 0; r < blobs.size(); ++r) {
+      const std::string& b = blobs[r];
+      size_t at = 0;
+      bool ok = true;
       auto get64 = [&] {
-        uint64_t v;
-        std::memcpy(&v, at, 8);
+        uint64_t v = 0;
+        if (at + 8 > b.size()) {
+          ok = false;
+          return v;
+        }
+        std::memcpy(&v, b.data() + at, 8);
         at += 8;
         return v;
       };
+      auto bytes = [&](uint64_t n) {
+        std::vector<uint8_t> v;
+        if (n > b.size() - std::min(at, b.size())) {
+          ok = false;
+          return v;
+        }
+        v.assign(b.begin() + static_cast<std::ptrdiff_t>(at),
+                 b.begin() + static_cast<std::ptrdiff_t>(at + n));
+        at += n;
+        return v;
+      };
       Published& p = (*all)[r];
-      const uint64_t wl = get64();
-      p.worker.assign(at, at + wl);
-      at += wl;
+      p.worker = bytes(get64());
       const uint64_t windows = get64();
-      for (uint64_t w = 0; w < windows; ++w) {
+      for (uint64_t w = 0; ok && w < windows; ++w) {
         p.bases.push_back(get64());
-        const uint64_t kl = get64();
-        p.rkeys.emplace_back(at, at + kl);
-        at += kl;
+        p.lengths.push_back(get64());
+        p.rkeys.push_back(bytes(get64()));
       }
-      if (p.bases.size() != windows_.size()) {
+      if (!ok || p.bases.size() != windows_.size()) {
         return InvalidArgument("UCX bulk transport: rank " + std::to_string(group_->members()[r]) +
-                               " registered " + std::to_string(p.bases.size()) +
+                               " published " + std::to_string(p.bases.size()) +
                                " windows, this rank " + std::to_string(windows_.size()));
       }
     }
@@ -346,6 +359,7 @@ class UcxBulk : public BulkTransport {
       for (size_t w = 0; w < all[r].bases.size(); ++w) {
         Remote rm;
         rm.base = all[r].bases[w];
+        rm.bytes = all[r].lengths[w];
         s = U->ep_rkey_unpack(eps_[r], all[r].rkeys[w].data(), &rm.rkey);
         if (s != UCS_OK) return UcsError("unpack a remote key", s);
         remote_[r].push_back(rm);
@@ -480,6 +494,7 @@ class UcxBulk : public BulkTransport {
   std::vector<std::vector<Remote>> remote_;  // [peer][window]
   char* notices_ = nullptr;
   uint64_t notices_bytes_ = 0;
+  std::vector<Notice> notes_[kRoundsInFlight];  // the notes put in each round slot
 };
 
 }  // namespace

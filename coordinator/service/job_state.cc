@@ -169,6 +169,7 @@ Status JobState::Done(const proto::Done& done, double now) {
   r.stopped_by = done.stopped_by_signal();
   if (r.stopped_by != 0) r.step = done.step();
   r.error = done.error().substr(0, 4096);
+  r.peer_failure = !done.ok() && done.peer_failure();
   if (done.rank() == 0) final_ = done;
   return Status::Ok();
 }

@@ -48,6 +48,7 @@ struct RankStatus {
   int stopped_by = 0;  // the signal it stopped on after saving step `step` (checkpoint.signal)
   bool checkpoint_io = false;  // its latest heartbeat said it was loading or saving a checkpoint
   std::string error;
+  bool peer_failure = false;  // its error came from a peer (a communication deadline passed)
 };
 
 struct Progress {
@@ -104,14 +105,14 @@ class JobState {
   std::vector<RankStatus> ranks_;  // GUARDED_BY(mu_)
   // step -> reports by rank, until every rank has reported it; GUARDED_BY(mu_)
   std::map<int64_t, std::map<int, proto::StepReport>> pending_;
-  int64_t complete_step_ = 0;              // GUARDED_BY(mu_)
-  double loss_ = 0, step_s_ = 0;           // GUARDED_BY(mu_)
+  int64_t complete_step_ = 0;                       // GUARDED_BY(mu_)
+  double loss_ = 0, step_s_ = 0;                    // GUARDED_BY(mu_)
   int64_t snapshot_step_ = 0, snapshot_bytes_ = 0;  // GUARDED_BY(mu_)
   std::string restored_from_;                       // GUARDED_BY(mu_)
   int64_t restored_step_ = 0;                       // GUARDED_BY(mu_)
   double restore_s_ = 0;                            // GUARDED_BY(mu_)
-  std::vector<proto::StepReport> latest_;  // GUARDED_BY(mu_)
-  std::optional<proto::Done> final_;       // GUARDED_BY(mu_)
+  std::vector<proto::StepReport> latest_;           // GUARDED_BY(mu_)
+  std::optional<proto::Done> final_;                // GUARDED_BY(mu_)
 };
 
 }  // namespace loom

@@ -4,8 +4,8 @@
 #include <boost/asio.hpp>
 #include <mutex>
 
-#include "core/logging.h"
 #include "control/wire.h"
+#include "core/logging.h"
 
 namespace loom {
 
@@ -144,14 +144,16 @@ class Session : public std::enable_shared_from_this<Session> {
       impl_->Count(&ServiceStats::rejected_malformed);
       return Close();
     }
-    if (msg->job_token() != impl_->job.load()->spec().token) {
+    // One incarnation's state for the whole message: SetJob may swap it meanwhile.
+    JobState* job = impl_->job.load();
+    if (msg->job_token() != job->spec().token) {
       LOOM_LOG(WARN, COORD) << who() << ": rejected a message with a wrong job token (another "
                             << "job's worker, or not a worker)";
       impl_->Count(&ServiceStats::rejected_token);
       return Reply(ErrorReply("wrong job token"), /*close=*/true);
     }
     proto::Envelope reply;
-    Status st = Handle(*msg, &reply);
+    Status st = Handle(*job, *msg, &reply);
     if (!st.ok()) {
       const std::string why = st.message().substr(0, st.message().find(" [at "));
       LOOM_LOG(WARN, COORD) << who() << ": rejected: " << why;
@@ -162,8 +164,7 @@ class Session : public std::enable_shared_from_this<Session> {
     Reply(reply, /*close=*/false);
   }
 
-  Status Handle(const proto::Envelope& msg, proto::Envelope* reply) {
-    JobState& job = *impl_->job.load();
+  Status Handle(JobState& job, const proto::Envelope& msg, proto::Envelope* reply) {
     const double now = owner_->Now();
     reply->set_job_token(job.spec().token);
     // After Register a connection speaks for its rank only.
@@ -254,8 +255,8 @@ void CoordinatorService::Impl::Accept() {
     Count(&ServiceStats::connections);
     if (open.load() >= MaxConnections()) {
       LOOM_LOG(WARN, COORD) << "refusing a connection: " << open.load()
-                            << " are open already (the job has " << job.load()->spec().layout.world()
-                            << " ranks)";
+                            << " are open already (the job has "
+                            << job.load()->spec().layout.world() << " ranks)";
       Count(&ServiceStats::rejected_protocol);
       boost::system::error_code ignored;
       socket.close(ignored);
@@ -326,7 +327,9 @@ ServiceStats CoordinatorService::stats() const {
   return impl_->stats;
 }
 
-void CoordinatorService::SetJob(JobState* job) { impl_->job.store(job); }
+void CoordinatorService::SetJob(JobState* job) {
+  impl_->job.store(job);
+}
 
 double CoordinatorService::Now() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

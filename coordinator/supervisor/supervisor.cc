@@ -65,12 +65,17 @@ std::vector<Action> Supervisor::Observe(const Observation& o) {
 }
 
 void Supervisor::MaybeRestart(const Observation& o, Action* a) const {
-  if (a->kind != ActionKind::kFail || config_.restarts_left <= 0 || o.job.progress.step < 1) {
+  if (a->kind != ActionKind::kFail || config_.restarts_left <= 0 ||
+      (o.job.progress.step < 1 && !config_.restoring)) {
     return;
   }
-  const bool abrupt = std::any_of(o.job.ranks.begin(), o.job.ranks.end(),
+  const std::vector<RankStatus>& ranks = o.job.ranks;
+  const bool abrupt = std::any_of(ranks.begin(), ranks.end(),
                                   [](const RankStatus& r) { return r.registered && !r.done; });
-  if (!abrupt) return;
+  const bool own_error = std::any_of(ranks.begin(), ranks.end(), [](const RankStatus& r) {
+    return r.done && !r.ok && r.stopped_by == 0 && !r.peer_failure;
+  });
+  if (!abrupt || own_error) return;
   a->kind = ActionKind::kRestart;
   a->step = o.job.progress.step;
 }

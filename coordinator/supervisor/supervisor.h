@@ -23,9 +23,11 @@
 //   silence    a registered, unfinished rank not heard from for `silence_s`: failed.
 //   register   not every rank registered within `silence_s` of the start: failed.
 // A failure becomes a restart (kRestart instead of kFail) when the job can be restarted from its
-// in-memory snapshots: `restarts_left` > 0, this incarnation completed a step, and some rank
-// ended without reporting (killed, lost with its node, silent, hung): a failure that every rank
-// reported itself (a bad setting, a diverged loss) would only repeat.
+// in-memory snapshots: `restarts_left` > 0, this incarnation completed a step (or is itself a
+// restart, which may fail while it restores), some rank ended without reporting (killed, lost
+// with its node, silent, hung), and every error a rank did report came from a peer (a
+// communication deadline): a failure a rank reported of its own (a bad setting, a diverged loss)
+// would only repeat.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,9 @@ struct SupervisorConfig {
   bool loads_checkpoint = false;
   // Restarts still allowed from in-memory snapshots (0: a failure ends the launch).
   int restarts_left = 0;
+  // This incarnation restores from snapshots: a failure before its first step (in the restore)
+  // may be restarted too.
+  bool restoring = false;
 };
 
 // What the supervisor is shown at one moment.

@@ -66,11 +66,19 @@ Result<std::unique_ptr<Replicator>> Replicator::Create(Segment* segment, Communi
 
 Replicator::~Replicator() {
   transport_.reset();  // unregisters the staging area first
-  std::free(staging_);
+  // After a failed exchange a peer may still be writing into the staging area: it stays.
+  if (!failed_) std::free(staging_);
 }
 
 Status Replicator::Replicate(int slot, int64_t step, int64_t count,
                              const std::vector<uint32_t>& piece_crcs) {
+  Status st = ReplicateOnce(slot, step, count, piece_crcs);
+  if (!st.ok()) failed_ = true;
+  return st;
+}
+
+Status Replicator::ReplicateOnce(int slot, int64_t step, int64_t count,
+                                 const std::vector<uint32_t>& piece_crcs) {
   const SegmentGeometry& g = segment_->geometry();
   const int me = group_->rank(), k = layout_.k(), m = layout_.m();
   const uint64_t P = g.piece_bytes;

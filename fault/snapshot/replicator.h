@@ -57,6 +57,8 @@ class Replicator {
  private:
   Replicator(Segment* segment, Communicator* group, StripeLayout layout, ReedSolomon rs)
       : segment_(segment), group_(group), layout_(layout), rs_(std::move(rs)) {}
+  Status ReplicateOnce(int slot, int64_t step, int64_t count,
+                       const std::vector<uint32_t>& piece_crcs);
 
   Segment* segment_;
   Communicator* group_;
@@ -66,6 +68,7 @@ class Replicator {
   std::vector<char> outbox_;  // parities 1..m-1 of that row, before they are sent
   std::unique_ptr<BulkTransport> transport_;
   ReplicatorStats stats_;
+  bool failed_ = false;  // an exchange failed: peers may still write into the staging area
 };
 
 // LOOM_SNAPSHOT_TIMEOUT_MS (default 60000): how long a snapshot's transfers may wait for a peer.

@@ -93,7 +93,8 @@ def trial_env(kind, rng):
         return {"LOOM_FAULT_NODE_DROP": "%s:%d" % (node, step)}, "2 rebuilt by erasure decoding"
     # Two nodes of one stripe group (every group spans all four nodes).
     a, b = rng.sample(range(4), 2)
-    return {"LOOM_FAULT_NODE_DROP": "n%d,n%d:%d" % (a, b, max(step, 5))}, "checkpoint"
+    # (After step 8: the checkpoint of step 4 is committed by then, a vote or two after it.)
+    return {"LOOM_FAULT_NODE_DROP": "n%d,n%d:%d" % (a, b, max(step, 8))}, "checkpoint"
 
 
 def leftovers():

@@ -393,7 +393,8 @@ SupervisorConfig RestartConfig(int restarts_left) {
 TEST(SupervisorRestart, AKilledRankAfterAStepRestarts) {
   Supervisor s(RestartConfig(2), kT0);
   JobSnapshot j = Job(2, 7, kT0 + 1);
-  End(&j, 0, false, "connection reset by rank 1");  // rank 1 never reports: killed
+  End(&j, 0, false, "all_reduce #9 did not complete within 30000 ms");
+  j.ranks[0].peer_failure = true;  // rank 0 timed out waiting for rank 1, which never reports
   const Action a = Ending(s.Observe(At(kT0 + 1, j, 0, 137 << 8)));
   EXPECT_EQ(a.kind, ActionKind::kRestart);
   EXPECT_EQ(a.step, 7);
@@ -419,17 +420,29 @@ TEST(SupervisorRestart, NoRestartWithoutRestartsLeftBeforeAStepOrForReportedErro
     End(&j, 0, false, "x");
     EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
   }
-  {  // no step completed: a start-up problem that would only repeat
+  {  // no step completed: a start-up problem that would only repeat ...
     Supervisor s(RestartConfig(3), kT0);
     JobSnapshot j = Job(2, 0, kT0 + 1);
     End(&j, 0, false, "x");
+    j.ranks[0].peer_failure = true;
     EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
+    // ... unless the incarnation is itself a restart, which may fail while it restores
+    SupervisorConfig c = RestartConfig(3);
+    c.restoring = true;
+    Supervisor r(c, kT0);
+    EXPECT_EQ(Ending(r.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kRestart);
   }
   {  // every rank reported its own error (a diverged loss): the same again after a restart
     Supervisor s(RestartConfig(3), kT0);
     JobSnapshot j = Job(2, 7, kT0 + 1);
     End(&j, 0, false, "loss is nan at step 8");
     End(&j, 1, false, "loss is nan at step 8");
+    EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
+  }
+  {  // one rank reported its own error and the launcher killed the other before it reported
+    Supervisor s(RestartConfig(3), kT0);
+    JobSnapshot j = Job(2, 7, kT0 + 1);
+    End(&j, 0, false, "data file truncated");
     EXPECT_EQ(Ending(s.Observe(At(kT0 + 1, j, 0, 1 << 8))).kind, ActionKind::kFail);
   }
   {  // Ctrl-C is never a restart
