@@ -12,8 +12,10 @@
 #   5. 100 seeded fault trials (tests/integration/snapshot_trials.py).
 # Usage: bench/snapshot_bench.sh [BUILD_DIR] [ETTR_MINUTES]   Last lines:
 #   trials=... recovered=... max_lost_steps=... bitexact=... failed=...
-#   snapshot_overhead_k1=... snapshot_overhead_k4=... ec_vs_raw=... recover_crash_s=...
-#   recover_node_s=... ettr=...
+#   snapshot_overhead_k1=... snapshot_overhead_k4=... snapshot_cost_k1=... snapshot_cost_k4=...
+#   ec_vs_raw=... recover_crash_s=... recover_node_s=... ettr=...
+# (overhead: measured step time against none, settings interleaved; cost: the upper bound by
+# accounting, every ms of the snapshot writer's work taken from compute.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -21,7 +23,7 @@ minutes=${2:-3}
 loom=$build/loom
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [[ -n ${LOOM_BENCH_KEEP:-} ]]; then echo "logs kept in $work"; else trap 'rm -rf "$work"' EXIT; fi
 export TMPDIR=$work OMPI_MCA_btl_vader_backing_directory=$work
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
@@ -66,7 +68,7 @@ data: {text: $root/data/tinyshakespeare.txt, seq: 256, global_batch: 8, micro_ba
 optimizer: {lr: 1.0e-4}
 steps: $1
 eval: {every: 0, batches: 1}
-runtime: {threads: 1}
+runtime: {threads: 1, log_every: 1}
 parallel: {tp: 1, pp: 1, dp: 4, zero: 1}
 snapshot: {every: 1, k: 2, m: 1, max_restarts: 100}
 EOF
@@ -79,8 +81,8 @@ recover() {  # fault variables; prints "seconds restore_seconds"
 }
 crash=$(recover LOOM_FAULT_KILL=2:8)
 node=$(recover LOOM_FAULT_NODE_DROP=n1:8)
-echo "restart after a worker crash: $crash s to the first new step (restore ${crash#* } s)"
-echo "restart after a lost node (rebuilt on the spare): $node s (restore ${node#* } s);" \
+echo "restart after a worker crash: ${crash%% *} s to the first new step (restore ${crash#* } s)"
+echo "restart after a lost node (rebuilt on the spare): ${node%% *} s (restore ${node#* } s);" \
      "decode $(value "$last" decode_gbs) GB/s per core"
 
 # 4. Effective training time ratio with a worker killed every minute.
@@ -110,7 +112,10 @@ echo "ETTR over $minutes min with a worker killed each minute: $steps steps x ${
 
 # 5. 100 fault trials.
 /usr/bin/python3 "$root/tests/integration/snapshot_trials.py" "$loom" "$work/trials" \
-  "$root/data/tinyshakespeare.txt" --trials 100 --seed 7 | tail -1 | tee "$work/trials.out"
+  "$root/data/tinyshakespeare.txt" --trials 100 --seed 7 > "$work/trials.out" || true
+grep -E "FAILED" "$work/trials.out" || true
+tail -1 "$work/trials.out"
 echo "snapshot_overhead_k1=$(value "$last" overhead_k1) snapshot_overhead_k4=$(value "$last" overhead_k4)" \
+     "snapshot_cost_k1=$(value "$last" cost_k1) snapshot_cost_k4=$(value "$last" cost_k4)" \
      "ec_vs_raw=$(value "$last" ec_vs_raw) recover_crash_s=${crash%% *} recover_node_s=${node%% *}" \
      "ettr=$ettr"

@@ -9,7 +9,7 @@
 // Backends:
 //   ucx   comm/ucx/: one UCP worker per rank, the windows mapped with ucp_mem_map; a send is a
 //         ucp_put into the peer's window, then a flush (the bytes are in the peer's memory),
-//         then a put of the note into the peer's notice area and a second flush. Shared memory
+//         then a put of the note into the peer's notice area, which the peer polls. Shared memory
 //         (posix, sysv, cma) on one host; RDMA or TCP across hosts. Built where UCX is found.
 //   comm  comm/bulk_over_comm.cc: the group's communicator (MPI or ranks-as-threads): each send
 //         is a point-to-point message received straight into the window, then its note. The

@@ -50,6 +50,7 @@ Result<std::unique_ptr<Snapshotter>> Snapshotter::Create(const SnapshotSetup& se
   s->job_ = job;
   s->layout_ = place.layout;
   s->rank_ = place.world_rank;
+  s->every_ = std::max(1, setup.plan.every());
   const proto::SnapshotPlan& p = setup.plan;
   const std::vector<std::string> nodes = Nodes(p);
   const SegmentIdentity id = SnapshotIdentity(p.job_key(), nodes, setup.epoch, s->rank_);
@@ -128,8 +129,7 @@ Status Snapshotter::OnStep(const StepEvent& event) {
                            std::to_string(e) + "-");
     }
   }
-  const int64_t every = std::max<int64_t>(1, setup_.plan.every());
-  if (event.step % every != 0 || event.step == event.steps) return Status::Ok();
+  if (every_ <= 0 || event.step % every_ != 0 || event.step == event.steps) return Status::Ok();
   return engine_->Save(event.step, [&, step = event.step] {
     SavePoint at;
     at.step = step;

@@ -69,6 +69,9 @@ class Snapshotter : public StepObserver {
   }
   // Local, before every optimizer update: the copy of the snapshot in flight must be complete.
   Status BeforeUpdate();
+  // From the next step on, a snapshot every `every` steps (0: none). Collective in effect: every
+  // rank must change it at the same step (bench/snapshot_bench interleaves settings with it).
+  void set_every(int64_t every) { every_ = every; }
 
   int64_t committed_step() const { return sink_->committed_step(); }
   uint64_t image_bytes() const { return sink_->image_bytes(); }
@@ -107,6 +110,7 @@ class Snapshotter : public StepObserver {
   std::unique_ptr<SnapshotSink> sink_;
   std::unique_ptr<SaveEngine> engine_;  // last: destroyed first
   int64_t origin_step_ = 0, origin_samples_ = 0;
+  int64_t every_ = 1;
   double last_loss_ = 0;
   bool old_removed_ = false;  // the previous incarnations' segments on this node are gone
 };

@@ -241,7 +241,12 @@ class UcxBulk : public BulkTransport {
       const uint64_t at = NoticeOffset(group_->rank(), round);
       LOOM_RETURN_IF_ERROR(Put(sends[i].peer, &nt, sizeof(Notice), r.base + at, r.rkey, &reqs));
     }
-    LOOM_RETURN_IF_ERROR(Flush(peers, &reqs));
+    // The notes are not flushed: a flush may need the peer to progress its worker (puts that a
+    // transport carries as messages, e.g. shared-memory FIFOs or TCP), and a peer that has seen
+    // every note it waits for leaves the round and progresses no more, so a flush of the last
+    // note could hang until its next snapshot. Each note's bytes are the last of its round to the
+    // peer (the fragments before it are flushed, so they are in place when it is seen), the
+    // peer polls for it, and its buffer stays ours (notes_): local completion is enough.
     LOOM_RETURN_IF_ERROR(Wait(&reqs, deadline, "notes of round " + std::to_string(round)));
     return AwaitNotes(round, recvs, deadline);
   }
@@ -462,6 +467,18 @@ class UcxBulk : public BulkTransport {
   }
 
   void Close() {
+    if (worker_ != nullptr && !eps_.empty()) {
+      // The last notes were not flushed (Exchange says why): let them complete while the peers
+      // may still be there, briefly, so that nothing is left pending when the worker goes.
+      std::vector<ucs_status_ptr_t> reqs;
+      std::vector<int> all;
+      for (int p = 0; p < static_cast<int>(eps_.size()); ++p) {
+        if (eps_[p] != nullptr) all.push_back(p);
+      }
+      if (Flush(all, &reqs).ok()) {
+        (void)Wait(&reqs, Clock::now() + std::chrono::milliseconds(500), "the last notes");
+      }
+    }
     for (auto& per_peer : remote_) {  // remote keys before their endpoints
       for (Remote& r : per_peer) {
         if (r.rkey != nullptr) U->rkey_destroy(r.rkey);

@@ -56,7 +56,7 @@ device_types:
     kernels: fused
     shared_cores: true
 nodes:
-  - name: n{{}}
+  - name: st{{}}
     count: {count}
     host: localhost
     devices: 2
@@ -76,7 +76,7 @@ RECOVERED = re.compile(r"restart 1 recovered from (.*) \| (\d+) steps? recompute
 def trial_env(kind, rng):
     """The fault variables of a trial, and what the recovery must say."""
     rank, step = rng.randrange(8), rng.randrange(3, 11)
-    node = "n%d" % rng.randrange(4)
+    node = "st%d" % rng.randrange(4)
     if kind == "kill":
         return {"LOOM_FAULT_KILL": "%d:%d" % (rank, step)}, "local memory"
     if kind in ("copy", "encode", "transfer"):
@@ -94,11 +94,16 @@ def trial_env(kind, rng):
     # Two nodes of one stripe group (every group spans all four nodes).
     a, b = rng.sample(range(4), 2)
     # (After step 8: the checkpoint of step 4 is committed by then, a vote or two after it.)
-    return {"LOOM_FAULT_NODE_DROP": "n%d,n%d:%d" % (a, b, max(step, 8))}, "checkpoint"
+    return {"LOOM_FAULT_NODE_DROP": "st%d,st%d:%d" % (a, b, max(step, 8))}, "checkpoint"
+
+
+# This test's objects: its nodes are named st0..st4, so that other tests' jobs, which ctest may run
+# at the same time, are not counted.
+OWN = re.compile(r"^loom-[^-]+-st\d+-")
 
 
 def leftovers():
-    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("loom-"))
+    return sorted(f for f in os.listdir("/dev/shm") if OWN.match(f))
 
 
 def launch(loom, job, cluster, env, log):
@@ -132,7 +137,7 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     w = os.path.abspath(a.workdir)
     data = os.path.abspath(a.data)
-    for name, count, spare in (("cluster5.yaml", 5, "spare: [n4]\n"), ("cluster4.yaml", 4, "")):
+    for name, count, spare in (("cluster5.yaml", 5, "spare: [st4]\n"), ("cluster4.yaml", 4, "")):
         with open(os.path.join(w, name), "w") as f:
             f.write(CLUSTER.format(count=count, spare=spare))
     before = leftovers()
