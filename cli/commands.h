@@ -31,6 +31,8 @@ void AddCkptCommand(CLI::App& app, int* exit_code);
 void AddPlanCommand(CLI::App& app, int* exit_code);
 // Registers `loom calibrate` (measures this machine for the planner).
 void AddCalibrateCommand(CLI::App& app, int* exit_code);
+// Registers `loom trace show` (post-mortems, docs/FAULTS.md).
+void AddTraceCommand(CLI::App& app, int* exit_code);
 
 // The job settings `loom train`, `loom launch` and `loom coordinator` take as flags: --steps,
 // --checkpoint-dir, --load, --init-from, --no-resume, --exit-after-minutes (into `opt`, applied

@@ -34,6 +34,8 @@
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
 #include "coordinator/snapshot_plan.h"
+#include "coordinator/supervisor/anomaly_watch.h"
+#include "coordinator/supervisor/post_mortem.h"
 #include "coordinator/supervisor/supervisor.h"
 #include "core/logging.h"
 #include "core/progress_line.h"
@@ -179,6 +181,11 @@ Status Complete(const LaunchOptions& o, PlannedLaunch* l) {
   plan.spec.steps = planned->steps;
   plan.spec.token = o.token.empty() || plan.spec.epoch > 0 ? RandomToken() : o.token;
   plan.spec.heartbeat_ms = o.heartbeat_ms;
+  // The anomaly detector needs the ranks' calls and frequent beats (docs/FAULTS.md).
+  plan.spec.detect = l->job.detect.enabled;
+  if (plan.spec.detect) {
+    plan.spec.heartbeat_ms = std::min(o.heartbeat_ms, static_cast<int>(l->job.detect.beat_ms));
+  }
   l->world = plan.spec.layout.world();
   return Status::Ok();
 }
@@ -476,13 +483,62 @@ SupervisorConfig SupervisionOf(const LaunchOptions& o, LauncherKind kind, const 
                        l.plan.spec.epoch > 0;  // a restart restores first
   s.restarts_left = kind == LauncherKind::kNone ? 0 : restarts_left;
   s.restoring = l.plan.spec.epoch > 0;
+  if (l.plan.spec.detect) s.detect_action = l.job.detect.action;
+  std::vector<int> nodes = l.plan.spec.node;
+  std::sort(nodes.begin(), nodes.end());
+  s.nodes_in_use = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   return s;
+}
+
+// The detector for one incarnation of `l` (none when the job turns it off).
+std::optional<AnomalyWatch> WatchOf(const PlannedLaunch& l) {
+  if (!l.plan.spec.detect) return std::nullopt;
+  std::vector<std::string> names;
+  for (const Node& n : l.cluster.nodes) names.push_back(n.name);
+  detect::DetectorConfig c = DetectorConfigFor(l.plan.spec.layout, l.plan.spec.node, names);
+  const DetectConfig& d = l.job.detect;
+  c.slow_rank_score = d.slow_rank_score;
+  c.slow_link_factor = d.slow_link_factor;
+  c.persist = static_cast<int>(d.persist);
+  c.hang_min_s = d.hang_s;
+  c.stale_s = d.stale_s;
+  return AnomalyWatch(std::move(c));
+}
+
+// Where an incarnation's post-mortem goes: detect.trace_dir, else <checkpoint.dir>/trace; "" for
+// none. One directory per incarnation.
+std::string TraceDirOf(const PlannedLaunch& l) {
+  std::string dir = l.job.detect.trace_dir;
+  if (dir.empty() && !l.job.checkpoint.dir.empty()) dir = JoinPath(l.job.checkpoint.dir, "trace");
+  if (dir.empty()) return "";
+  return JoinPath(dir, "epoch_" + std::to_string(l.plan.spec.epoch));
+}
+
+// Writes the post-mortem of an incarnation that ended as `end` (best effort: a failure to write
+// it is reported, not added to the job's).
+void WritePostMortemOf(const PlannedLaunch& l, const JobState& state, const AnomalyWatch* watch,
+                       const Action& end, double now) {
+  const std::string dir = TraceDirOf(l);
+  if (dir.empty()) return;
+  // A restart that isolates a node came from the detector's verdict.
+  const std::string verdict = end.isolate_node >= 0 ? end.status.message() : "";
+  const PostMortem pm =
+      CollectPostMortem(state, l.plan.spec.epoch, watch ? &watch->detector().config() : nullptr,
+                        end.status.message(), verdict, now);
+  const Status st = WritePostMortem(dir, pm);
+  if (!st.ok()) {
+    std::printf("loom launch: could not write the post-mortem: %s\n", st.message().c_str());
+  } else {
+    std::printf("loom launch: post-mortem in %s (loom trace show %s)\n", dir.c_str(), dir.c_str());
+  }
+  std::fflush(stdout);
 }
 
 // The supervision loop: observes every 250 ms (at once on a signal), carries out the
 // supervisor's actions and shows progress; returns the action that ended it.
 Action Supervise(Supervisor* supervisor, SignalWaiter* signals, const JobState& state,
-                 const CoordinatorService& service, Workers* workers, Monitor* monitor) {
+                 const CoordinatorService& service, Workers* workers, Monitor* monitor,
+                 AnomalyWatch* watch) {
   for (;;) {
     Observation ob;
     ob.signal = signals->Wait(std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
@@ -490,8 +546,14 @@ Action Supervise(Supervisor* supervisor, SignalWaiter* signals, const JobState& 
     if (workers->Exited(&status)) ob.launcher_exit = status;
     ob.job = state.Snapshot();  // after the exit: every Done has arrived
     ob.now = service.Now();
+    if (watch != nullptr) ob.anomalies = watch->Observe(state, ob.now);
     for (Action& a : supervisor->Observe(ob)) {
-      if (a.kind == ActionKind::kAnnounceStop) {
+      if (a.kind == ActionKind::kAnomaly) {
+        monitor->Update(false);
+        std::printf("\nloom launch: %s (step %lld)\n", a.status.message().c_str(),
+                    static_cast<long long>(a.step));
+        std::fflush(stdout);
+      } else if (a.kind == ActionKind::kAnnounceStop) {
         std::printf("\nloom launch: %s: the workers save the step they are at and stop%s\n",
                     StopSignalName(a.signal).c_str(),
                     workers->started() ? "" : " (their launcher passes the signal on)");
@@ -639,20 +701,37 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
     JobState& state = *states.back();
     Supervisor supervisor(SupervisionOf(o, kind, l, restarts_left), service->Now());
     Monitor monitor(state, static_cast<int>(l.job.runtime.log_every), recovering, *service);
-    const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor);
+    std::optional<AnomalyWatch> watch = WatchOf(l);
+    const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor,
+                                 watch ? &*watch : nullptr);
+    if (end.kind == ActionKind::kFail || end.kind == ActionKind::kRestart) {
+      WritePostMortemOf(l, state, watch ? &*watch : nullptr, end, service->Now());
+    }
     if (end.kind != ActionKind::kRestart) {
       return Report(end, l, state, *service, service->Now() - started, &workers, &monitor, outcome);
     }
     // The incarnation failed in a way a restart from the snapshots can mend.
     const int restart = static_cast<int>(l.job.snapshot.max_restarts) - restarts_left + 1;
+    // (A detector's verdict was printed when it came.)
+    if (end.isolate_node < 0) std::printf("\nloom launch: %s\n", end.status.message().c_str());
     std::printf(
-        "\nloom launch: %s\n  stopping the workers; restarting from the in-memory "
-        "snapshots (restart %d of at most %lld)\n",
-        end.status.message().c_str(), restart, static_cast<long long>(l.job.snapshot.max_restarts));
+        "  stopping the workers; restarting from the in-memory snapshots (restart %d of at most "
+        "%lld)\n",
+        restart, static_cast<long long>(l.job.snapshot.max_restarts));
     std::fflush(stdout);
     recovering = Recovering{restart, service->Now(), end.step};
     workers.Stop(state);
-    const std::vector<int> lost = LostNodes(l);
+    std::vector<int> lost = LostNodes(l);
+    if (end.isolate_node >= 0 &&
+        std::find(lost.begin(), lost.end(), end.isolate_node) == lost.end()) {
+      // Left out of the cluster from now on; its snapshots count as lost with it.
+      const std::string& name = l.cluster.nodes[static_cast<size_t>(end.isolate_node)].name;
+      std::printf("loom launch: isolating node %s\n", name.c_str());
+      std::fflush(stdout);
+      if (AllOnThisHost(l.plan.hosts)) (void)RemoveSegments(NodeSegmentPrefix(l.job_key, name));
+      lost.push_back(end.isolate_node);
+      std::sort(lost.begin(), lost.end());
+    }
     LOOM_ASSIGN_OR_RETURN(l, PlanRestart(o, l, lost, end.status.message()));
     states.push_back(std::make_unique<JobState>(l.plan.spec));
     service->SetJob(states.back().get());

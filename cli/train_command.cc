@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/train_interrupt.h"
 #include "cli/train_run.h"
+#include "cli/train_watch.h"
 #include "cli/validators.h"
 #include "core/stop_signal.h"
 
@@ -23,8 +24,16 @@ Status RunTrain(const TrainOptions& opt, std::shared_ptr<Backend>* backend, int*
   int world = 1, local = 1;
   LOOM_RETURN_IF_ERROR(StartMpi(job.parallel.present, backend, &world, &local));
   if (*backend) SetInterruptRank((*backend)->world_rank());
+  RunHooks hooks;
+  std::unique_ptr<TrainWatch> watch;  // the anomaly detector over the ranks (docs/FAULTS.md)
+  if (*backend && world > 1 && job.detect.enabled) {
+    LOOM_ASSIGN_OR_RETURN(const Layout layout, ResolveLayout(job, world));
+    LOOM_ASSIGN_OR_RETURN(watch, TrainWatch::Start(job, layout, backend->get()));
+    hooks.first.push_back(watch->reporter());
+  }
   LOOM_ASSIGN_OR_RETURN(TrainSummary summary,
-                        TrainJob(job, opt, backend->get(), world, local, RunHooks{}));
+                        TrainJob(job, opt, backend->get(), world, local, hooks));
+  if (watch) LOOM_RETURN_IF_ERROR(watch->Finish(job.steps));
   *stopped_by = summary.stopped_by_signal;
   return Status::Ok();
 }

@@ -26,7 +26,6 @@
 #include "worker/console_progress.h"
 
 namespace loom {
-namespace {
 
 Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   const ParallelConfig& p = job.parallel;
@@ -45,6 +44,8 @@ Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   if (!st.ok()) return st.WithContext(job.path + ": section 'parallel' (" + l.ToString() + ")");
   return l;
 }
+
+namespace {
 
 Status WriteOutputs(const TrainOptions& opt, Trainer& trainer, const TrainSummary& summary) {
   if (!opt.dump_params.empty()) {

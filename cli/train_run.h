@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "comm/backend.h"
@@ -37,6 +37,9 @@ Status StartMpi(bool force, std::shared_ptr<Backend>* backend, int* world, int* 
 // Who watches the run (worker/step_observer.h), in this order: `first` (the coordinator
 // reporter of `loom worker`), the trainer's checkpointer, and the console (worker/
 // console_progress.h: world rank 0 prints) when `console`.
+// The job's layout on `world` ranks: its parallel section, dp filling the rest; validated.
+Result<Layout> ResolveLayout(const JobConfig& job, int world);
+
 struct RunHooks {
   bool console = true;
   std::vector<StepObserver*> first;

@@ -71,6 +71,7 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   TrainOptions topt;
   topt.threads = o.threads;
   LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
+  if (*backend) (*client)->AttachTrace(&(*backend)->trace());
   CoordinatorReporter reporter(client->get(), req.rank(), backend->get());
   RunHooks hooks;
   if (plan.has_snapshot()) {

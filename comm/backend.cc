@@ -36,6 +36,10 @@ Backend::~Backend() = default;
 bool Backend::Abandoned() const {
   return ctx_->Abandoned();
 }
+
+void Backend::Cancel(const std::string& why) {
+  ctx_->Cancel(why);
+}
 CallTrace& Backend::trace() {
   return ctx_->trace();
 }

@@ -75,6 +75,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
 
   // True once a wait of this rank passed its deadline (Communicator::Abandoned).
   bool Abandoned() const;
+  // The job is being stopped for `why` (the coordinator named a culprit): every wait of this
+  // rank ends with an error saying so, and no call starts any more (call.h: RankContext).
+  void Cancel(const std::string& why);
   // Ends the job at once on every rank: used after a deadline expired, when outstanding
   // operations can no longer be completed or cancelled.
   [[noreturn]] virtual void Abort(int code) = 0;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/fault_point.h"
+
 namespace loom {
 namespace {
 
@@ -26,6 +28,21 @@ Status RankContext::AbandonedError(const std::string& what) const {
 std::string RankContext::Current() const {
   std::lock_guard<std::mutex> lock(mu_);
   return current_;
+}
+
+void RankContext::Cancel(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_.load()) return;
+    cancel_reason_ = why;
+    cancelled_.store(true);
+  }
+  Abandon("the job's stop (" + why + ")");
+}
+
+std::string RankContext::CancelReason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancel_reason_;
 }
 
 void RankContext::Abandon(const std::string& what) {
@@ -79,6 +96,12 @@ bool CommCall::Enter() {
   std::lock_guard<std::mutex> lock(mu_);  // a timed-out waiter reads started_
   started_ = true;
   ctx_->trace().Started(trace_id_, NowNs());
+  FaultContext fc{FaultSite::kCommStart, ctx_->world_rank()};
+  fc.where = CommOpName(spec_.op);
+  fc.peer = peer_world_;
+  fc.bytes = bytes_;
+  fc.data = this;
+  FaultPoint(fc);  // fault/inject.h: a slow link, a rank stopped inside a call
   return true;
 }
 
@@ -91,6 +114,11 @@ void CommCall::Complete(Status st) {
 }
 
 void CommCall::CompleteAt(Status st, int64_t end_ns) {
+  {
+    FaultContext fc{FaultSite::kCommEnd, ctx_->world_rank()};
+    fc.data = this;
+    FaultPoint(fc);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (done_) return;
   ctx_->trace().Ended(trace_id_, end_ns);
@@ -128,10 +156,17 @@ void CommCall::CloseLocked(int64_t wait_ns, bool finished) {
 }
 
 Status CommCall::Wait(Deadline deadline) {
+  Status st = WaitTraced(deadline);
+  FaultPoint({FaultSite::kCommWaited, ctx_->world_rank()});
+  return st;
+}
+
+Status CommCall::WaitTraced(Deadline deadline) {
   const int64_t t0 = NowNs();
-  bool finished = false, never_started = false, started = false;
+  bool finished = false, never_started = false, started = false, cancelled = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!closed_) ctx_->trace().Waiting(trace_id_, t0);
     // After an abandonment a call that has not started never will, and the backend may be
     // blocked in the abandoned call, unable to fail it: its waiter looks every kAbandonPoll
     // rather than wait out its deadline.
@@ -139,6 +174,10 @@ Status CommCall::Wait(Deadline deadline) {
       const Deadline slice = std::min(deadline, Clock::now() + kAbandonPoll);
       finished = cv_.wait_until(lock, slice, [&] { return done_; });
       if (finished || Clock::now() >= deadline) break;
+      if (ctx_->Cancelled()) {
+        cancelled = true;
+        break;
+      }
       if (!started_ && ctx_->Abandoned()) {
         never_started = true;
         break;
@@ -154,6 +193,7 @@ Status CommCall::Wait(Deadline deadline) {
     if (finished) return status_;
     started = started_;
   }
+  if (cancelled) return FailedPrecondition(what_ + " was stopped: " + ctx_->CancelReason());
   if (never_started) return ctx_->NotStarted(what_);
   return TimedOut(started);
 }

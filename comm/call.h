@@ -46,6 +46,11 @@ class RankContext {
   Status AbandonedError(const std::string& what) const;
   // The call the backend is in (between Enter and Leave), "" if none.
   std::string Current() const;
+  // The job is being stopped for `why`: every wait of this rank ends (within kAbandonPoll) with
+  // an error saying so, and no call starts any more.
+  void Cancel(const std::string& why);
+  bool Cancelled() const { return cancelled_.load(); }
+  std::string CancelReason() const;
 
  private:
   friend class CommCall;
@@ -61,6 +66,8 @@ class RankContext {
   CallTrace trace_;
   mutable std::mutex mu_;
   std::atomic<bool> abandoned_{false};
+  std::atomic<bool> cancelled_{false};
+  std::string cancel_reason_;   // GUARDED_BY(mu_)
   std::string abandoned_what_;  // GUARDED_BY(mu_)
   std::string current_;         // GUARDED_BY(mu_)
 };
@@ -116,6 +123,7 @@ class CommCall {
   void Release();
 
  private:
+  Status WaitTraced(Deadline deadline);
   void CompleteAt(Status st, int64_t end_ns);
   // Moves the record to the trace's ring once. Holds mu_.
   void CloseLocked(int64_t wait_ns, bool finished);

@@ -7,6 +7,7 @@
 
 #include "comm/backend.h"
 #include "comm/call.h"
+#include "core/fault_point.h"
 
 namespace loom {
 
@@ -61,6 +62,7 @@ Communicator::Communicator(std::shared_ptr<Backend> backend, std::shared_ptr<Ran
       members_(std::move(members)) {
   rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), ctx_->world_rank()) -
                            members_.begin());
+  ctx_->trace().AddGroup(name_, members_);
 }
 
 Communicator::~Communicator() = default;
@@ -114,6 +116,7 @@ Status Communicator::Check(const Request& req, const CallOptions& o) const {
 }
 
 HandlePtr Communicator::Issue(const Request& req, const CallOptions& o) {
+  FaultPoint({FaultSite::kCommIssue, ctx_->world_rank()});  // fault/inject.h: a slow rank
   CallSpec spec = req.spec;
   spec.rank = rank_;
   spec.size = size();
@@ -122,6 +125,7 @@ HandlePtr Communicator::Issue(const Request& req, const CallOptions& o) {
   TraceRecord rec;
   rec.op = spec.op;
   rec.group = name_;
+  rec.group_root = members_.empty() ? -1 : members_.front();
   rec.seq = next_seq_++;
   rec.bytes = req.bytes;
   rec.dtype = spec.dtype;

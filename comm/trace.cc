@@ -87,9 +87,60 @@ TraceRead CallTrace::Read(TraceCursor* cursor) const {
   return read;
 }
 
+std::vector<TraceRecord> CallTrace::Open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TraceRecord> out;
+  for (const auto& [id, rec] : open_) out.push_back(rec);
+  return out;
+}
+
+TraceLive CallTrace::Live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TraceLive live;
+  live.issued = issued_;
+  for (const auto& [id, rec] : open_) {
+    if (rec.wait_start_ns == 0 || (live.blocked && rec.wait_start_ns >= live.since_ns)) continue;
+    live.blocked = true;
+    live.call = rec;
+    live.since_ns = rec.wait_start_ns;
+  }
+  if (live.blocked && live.call.start_ns == 0) {
+    // Waiting on a call still queued behind another the backend is in (e.g. a background
+    // thread's): that one is what holds the rank up.
+    for (const auto& [id, rec] : open_) {
+      if (rec.start_ns != 0 && rec.end_ns == 0) {
+        live.call = rec;
+        break;
+      }
+    }
+  }
+  return live;
+}
+
+void CallTrace::AddGroup(const std::string& name, const std::vector<int>& members) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const TraceGroup& g : groups_) {
+    if (g.name == name && g.members == members) return;
+  }
+  groups_.push_back({name, members});
+}
+
+void CallTrace::SetMainThread(std::thread::id id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  main_thread_ = id;
+}
+
+std::vector<TraceGroup> CallTrace::Groups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_;
+}
+
 uint64_t CallTrace::Open(TraceRecord r) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_id_++;
+  if (r.op != CommOp::kSend && r.op != CommOp::kRecv) {
+    r.collective_seq = issued_[{r.group, r.group_root}]++;
+  }
   open_.emplace(id, std::move(r));
   return id;
 }
@@ -106,12 +157,19 @@ void CallTrace::Ended(uint64_t id, int64_t ns) {
   if (it != open_.end()) it->second.end_ns = ns;
 }
 
+void CallTrace::Waiting(uint64_t id, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(id);
+  if (it != open_.end() && it->second.wait_start_ns == 0) it->second.wait_start_ns = ns;
+}
+
 void CallTrace::Close(uint64_t id, int64_t wait_ns, bool finished) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = open_.find(id);
   if (it == open_.end()) return;
   TraceRecord& r = it->second;
   r.wait_ns = wait_ns;
+  r.main_thread_wait = std::this_thread::get_id() == main_thread_;
   if (!finished) r.end_ns = 0;
   ring_.Add(r);
   open_.erase(it);

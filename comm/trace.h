@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/tensor.h"
@@ -32,6 +33,10 @@ struct TraceRecord {
   CommOp op = CommOp::kBarrier;
   std::string group;  // communicator name, e.g. "dp" or "tp"
   uint64_t seq = 0;   // per-communicator sequence number on this rank (0, 1, ...)
+  // A collective: its index among the collectives of its communicator on this rank, the same on
+  // every member (sends and receives are not counted: the two ends count differently).
+  uint64_t collective_seq = 0;
+  int group_root = -1;  // the group's first member (world rank): tells apart groups of one name
   // all_reduce, broadcast, send, recv: the buffer; reduce_scatter: its input; all_gather: its
   // output; barrier: 0.
   int64_t bytes = 0;
@@ -41,7 +46,26 @@ struct TraceRecord {
   // Steady clock (NowNs). start = end for a call refused or never started; end = 0 for one that
   // had not finished when it closed (or is still open).
   int64_t enqueue_ns = 0, start_ns = 0, end_ns = 0;
-  int64_t wait_ns = 0;  // time the caller spent blocked in the wait that closed the record
+  int64_t wait_ns = 0;        // time the caller spent blocked in the wait that closed the record
+  int64_t wait_start_ns = 0;  // when that wait began (0: none yet)
+  bool main_thread_wait = false;  // that wait was on the thread set by SetMainThread
+};
+
+// A communicator group as registered with its rank's trace: name and members (world ranks).
+struct TraceGroup {
+  std::string name;
+  std::vector<int> members;
+};
+
+// What a rank is doing now (CallTrace::Live), for the live progress beat.
+struct TraceLive {
+  // Its caller waits (the longest-waiting wait) since `since_ns`, on `call`: the call waited on,
+  // or, when that has not started, the call the backend is in ahead of it.
+  bool blocked = false;
+  TraceRecord call;
+  int64_t since_ns = 0;
+  // Per group (name, first member): the collectives issued on it so far.
+  std::map<std::pair<std::string, int>, uint64_t> issued;
 };
 
 // A fixed-size ring of records: the newest `capacity` are kept. Thread-safe.
@@ -95,6 +119,17 @@ class CallTrace {
   std::vector<TraceRecord> Snapshot() const { return ring_.Snapshot(); }
   // Forgets the closed records (open calls stay).
   void Clear() { ring_.Clear(); }
+  // The calls open now, in issue order.
+  std::vector<TraceRecord> Open() const;
+  // Where the rank is: blocked on a call or not, and what it has issued.
+  TraceLive Live() const;
+  // Groups, as communicators register them (Communicator's constructor). Registered groups in
+  // order; a second registration of the same (name, members) is ignored.
+  void AddGroup(const std::string& name, const std::vector<int>& members);
+  std::vector<TraceGroup> Groups() const;
+  // The thread whose waits are the rank's (the trainer's): waits on other threads (snapshots,
+  // checkpoint votes) happen beside its compute, not instead of it.
+  void SetMainThread(std::thread::id id);
 
  private:
   // Written only by the calls themselves (comm/call.h).
@@ -102,12 +137,16 @@ class CallTrace {
   uint64_t Open(TraceRecord r);  // at enqueue; returns the call's id
   void Started(uint64_t id, int64_t ns);
   void Ended(uint64_t id, int64_t ns);
+  void Waiting(uint64_t id, int64_t ns);  // the caller starts to wait on it
   // Moves the record to the ring; `finished` false leaves end_ns = 0.
   void Close(uint64_t id, int64_t wait_ns, bool finished);
 
   mutable std::mutex mu_;
-  std::map<uint64_t, TraceRecord> open_;  // GUARDED_BY(mu_), by id = issue order
-  uint64_t next_id_ = 0;                  // GUARDED_BY(mu_)
+  std::map<uint64_t, TraceRecord> open_;                    // GUARDED_BY(mu_), by id = issue order
+  uint64_t next_id_ = 0;                                    // GUARDED_BY(mu_)
+  std::map<std::pair<std::string, int>, uint64_t> issued_;  // GUARDED_BY(mu_)
+  std::vector<TraceGroup> groups_;                          // GUARDED_BY(mu_)
+  std::thread::id main_thread_;                             // GUARDED_BY(mu_)
   TraceRing ring_;
 };
 

@@ -20,6 +20,14 @@ enum class FaultSite {
   kSnapshotTransfer,      // ... its fragments are about to be sent (`where`: which round)
   kSnapshotCommitted,     // ... every rank replicated it; this rank marks it committed
   kSnapshotRestore,       // a restarted rank is about to take stock of the snapshots it finds
+  // Communication (comm/): on the caller's thread before a call is issued; on the backend's
+  // when it starts (its start time taken, before the data moves: `where` the op, `peer` and
+  // `bytes`, `data` the call) and when it ends (`data` the call); on the caller's when a wait
+  // returns.
+  kCommIssue,
+  kCommStart,
+  kCommEnd,
+  kCommWaited,
 };
 
 struct FaultContext {
@@ -28,6 +36,8 @@ struct FaultContext {
   int64_t step = 0;        // kBeforeStep: the step about to run; kSnapshot*: the snapshot's
   const char* where = "";  // kCheckpointCrashPoint: which crash point ("before the rename")
   void* data = nullptr;    // kSnapshotRestore: the rank's view of its node's snapshots
+  int peer = -1;           // kCommStart: the world rank of a send's or receive's peer
+  int64_t bytes = 0;       // kCommStart: the call's bytes
 };
 
 using FaultHandler = void (*)(const FaultContext& ctx);

@@ -2,6 +2,7 @@
 #include "fault/inject.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -41,6 +44,15 @@ struct FaultPlan {
   int corrupt_rank = -1;
   bool corrupt_parity = false;
   int64_t epoch = 0;
+  int slow_rank = -1;  // LOOM_FAULT_SLOW
+  double slow_factor = 1;
+  int64_t slow_step = 1;
+  int link_src = -1, link_dst = -1;  // LOOM_FAULT_LINK_DELAY
+  double link_factor = 1;
+  int64_t link_step = 1;
+  int stop_rank = -1;  // LOOM_FAULT_STOP
+  int64_t stop_step = 0;
+  bool stop_inside = false;
 };
 struct FaultIdentity {
   int epoch = 0;
@@ -50,6 +62,9 @@ FaultIdentity g_id;
 FaultPlan g_plan;
 std::atomic<int> g_crash_points{0};
 std::atomic<int64_t> g_interrupt_checks{0};
+
+bool ParseNumbers(std::string_view s, size_t want, bool last_optional, int64_t min,
+                  std::vector<int64_t>* out);
 
 const std::vector<FaultVariable> kVariables = {
     {"LOOM_FAULT_HANG", "RANK:STEP[:MS]",
@@ -69,8 +84,41 @@ const std::vector<FaultVariable> kVariables = {
      "world rank RANK waits MS ms before each transfer of snapshot fragments"},
     {"LOOM_FAULT_SNAPSHOT_CORRUPT", "RANK[:parity]",
      "a restore finds a byte of old rank RANK's newest snapshot (or parity) flipped"},
+    {"LOOM_FAULT_SLOW", "RANK:FACTOR[:STEP]",
+     "world rank RANK computes FACTOR times as long between its calls, from step STEP"},
+    {"LOOM_FAULT_LINK_DELAY", "SRC:DST:FACTOR[:STEP]",
+     "sends from world rank SRC to DST take FACTOR times as long, from step STEP"},
+    {"LOOM_FAULT_STOP", "RANK:STEP[:before|inside]",
+     "world rank RANK stops itself (SIGSTOP) before step STEP or inside its first collective of "
+     "it"},
     {"LOOM_FAULT_EPOCH", "N", "the incarnation of the job the faults act in (default 0)"},
 };
+
+// "RANK:...:FACTOR[:STEP]": `ints` whole numbers >= 0, then a factor >= 1, then an optional
+// step >= 1.
+bool ParseFactor(std::string_view s, size_t ints, std::vector<int64_t>* n, double* factor,
+                 int64_t* step) {
+  n->clear();
+  for (size_t i = 0; i < ints; ++i) {
+    const size_t colon = s.find(':');
+    if (colon == std::string_view::npos) return false;
+    std::vector<int64_t> one;
+    if (!ParseNumbers(s.substr(0, colon), 1, false, 0, &one)) return false;
+    n->push_back(one[0]);
+    s = s.substr(colon + 1);
+  }
+  const size_t colon = s.find(':');
+  const std::string f(s.substr(0, colon));
+  char* end = nullptr;
+  *factor = std::strtod(f.c_str(), &end);
+  if (f.empty() || end != f.c_str() + f.size() || !(*factor >= 1) || *factor > 1000) return false;
+  *step = 1;
+  if (colon == std::string_view::npos) return true;
+  std::vector<int64_t> one;
+  if (!ParseNumbers(s.substr(colon + 1), 1, false, 1, &one)) return false;
+  *step = one[0];
+  return true;
+}
 
 // The value's colon-separated whole numbers, each at least `min`; `want` of them, or want + 1
 // when the last is optional.
@@ -167,6 +215,28 @@ Status Parse(const FaultVariable& v, std::string_view value, FaultPlan* plan) {
     }
     if (!ParseNumbers(rank, 1, false, 0, &n)) return Bad(v, value);
     plan->corrupt_rank = static_cast<int>(n[0]);
+  } else if (name == "LOOM_FAULT_SLOW") {
+    if (!ParseFactor(value, 1, &n, &plan->slow_factor, &plan->slow_step)) return Bad(v, value);
+    plan->slow_rank = static_cast<int>(n[0]);
+  } else if (name == "LOOM_FAULT_LINK_DELAY") {
+    if (!ParseFactor(value, 2, &n, &plan->link_factor, &plan->link_step) || n[0] == n[1]) {
+      return Bad(v, value);
+    }
+    plan->link_src = static_cast<int>(n[0]);
+    plan->link_dst = static_cast<int>(n[1]);
+  } else if (name == "LOOM_FAULT_STOP") {
+    std::string_view head = value, at = "before";
+    const size_t second = value.find(':', value.find(':') + 1);
+    if (value.find(':') != std::string_view::npos && second != std::string_view::npos) {
+      head = value.substr(0, second);
+      at = value.substr(second + 1);
+    }
+    if (!ParseNumbers(head, 2, false, 0, &n) || n[1] < 1 || (at != "before" && at != "inside")) {
+      return Bad(v, value);
+    }
+    plan->stop_rank = static_cast<int>(n[0]);
+    plan->stop_step = n[1];
+    plan->stop_inside = at == "inside";
   } else if (name == "LOOM_FAULT_EPOCH") {
     if (!ParseNumbers(value, 1, false, 0, &n)) return Bad(v, value);
     plan->epoch = n[0];
@@ -249,9 +319,116 @@ void CorruptAtRestore(const FaultContext& ctx) {
   }
 }
 
+// The communication faults (slow rank, slow link, stop), in the planned incarnation.
+struct CommFaultState {
+  std::atomic<int64_t> step{0};  // the step the trainer is in
+  std::atomic<bool> stop_armed{false};
+  std::mutex mu;
+  std::thread::id trainer;              // GUARDED_BY(mu): the thread that runs the steps
+  int64_t last_mark_ns = 0;             // GUARDED_BY(mu): the trainer's CPU time at its last call
+  std::vector<double> link_s_per_byte;  // GUARDED_BY(mu): the link's recent natural sends
+  // GUARDED_BY(mu): the link's sends in flight: when their data was released, their bytes.
+  std::map<const void*, std::pair<int64_t, int64_t>> sending;
+};
+CommFaultState g_comm;
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t MonoNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void StopSelf(const std::string& why) {
+  std::fprintf(stderr, "loom: fault injection: %s\n", why.c_str());
+  std::fflush(stderr);
+  ::raise(SIGSTOP);
+}
+
+void CommFault(const FaultContext& ctx) {
+  const FaultPlan& p = g_plan;
+  if (g_id.epoch != p.epoch) return;
+  const int64_t step = g_comm.step.load(std::memory_order_relaxed);
+  if (ctx.rank == p.slow_rank && step >= p.slow_step &&
+      (ctx.site == FaultSite::kCommIssue || ctx.site == FaultSite::kCommWaited)) {
+    std::unique_lock<std::mutex> lock(g_comm.mu);
+    if (std::this_thread::get_id() != g_comm.trainer) return;
+    const int64_t now = ThreadCpuNs();
+    if (ctx.site == FaultSite::kCommIssue && g_comm.last_mark_ns > 0) {
+      // The work since the trainer's last call takes `factor` times as long: a slower processor
+      // is emulated by burning the extra CPU time (a sleep would free the core for the others).
+      const int64_t until =
+          now + static_cast<int64_t>((p.slow_factor - 1) *
+                                     static_cast<double>(now - g_comm.last_mark_ns));
+      lock.unlock();
+      while (ThreadCpuNs() < until) {
+      }
+      lock.lock();
+    }
+    g_comm.last_mark_ns = ThreadCpuNs();
+    return;
+  }
+  if (ctx.rank == p.link_src) {
+    std::unique_lock<std::mutex> lock(g_comm.mu);
+    if (ctx.site == FaultSite::kCommStart && ctx.peer == p.link_dst && ctx.bytes > 0 &&
+        std::strcmp(ctx.where, "send") == 0) {
+      // The transfer takes `factor` times as long as the link's sends took before the fault
+      // (the median of its natural sends, per byte): the data leaves that much later.
+      double extra = 0;
+      if (step >= p.link_step) {
+        std::vector<double> recent = g_comm.link_s_per_byte;
+        if (!recent.empty()) {
+          std::nth_element(recent.begin(), recent.begin() + recent.size() / 2, recent.end());
+          extra = (p.link_factor - 1) * recent[recent.size() / 2] * static_cast<double>(ctx.bytes);
+        }
+      }
+      lock.unlock();
+      if (extra > 0) std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+      lock.lock();
+      g_comm.sending[ctx.data] = {MonoNs(), ctx.bytes};
+    } else if (ctx.site == FaultSite::kCommEnd) {
+      auto it = g_comm.sending.find(ctx.data);
+      if (it == g_comm.sending.end()) return;
+      const double per_byte = static_cast<double>(MonoNs() - it->second.first) * 1e-9 /
+                              static_cast<double>(it->second.second);
+      g_comm.sending.erase(it);
+      // Measured before the fault (or, from step 1, its first sends): the link's own speed.
+      std::vector<double>& recent = g_comm.link_s_per_byte;
+      if (step < p.link_step || recent.size() < 8) {
+        recent.push_back(per_byte);
+        if (recent.size() > 64) recent.erase(recent.begin());
+      }
+    }
+  }
+  if (ctx.rank == p.stop_rank && p.stop_inside && ctx.site == FaultSite::kCommStart &&
+      std::strcmp(ctx.where, "send") != 0 && std::strcmp(ctx.where, "recv") != 0 &&
+      g_comm.stop_armed.exchange(false)) {
+    StopSelf("rank " + std::to_string(ctx.rank) + " stops itself (SIGSTOP) inside " + ctx.where +
+             " in step " + std::to_string(step));
+  }
+}
+
 void BeforeStep(const FaultContext& ctx) {
   SnapshotFault(ctx);
+  g_comm.step.store(ctx.step, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(g_comm.mu);
+    g_comm.trainer = std::this_thread::get_id();
+  }
   const FaultPlan& p = g_plan;
+  if (ctx.rank == p.stop_rank && ctx.step == p.stop_step && g_id.epoch == p.epoch) {
+    if (p.stop_inside) {
+      g_comm.stop_armed = true;
+    } else {
+      StopSelf("rank " + std::to_string(ctx.rank) + " stops itself (SIGSTOP) before step " +
+               std::to_string(ctx.step));
+    }
+  }
   if (p.hang_rank != ctx.rank || p.hang_step != ctx.step || g_id.epoch != p.epoch) return;
   std::fprintf(stderr, "loom: fault injection: rank %d stops participating at step %lld%s\n",
                ctx.rank, static_cast<long long>(ctx.step),
@@ -290,6 +467,12 @@ void OnFaultPoint(const FaultContext& ctx) {
       break;
     case FaultSite::kSnapshotRestore:
       CorruptAtRestore(ctx);
+      break;
+    case FaultSite::kCommIssue:
+    case FaultSite::kCommStart:
+    case FaultSite::kCommEnd:
+    case FaultSite::kCommWaited:
+      CommFault(ctx);
       break;
   }
 }

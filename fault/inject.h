@@ -26,7 +26,19 @@
 //                                    a byte of old rank RANK's images (or of the parity it keeps),
 //                                    in every sealed slot, is flipped first: fragments that fail
 //                                    their digests
-//   LOOM_FAULT_EPOCH=N               the hang, the kills, the node drop and the delay act in the
+//   LOOM_FAULT_SLOW=RANK:FACTOR[:STEP]  world rank RANK is slow: from step STEP (default 1), the
+//                                    work between its calls takes FACTOR (>= 1, e.g. 1.5)
+//                                    times as long (before each call it issues it burns the
+//                                    extra CPU time, as a slower processor would take it)
+//   LOOM_FAULT_LINK_DELAY=SRC:DST:FACTOR[:STEP]  the link from world rank SRC to DST is slow:
+//                                    from step STEP, each send's data leaves after (FACTOR - 1)
+//                                    times the link's typical send of those bytes before the
+//                                    fault (the median, per byte)
+//   LOOM_FAULT_STOP=RANK:STEP[:before|inside]  world rank RANK stops (SIGSTOP, as a machine that
+//                                    freezes) before step STEP, or inside its first collective
+//                                    of step STEP
+//   LOOM_FAULT_EPOCH=N               the hang, the kills, the node drop, the delays, the slow
+//                                    rank and link and the stop act in the
 //                                    job's incarnation N only (default 0: the first; `loom launch`
 //                                    numbers restarts), the corruption in the restore that starts
 //                                    incarnation N + 1

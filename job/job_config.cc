@@ -227,6 +227,28 @@ Status ReadSnapshot(ConfigSection s, SnapshotConfig* c) {
   return s.Finish();
 }
 
+Status ReadDetect(ConfigSection s, DetectConfig* c) {
+  LOOM_RETURN_IF_ERROR(s.Bool("enabled", &c->enabled, false));
+  LOOM_RETURN_IF_ERROR(s.String("action", &c->action, false));
+  if (c->action != "log" && c->action != "restart") {
+    return InvalidArgument(s.Where("action") + ": expected log or restart, got '" + c->action +
+                           "'");
+  }
+  LOOM_RETURN_IF_ERROR(s.Double("slow_rank_score", &c->slow_rank_score, false, 1.05, 100.0));
+  LOOM_RETURN_IF_ERROR(s.Double("slow_link_factor", &c->slow_link_factor, false, 1.05, 100.0));
+  LOOM_RETURN_IF_ERROR(s.Int("persist", &c->persist, false, 1, 1000));
+  LOOM_RETURN_IF_ERROR(s.Double("hang_s", &c->hang_s, false, 0.1, 86400.0));
+  LOOM_RETURN_IF_ERROR(s.Double("stale_s", &c->stale_s, false, 0.1, 86400.0));
+  LOOM_RETURN_IF_ERROR(s.Int("beat_ms", &c->beat_ms, false, 20, 600000));
+  LOOM_RETURN_IF_ERROR(s.String("trace_dir", &c->trace_dir, false));
+  if (static_cast<double>(c->beat_ms) / 1000 * 2 > c->stale_s) {
+    return InvalidArgument(s.Where("beat_ms") + ": expected at most half of stale_s (" +
+                           std::to_string(c->stale_s) + " s), got " + std::to_string(c->beat_ms) +
+                           " ms");
+  }
+  return s.Finish();
+}
+
 Status ReadPlan(ConfigSection s, PlanSettings* p) {
   std::string precision = PrecisionName(p->precision);
   LOOM_RETURN_IF_ERROR(s.String("precision", &precision, false));
@@ -292,6 +314,8 @@ Status ReadJob(ConfigSection& root, JobUse use, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ReadCheckpoint(std::move(checkpoint), &job->checkpoint));
   LOOM_ASSIGN_OR_RETURN(ConfigSection snapshot, section("snapshot"));
   LOOM_RETURN_IF_ERROR(ReadSnapshot(std::move(snapshot), &job->snapshot));
+  LOOM_ASSIGN_OR_RETURN(ConfigSection detect, section("detect"));
+  LOOM_RETURN_IF_ERROR(ReadDetect(std::move(detect), &job->detect));
   LOOM_RETURN_IF_ERROR(ReadLauncher(root, &job->launcher));
   LOOM_ASSIGN_OR_RETURN(ConfigSection plan, section("plan"));
   LOOM_RETURN_IF_ERROR(ReadPlan(std::move(plan), &job->plan));

@@ -136,6 +136,22 @@ struct SnapshotConfig {
   int64_t max_restarts = 3;  // restarts `loom launch` makes before it gives up
 };
 
+// The anomaly detector under `loom launch` (docs/FAULTS.md): each rank reports its calls every
+// step and where it is every beat_ms; the coordinator names a hung rank, a slow rank or a slow
+// link, and (action restart, with snapshots on) isolates its node, replans on the rest and
+// restarts from the in-memory snapshots.
+struct DetectConfig {
+  bool enabled = true;
+  std::string action = "log";     // log | restart
+  double slow_rank_score = 1.4;   // compute against peers' median
+  double slow_link_factor = 1.5;  // a link's transfer floor against its class's median
+  int64_t persist = 3;            // steps in a row before a slow rank or link is named
+  double hang_s = 2;              // blocked at least this long (and 2 median steps): a hang?
+  double stale_s = 2;             // no beat for this long: the rank is not running
+  int64_t beat_ms = 250;          // the workers' beat period while the detector is on
+  std::string trace_dir;          // post-mortem traces ("": <checkpoint.dir>/trace)
+};
+
 struct JobConfig {
   std::string path;                    // the job file
   std::string text;                    // its text as read (recorded in checkpoints)
@@ -150,6 +166,7 @@ struct JobConfig {
   ParallelConfig parallel;
   CheckpointConfig checkpoint;
   SnapshotConfig snapshot;
+  DetectConfig detect;
   PlanSettings plan;
   int64_t steps = 100;
   bool steps_from_flag = false;  // set by --steps (errors name the flag)

@@ -7,8 +7,8 @@
 
 #include <chrono>
 
-#include "core/logging.h"
 #include "control/wire.h"
+#include "core/logging.h"
 
 namespace loom {
 namespace {
@@ -32,14 +32,17 @@ Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Register(
   msg.set_job_token(token);
   *msg.mutable_register_() = req;
   const std::string peer = "coordinator " + endpoint;
+  const int64_t t0 = NowNs();
   LOOM_RETURN_IF_ERROR(SendMessage(c->fd_, msg, After(timeout_ms), peer));
   LOOM_ASSIGN_OR_RETURN(proto::Envelope reply, RecvMessage(c->fd_, After(timeout_ms), peer));
+  const int64_t t1 = NowNs();
   if (reply.has_error()) {
     return FailedPrecondition(peer + " refused rank " + std::to_string(req.rank()) + ": " +
                               reply.error().message());
   }
   if (!reply.has_plan()) return InvalidArgument(peer + ": expected a plan in reply to register");
   c->plan_ = reply.plan();
+  c->Offset(t0, reply.plan().coordinator_ns(), t1);
   CoordinatorClient* raw = c.get();
   c->thread_ = std::thread([raw] { raw->Loop(); });
   return c;
@@ -69,7 +72,48 @@ Status CoordinatorClient::status() const {
   return status_;
 }
 
-Status CoordinatorClient::Exchange(proto::Envelope msg) {
+void CoordinatorClient::Offset(int64_t t0, int64_t now_ns, int64_t t1) {
+  const int64_t rtt = t1 - t0;
+  // The shortest round trip bounds the error best (by half of it); a fresh one now and then
+  // follows a drift between the two clocks.
+  if (best_rtt_ns_ < 0 || rtt <= best_rtt_ns_ || ++rtt_samples_ >= 64) {
+    best_rtt_ns_ = rtt;
+    rtt_samples_ = 0;
+    offset_ns_.store(now_ns - (t0 + t1) / 2);
+  }
+}
+
+proto::Envelope CoordinatorClient::Beat(int64_t last_step) const {
+  proto::Envelope msg;
+  proto::Heartbeat& hb = *msg.mutable_heartbeat();
+  hb.set_rank(rank_);
+  hb.set_step(last_step);
+  hb.set_checkpoint_io(CheckpointIoInProgress());
+  hb.set_sent_ns(NowNs());
+  const CallTrace* trace = trace_.load();
+  if (!plan_.detect() || trace == nullptr) return msg;
+  const TraceLive live = trace->Live();
+  const int64_t off = offset_ns_.load();
+  if (live.blocked) {
+    proto::LiveCall& b = *hb.mutable_blocked();
+    b.set_op(CommOpName(live.call.op));
+    b.set_group(live.call.group);
+    b.set_root(live.call.group_root);
+    const bool p2p = live.call.op == CommOp::kSend || live.call.op == CommOp::kRecv;
+    b.set_seq(p2p ? live.call.seq : live.call.collective_seq);
+    b.set_peer(p2p ? live.call.peer : -1);
+    b.set_since_ns(live.since_ns + off);
+  }
+  for (const auto& [group, next] : live.issued) {
+    proto::IssuedCount& c = *hb.add_issued();
+    c.set_group(group.first);
+    c.set_root(group.second);
+    c.set_next_seq(next);
+  }
+  return msg;
+}
+
+Status CoordinatorClient::Exchange(proto::Envelope msg, proto::Ack* ack) {
   std::lock_guard<std::mutex> lock(io_mu_);
   msg.set_job_token(token_);
   const std::string peer = "coordinator " + endpoint_;
@@ -77,28 +121,35 @@ Status CoordinatorClient::Exchange(proto::Envelope msg) {
   LOOM_ASSIGN_OR_RETURN(proto::Envelope reply, RecvMessage(fd_, After(timeout_ms_), peer));
   if (reply.has_error()) return FailedPrecondition(peer + ": " + reply.error().message());
   if (!reply.has_ack()) return InvalidArgument(peer + ": expected an acknowledgement");
+  if (ack != nullptr) *ack = reply.ack();
   return Status::Ok();
 }
 
 void CoordinatorClient::Loop() {
-  const auto period = std::chrono::milliseconds(std::max(100, plan_.heartbeat_ms()));
+  const auto period = std::chrono::milliseconds(std::max(20, plan_.heartbeat_ms()));
   auto next_beat = std::chrono::steady_clock::now() + period;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_ && status_.ok()) {
     cv_.wait_until(lock, next_beat, [&] { return stop_ || !queue_.empty(); });
     if (stop_) break;
     proto::Envelope msg;
-    if (!queue_.empty()) {
+    const bool beat = queue_.empty();
+    if (!beat) {
       *msg.mutable_step_report() = std::move(queue_.front());
       queue_.pop_front();
     } else {
-      msg.mutable_heartbeat()->set_rank(rank_);
-      msg.mutable_heartbeat()->set_step(last_step_);
-      msg.mutable_heartbeat()->set_checkpoint_io(CheckpointIoInProgress());
+      msg = Beat(last_step_);
       next_beat = std::chrono::steady_clock::now() + period;
     }
     lock.unlock();
-    Status st = Exchange(std::move(msg));
+    proto::Ack ack;
+    const int64_t t0 = NowNs();
+    Status st = Exchange(std::move(msg), &ack);
+    if (st.ok() && beat) Offset(t0, ack.now_ns(), NowNs());
+    if (st.ok() && !ack.stop().empty() && !stop_seen_ && on_stop_) {
+      stop_seen_ = true;
+      on_stop_(ack.stop());
+    }
     lock.lock();
     if (!st.ok() && status_.ok()) {
       status_ = st;

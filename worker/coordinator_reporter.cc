@@ -1,15 +1,20 @@
 // Step reports for the coordinator.
 #include "worker/coordinator_reporter.h"
 
+#include <time.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
 #include "core/memory.h"
 
 namespace loom {
 namespace {
 
-// The calls closed since `*cursor`, summed per (op, group) into the report.
-void SummariseTrace(Backend* backend, TraceCursor* cursor, proto::StepReport* report) {
-  if (backend == nullptr) return;
-  for (const CommSummary& c : SummariseCalls(backend->trace().Read(cursor).records)) {
+// The calls `read`, summed per (op, group) into the report.
+void SummariseTrace(const TraceRead& read, proto::StepReport* report) {
+  for (const CommSummary& c : SummariseCalls(read.records)) {
     proto::CollectiveSummary& s = *report->add_collectives();
     s.set_op(c.op);
     s.set_group(c.group);
@@ -21,7 +26,60 @@ void SummariseTrace(Backend* backend, TraceCursor* cursor, proto::StepReport* re
   }
 }
 
+// This thread's CPU time.
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 }  // namespace
+
+void CoordinatorReporter::AddEvidence(const TraceRead& read, int64_t end_ns, double step_s,
+                                      proto::StepReport* report) {
+  const int64_t off = client_->clock_offset_ns();
+  proto::StepEvidence& ev = *report->mutable_evidence();
+  const auto step_ns = static_cast<int64_t>(step_s * 1e9);
+  ev.set_start_ns(end_ns - step_ns + off);
+  ev.set_end_ns(end_ns + off);
+  ev.set_clock_offset_ns(off);
+  ev.set_lost(static_cast<int64_t>(read.lost));
+  std::map<std::pair<std::string, int>, int> index;  // group -> its place in ev.groups
+  int64_t waited = 0;
+  for (const TraceRecord& rec : read.records) {
+    const std::pair<std::string, int> key{rec.group, rec.group_root};
+    auto [it, added] = index.emplace(key, ev.groups_size());
+    if (added) {
+      proto::TraceGroupRef& g = *ev.add_groups();
+      g.set_name(rec.group);
+      g.set_root(rec.group_root);
+      if (described_.insert(key).second) {  // its members, the first time only
+        for (const TraceGroup& tg : backend_->trace().Groups()) {
+          if (tg.name == rec.group && !tg.members.empty() && tg.members.front() == rec.group_root) {
+            for (int m : tg.members) g.add_members(m);
+            break;
+          }
+        }
+      }
+    }
+    proto::TraceCall& c = *ev.add_calls();
+    c.set_op(CommOpName(rec.op));
+    c.set_group(it->second);
+    c.set_seq(rec.seq);
+    c.set_issue_ns(rec.enqueue_ns + off);
+    c.set_enter_ns(rec.start_ns + off);
+    c.set_exit_ns(rec.end_ns != 0 ? rec.end_ns + off : 0);
+    c.set_bytes(rec.bytes);
+    c.set_peer(rec.peer);
+    c.set_tag(rec.tag);
+    c.set_wait_ns(rec.wait_ns);
+    if (rec.main_thread_wait) waited += rec.wait_ns;
+  }
+  ev.set_compute_ns(std::max<int64_t>(0, step_ns - waited));
+  const int64_t cpu = ThreadCpuNs();
+  if (last_cpu_ns_ > 0) ev.set_compute_cpu_ns(cpu - last_cpu_ns_);
+  last_cpu_ns_ = cpu;
+}
 
 CoordinatorReporter::CoordinatorReporter(CoordinatorClient* client, int rank, Backend* backend)
     : client_(client),
@@ -31,6 +89,8 @@ CoordinatorReporter::CoordinatorReporter(CoordinatorClient* client, int rank, Ba
 
 Status CoordinatorReporter::OnStart(const RunStart& start) {
   tokens_per_step_ = start.job.data.global_batch * start.job.data.seq;
+  if (backend_ != nullptr) backend_->trace().SetMainThread(std::this_thread::get_id());
+  last_cpu_ns_ = ThreadCpuNs();
   restore_ = start.restore;
   return Status::Ok();
 }
@@ -49,7 +109,12 @@ Status CoordinatorReporter::OnStep(const StepEvent& e) {
   }
   r.set_memory_bytes(mem);
   r.set_peak_memory_bytes(peak);
-  SummariseTrace(backend_, &cursor_, &r);
+  if (backend_ != nullptr) {
+    const int64_t end_ns = NowNs();
+    const TraceRead read = backend_->trace().Read(&cursor_);
+    SummariseTrace(read, &r);
+    if (client_->plan().detect()) AddEvidence(read, end_ns, e.step_s, &r);
+  }
   r.set_snapshot_step(e.snapshot_step);
   r.set_snapshot_bytes(static_cast<int64_t>(e.snapshot_bytes));
   if (last_step_ == 0 && (!restore_.from.empty() || !restore_.why_not.empty())) {

@@ -69,6 +69,7 @@ Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double
   plan.set_flops_per_step(spec_.flops_per_step);
   plan.set_peak_flops(spec_.peak_flops);
   plan.set_heartbeat_ms(spec_.heartbeat_ms);
+  plan.set_detect(spec_.detect);
   return plan;
 }
 
@@ -82,6 +83,8 @@ Status JobState::Heartbeat(const proto::Heartbeat& hb, double now) {
   }
   r.last_contact = now;
   r.checkpoint_io = hb.checkpoint_io();
+  beats_.resize(ranks_.size());
+  beats_[static_cast<size_t>(hb.rank())] = {hb, now};
   if (hb.step() >= 0 && (spec_.steps == 0 || hb.step() <= spec_.steps)) {
     r.step = std::max(r.step, hb.step());
   }
@@ -134,6 +137,8 @@ Status JobState::Report(const proto::StepReport& report, double now) {
     snapshot_bytes_ = std::max(snapshot_bytes_, s.snapshot_bytes());
     latest_.push_back(s);
   }
+  kept_.push_back({complete_step_, latest_});
+  while (kept_.size() > static_cast<size_t>(kKeptSteps)) kept_.pop_front();
   pending_.erase(pending_.begin(), pending_.upper_bound(complete_step_));
   return Status::Ok();
 }
@@ -229,6 +234,32 @@ std::vector<int> SilentRanks(const std::vector<RankStatus>& ranks, double now, d
 std::vector<int> JobState::Silent(double now, double timeout_s) const {
   std::lock_guard<std::mutex> lock(mu_);
   return SilentRanks(ranks_, now, timeout_s);
+}
+
+std::vector<CompleteStep> JobState::CompleteSince(int64_t step) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CompleteStep> out;
+  for (const CompleteStep& c : kept_) {
+    if (c.step > step) out.push_back(c);
+  }
+  return out;
+}
+
+void JobState::RequestStop(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_.empty()) stop_ = why;
+}
+
+std::string JobState::stop_requested() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
+std::vector<LiveBeat> JobState::Beats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LiveBeat> out = beats_;
+  out.resize(ranks_.size());
+  return out;
 }
 
 std::vector<proto::StepReport> JobState::LatestReports() const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@ struct JobSpec {
   double flops_per_step = 0;  // model FLOPs of one step, all ranks together
   double peak_flops = 0;      // per device
   int heartbeat_ms = 2000;
+  bool detect = false;  // the workers send their calls and live beats (docs/FAULTS.md)
   std::optional<proto::SnapshotPlan> snapshot;  // in-memory snapshots (absent: none)
   int epoch = 0;                                // this incarnation (0, then +1 per restart)
 };
@@ -72,6 +74,18 @@ struct JobSnapshot {
   std::vector<RankStatus> ranks;  // by world rank
 };
 
+// A rank's latest heartbeat and when it came (the caller's clock; -1: none yet).
+struct LiveBeat {
+  proto::Heartbeat beat;
+  double received_s = -1;
+};
+
+// A step every rank reported, with their reports by rank.
+struct CompleteStep {
+  int64_t step = 0;
+  std::vector<proto::StepReport> reports;
+};
+
 // Of `ranks`, those registered and unfinished but not heard from for more than `timeout_s`
 // (`now` and their last_contact on one clock).
 std::vector<int> SilentRanks(const std::vector<RankStatus>& ranks, double now, double timeout_s);
@@ -95,6 +109,15 @@ class JobState {
   std::vector<int> Silent(double now, double timeout_s) const;
   // Per-step collective summaries of the latest complete step, by rank (for the detector).
   std::vector<proto::StepReport> LatestReports() const;
+  // The complete steps after `step` still kept (the newest kKeptSteps), oldest first.
+  static constexpr int kKeptSteps = 32;
+  std::vector<CompleteStep> CompleteSince(int64_t step) const;
+  // Every rank's latest heartbeat, by world rank.
+  std::vector<LiveBeat> Beats() const;
+  // From now on every acknowledgement tells the worker to stop, for `why` (the first reason
+  // stays).
+  void RequestStop(const std::string& why);
+  std::string stop_requested() const;
 
  private:
   Status CheckRank(int rank, const char* what) const;
@@ -112,6 +135,9 @@ class JobState {
   int64_t restored_step_ = 0;                       // GUARDED_BY(mu_)
   double restore_s_ = 0;                            // GUARDED_BY(mu_)
   std::vector<proto::StepReport> latest_;           // GUARDED_BY(mu_)
+  std::deque<CompleteStep> kept_;                   // GUARDED_BY(mu_)
+  std::vector<LiveBeat> beats_;                     // GUARDED_BY(mu_)
+  std::string stop_;                                // GUARDED_BY(mu_)
   std::optional<proto::Done> final_;                // GUARDED_BY(mu_)
 };
 

@@ -61,7 +61,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const ServiceOptions& o = impl_->options;
     if (rank_ < 0) return o.message_timeout_ms;
     return o.idle_timeout_ms > 0 ? o.idle_timeout_ms
-                                 : 5 * std::max(1, impl_->job.load()->spec().heartbeat_ms);
+                                 : std::max(10000, 5 * impl_->job.load()->spec().heartbeat_ms);
   }
 
   // Closes the connection if `ms` pass before the current operation finishes.
@@ -185,6 +185,7 @@ class Session : public std::enable_shared_from_this<Session> {
     switch (msg.body_case()) {
       case proto::Envelope::kRegister: {
         LOOM_ASSIGN_OR_RETURN(*reply->mutable_plan(), job.Register(msg.register_(), now));
+        reply->mutable_plan()->set_coordinator_ns(static_cast<int64_t>(now * 1e9));
         rank_ = msg.register_().rank();
         LOOM_LOG(DEBUG, COORD) << who() << " registered from " << msg.register_().host() << " pid "
                                << msg.register_().pid();
@@ -205,7 +206,8 @@ class Session : public std::enable_shared_from_this<Session> {
             "not field " +
             std::to_string(msg.body_case()));
     }
-    reply->mutable_ack();
+    reply->mutable_ack()->set_now_ns(static_cast<int64_t>(now * 1e9));
+    reply->mutable_ack()->set_stop(job.stop_requested());
     return Status::Ok();
   }
 

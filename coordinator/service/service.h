@@ -27,7 +27,7 @@ struct ServiceOptions {
   std::string address = "127.0.0.1";
   int port = 0;                    // 0: any free port
   int message_timeout_ms = 10000;  // a started message must arrive completely within this
-  int idle_timeout_ms = 0;         // close a connection silent this long (0: 5 heartbeats)
+  int idle_timeout_ms = 0;  // close a connection silent this long (0: 5 heartbeats, at least 10 s)
 };
 
 struct ServiceStats {

@@ -52,6 +52,7 @@ std::vector<Action> Supervisor::Observe(const Observation& o) {
     stop_passed_on_ = true;
   }
   if (!end) end = OnExit(o);
+  if (!end) end = OnAnomaly(o, &out);
   if (!end) end = OnEnding(o);
   if (!end) end = OnStall(o);
   if (!end) end = OnSilence(o);
@@ -62,6 +63,28 @@ std::vector<Action> Supervisor::Observe(const Observation& o) {
     ended_ = true;
   }
   return out;
+}
+
+std::optional<Action> Supervisor::OnAnomaly(const Observation& o, std::vector<Action>* out) {
+  std::optional<Action> end;
+  for (const detect::Verdict& v : o.anomalies) {
+    Action a{ActionKind::kAnomaly};
+    a.status = FailedPrecondition(std::string(detect::AnomalyKindName(v.kind)) + ": " + v.line);
+    if (v.rank >= 0) a.ranks = {v.rank};
+    a.step = v.step;
+    out->push_back(a);
+    if (end || config_.detect_action != "restart" || config_.restarts_left <= 0 ||
+        config_.nodes_in_use <= 1 || v.node < 0 || o.job.progress.step < 1) {
+      continue;
+    }
+    Action r{ActionKind::kRestart};
+    r.status = a.status;
+    r.ranks = a.ranks;
+    r.step = o.job.progress.step;
+    r.isolate_node = v.node;
+    end = std::move(r);
+  }
+  return end;
 }
 
 void Supervisor::MaybeRestart(const Observation& o, Action* a) const {

@@ -22,6 +22,10 @@
 //              usual time from the end of the I/O): failed, naming the ranks furthest behind.
 //   silence    a registered, unfinished rank not heard from for `silence_s`: failed.
 //   register   not every rank registered within `silence_s` of the start: failed.
+//   anomaly    the detector named a hung rank, a slow rank, a slow link or node
+//              (Observation::anomalies): announced once, in one line; with detect_action
+//              "restart", restarts left and more than one node in use, a restart that isolates
+//              the node named (kRestart with isolate_node).
 // A failure becomes a restart (kRestart instead of kFail) when the job can be restarted from its
 // in-memory snapshots: `restarts_left` > 0, this incarnation completed a step (or is itself a
 // restart, which may fail while it restores), some rank ended without reporting (killed, lost
@@ -37,6 +41,7 @@
 
 #include "coordinator/service/job_state.h"
 #include "core/status.h"
+#include "fault/detector/detector.h"
 
 namespace loom {
 
@@ -64,18 +69,24 @@ struct SupervisorConfig {
   // This incarnation restores from snapshots: a failure before its first step (in the restore)
   // may be restarted too.
   bool restoring = false;
+  // What a detector's verdict leads to: "restart" (isolate the node, replan, restore) or
+  // "log"; "" when no detector runs.
+  std::string detect_action;
+  int nodes_in_use = 1;  // a node is isolated only when others are left
 };
 
 // What the supervisor is shown at one moment.
 struct Observation {
   double now = 0;  // seconds, on the clock of the ranks' last_contact
   int signal = 0;  // a signal this process received since the last observation (0: none)
-  std::optional<int> launcher_exit;  // the launcher's wait status, once it has exited
-  JobSnapshot job;                   // taken after launcher_exit was read (every Done is in)
+  std::optional<int> launcher_exit;        // the launcher's wait status, once it has exited
+  JobSnapshot job;                         // taken after launcher_exit was read (every Done is in)
+  std::vector<detect::Verdict> anomalies;  // the detector's new verdicts
 };
 
 enum class ActionKind {
   kAnnounceStop,    // the stop signal came: say that the workers save the step they are at
+  kAnomaly,         // the detector named a culprit: `status` says it in one line, `ranks` it
   kPassStopSignal,  // send `signal` to the workers' launcher, which passes it on to every rank
   // Each of the following ends the supervision (Supervisor::ended()).
   kInterrupt,  // `signal` interrupts the launch: stop the workers at once (exit 128 + signal)
@@ -96,6 +107,7 @@ struct Action {
   int64_t step = 0;        // kStopped: the step every rank saved; kRestart: the last complete
   Status status;           // kFail, kRestart: what happened, naming the ranks
   std::vector<int> ranks;  // kFail, kRestart: the ranks concerned (failed, silent, behind)
+  int isolate_node = -1;   // kRestart after a detector's verdict: the node to leave out
 
   bool Ends() const;  // the supervision is over
 };
@@ -120,6 +132,7 @@ class Supervisor {
   std::optional<Action> OnStall(const Observation& o);
   std::optional<Action> OnSilence(const Observation& o) const;
   std::optional<Action> OnRegistration(const Observation& o) const;
+  std::optional<Action> OnAnomaly(const Observation& o, std::vector<Action>* out);
   // A failure `a` the job can be restarted from: kRestart instead (see the rules above).
   void MaybeRestart(const Observation& o, Action* a) const;
 

@@ -454,3 +454,54 @@ TEST(SupervisorRestart, NoRestartWithoutRestartsLeftBeforeAStepOrForReportedErro
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// The detector's verdicts: announced once each; with detect_action "restart", a restart that
+// isolates the node named, when another node is left.
+detect::Verdict SlowRank(int rank, int node) {
+  detect::Verdict v;
+  v.kind = detect::AnomalyKind::kSlowRank;
+  v.rank = rank;
+  v.node = node;
+  v.step = 9;
+  v.line = "rank " + std::to_string(rank) + " is slow";
+  return v;
+}
+
+TEST(SupervisorAnomaly, AVerdictIsAnnouncedThenIsolatesItsNode) {
+  SupervisorConfig c = RestartConfig(2);
+  c.detect_action = "restart";
+  c.nodes_in_use = 4;
+  Supervisor s(c, kT0);
+  Observation o = At(kT0 + 1, Job(2, 9, kT0 + 1));
+  o.anomalies = {SlowRank(1, 3)};
+  const std::vector<Action> acts = s.Observe(o);
+  ASSERT_EQ(acts.size(), 2u);
+  EXPECT_EQ(acts[0].kind, ActionKind::kAnomaly);
+  EXPECT_NE(acts[0].status.message().find("slow rank: rank 1 is slow"), std::string::npos);
+  EXPECT_EQ(acts[1].kind, ActionKind::kRestart);
+  EXPECT_EQ(acts[1].isolate_node, 3);
+  EXPECT_EQ(acts[1].ranks, std::vector<int>{1});
+  EXPECT_EQ(acts[1].step, 9);
+  EXPECT_TRUE(s.ended());
+}
+
+TEST(SupervisorAnomaly, OnlyLoggedWithActionLogNoRestartsLeftOrOneNode) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SupervisorConfig c = RestartConfig(variant == 1 ? 0 : 2);
+    c.detect_action = variant == 0 ? "log" : "restart";
+    c.nodes_in_use = variant == 2 ? 1 : 4;
+    Supervisor s(c, kT0);
+    Observation o = At(kT0 + 1, Job(2, 9, kT0 + 1));
+    o.anomalies = {SlowRank(0, 0)};
+    const std::vector<Action> acts = s.Observe(o);
+    ASSERT_EQ(acts.size(), 1u) << variant;
+    EXPECT_EQ(acts[0].kind, ActionKind::kAnomaly);
+    EXPECT_FALSE(s.ended());
+  }
+}
+
+}  // namespace
+}  // namespace loom
