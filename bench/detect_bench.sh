@@ -57,7 +57,8 @@ echo "2 ranks, dp=2, 60 steps x $rounds runs each: median $m_off tok/s off, $m_o
 
 # 2. Detection latency and false alarms.
 /usr/bin/python3 "$root/tests/integration/detect_trials.py" "$loom" "$work/trials" \
-  "$root/data/tinyshakespeare.txt" > "$work/trials.out" || true
+  "$root/data/tinyshakespeare.txt" --measure-slow \
+  --cases healthy,slow_rank,slow_link,stop,stop_in,healthy > "$work/trials.out" || true
 grep -E "^(healthy|slow|stop)|FAILED" "$work/trials.out" || true
 figures=$(tail -2 "$work/trials.out" | head -1)
 tail -1 "$work/trials.out"
