@@ -53,7 +53,7 @@ m_off=$(median "${off[@]}")
 m_on=$(median "${on[@]}")
 overhead=$(awk -v a="$m_off" -v b="$m_on" 'BEGIN {printf "%.4f", a / b - 1}')
 echo "2 ranks, dp=2, 60 steps x $rounds runs each: median $m_off tok/s off, $m_on on:" \
-     "overhead $overhead (step time on / off - 1)"
+     "overhead $overhead (step time on / off - 1); runs off: ${off[*]}; on: ${on[*]}"
 
 # 2. Detection latency and false alarms.
 /usr/bin/python3 "$root/tests/integration/detect_trials.py" "$loom" "$work/trials" \

@@ -150,6 +150,9 @@ std::optional<Verdict> Detector::OnBeats(const std::vector<Beat>& beats, double 
       }
       next = absent.front();  // blocked elsewhere: follow it
       if (visited.count(next->rank)) {
+        // A cycle of live ranks: a deadlock, or a member about to go silent (its last beat
+        // is younger than stale_s): named only once it has lasted.
+        if (waited <= c_.compute_hang_s) return std::nullopt;
         v.rank = next->rank;
         v.op = next->op, v.group = next->group, v.seq = next->seq;
         v.line = "ranks " + Ranks(std::vector<int>(visited.begin(), visited.end())) +

@@ -32,7 +32,8 @@ import re
 import shutil
 import subprocess
 import sys
-import time
+
+import trial_launch
 
 JOB = """model: {{vocab: 257, max_seq: 64, layers: 2, heads: 4, hidden: 64}}
 data: {{text: {data}, seq: 32, global_batch: 24}}
@@ -97,24 +98,14 @@ def trial_env(kind, rng):
     return {"LOOM_FAULT_NODE_DROP": "st%d,st%d:%d" % (a, b, max(step, 8))}, "checkpoint"
 
 
-# This test's objects: its nodes are named st0..st4, so that other tests' jobs, which ctest may run
-# at the same time, are not counted.
-OWN = re.compile(r"^loom-[^-]+-st\d+-")
-
-
 def leftovers():
-    return sorted(f for f in os.listdir("/dev/shm") if OWN.match(f))
+    # This test's objects: its nodes are named st0..st4, so that other tests' jobs, which ctest
+    # may run at the same time, are not counted.
+    return trial_launch.leftovers("st")
 
 
 def launch(loom, job, cluster, env, log):
-    e = dict(os.environ)
-    e.update(env)
-    e.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
-    t0 = time.time()
-    with open(log, "w") as f:
-        rc = subprocess.call([loom, "launch", job, "--cluster", cluster], stdout=f,
-                             stderr=subprocess.STDOUT, env=e, timeout=240)
-    return rc, time.time() - t0
+    return trial_launch.launch(loom, job, cluster, env, log, timeout=240)
 
 
 def diff(loom, ref, ck, replanned):
