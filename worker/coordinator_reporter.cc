@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include "core/logging.h"
 #include "core/memory.h"
 
 namespace loom {
@@ -81,6 +82,20 @@ void CoordinatorReporter::AddEvidence(const TraceRead& read, int64_t end_ns, dou
   last_cpu_ns_ = cpu;
 }
 
+Status CoordinatorReporter::OnFinish(int64_t /*steps*/) {
+  if (rank_ == 0 && evidence_steps_ > 0 && step_ns_ > 0) {
+    // What the detector's evidence costs the training thread (the client thread sends it).
+    LOOM_LOG(DEBUG, COORD) << "detector evidence: " << evidence_ns_ / evidence_steps_ / 1000
+                           << " us per step on the "
+                           << "training thread ("
+                           << 100.0 * static_cast<double>(evidence_ns_) /
+                                  static_cast<double>(step_ns_)
+                           << "% of step time), " << evidence_bytes_ / evidence_steps_
+                           << " bytes per report";
+  }
+  return Status::Ok();
+}
+
 CoordinatorReporter::CoordinatorReporter(CoordinatorClient* client, int rank, Backend* backend)
     : client_(client),
       rank_(rank),
@@ -113,7 +128,14 @@ Status CoordinatorReporter::OnStep(const StepEvent& e) {
     const int64_t end_ns = NowNs();
     const TraceRead read = backend_->trace().Read(&cursor_);
     SummariseTrace(read, &r);
-    if (client_->plan().detect()) AddEvidence(read, end_ns, e.step_s, &r);
+    if (client_->plan().detect()) {
+      const int64_t t0 = NowNs();
+      AddEvidence(read, end_ns, e.step_s, &r);
+      evidence_ns_ += NowNs() - t0;
+      evidence_bytes_ += static_cast<int64_t>(r.evidence().ByteSizeLong());
+      step_ns_ += static_cast<int64_t>(e.step_s * 1e9);
+      ++evidence_steps_;
+    }
   }
   r.set_snapshot_step(e.snapshot_step);
   r.set_snapshot_bytes(static_cast<int64_t>(e.snapshot_bytes));
