@@ -21,7 +21,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "checkpoint/format.h"
@@ -57,13 +56,6 @@ struct LaunchOptions {
   // The job's settings `loom train` also takes as flags (AddJobOverrideOptions).
   JobOverrides overrides;
 };
-
-std::string RandomToken() {
-  std::random_device rd;
-  char buf[33];
-  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", rd());
-  return buf;
-}
 
 // This executable, for the workers (they run the same build).
 std::string SelfPath() {
@@ -179,7 +171,7 @@ Status Complete(const LaunchOptions& o, PlannedLaunch* l) {
   Result<JobConfig> planned = ParseJobConfig(plan.spec.job_yaml, plan.spec.job_path);
   if (!planned.ok()) return planned.status().WithContext("the planned job");
   plan.spec.steps = planned->steps;
-  plan.spec.token = o.token.empty() || plan.spec.epoch > 0 ? RandomToken() : o.token;
+  plan.spec.token = o.token.empty() || plan.spec.epoch > 0 ? NewJobToken() : o.token;
   plan.spec.heartbeat_ms = o.heartbeat_ms;
   // The anomaly detector needs the ranks' calls and frequent beats (docs/FAULTS.md).
   plan.spec.detect = l->job.detect.enabled;

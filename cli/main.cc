@@ -15,11 +15,11 @@
 #include <new>
 
 #include "cli/commands.h"
-#include "core/tunables.h"
 #include "core/logging.h"
-#include "fault/inject.h"
 #include "core/threads.h"
+#include "core/tunables.h"
 #include "core/version.h"
+#include "fault/inject.h"
 
 namespace {
 

@@ -5,7 +5,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "comm/buffer.h"
 #include "coordinator/supervisor/anomaly_watch.h"
@@ -34,10 +33,7 @@ Result<std::unique_ptr<TrainWatch>> TrainWatch::Start(const JobConfig& job, cons
   std::string token;
   if (rank == 0) {
     JobSpec spec;
-    std::random_device rd;
-    char buf[33];
-    for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", rd());
-    spec.token = buf;
+    spec.token = NewJobToken();
     spec.layout = layout;
     spec.steps = job.steps;
     spec.heartbeat_ms = static_cast<int>(job.detect.beat_ms);

@@ -1,6 +1,8 @@
 // Explicit OpenMP/OpenBLAS thread configuration.
 #include "core/threads.h"
 
+#include <time.h>
+
 #include <cblas.h>
 #include <dlfcn.h>
 #include <immintrin.h>
@@ -54,6 +56,12 @@ int DefaultThreads(int local_ranks) {
   if (const int64_t v = TunableOr(kThreadsTunable); v >= 1) return static_cast<int>(v);
   int hw = static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, hw / std::max(1, local_ranks));
+}
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace loom

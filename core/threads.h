@@ -5,6 +5,8 @@
 // Tunables: LOOM_THREADS overrides the default of (hardware threads / ranks on this host).
 #pragma once
 
+#include <cstdint>
+
 #include "core/tunables.h"
 
 namespace loom {
@@ -23,5 +25,9 @@ int DefaultThreads(int local_ranks);
 // core first, which a short command (loom ckpt, loom plan) pays in full. Called first thing in
 // main and by ConfigureThreads; a no-op for other BLAS builds.
 void StopBlasServerThreads();
+
+// The calling thread's CPU time, in ns (CLOCK_THREAD_CPUTIME_ID): the work a thread did, which a
+// shared machine's scheduler does not stretch as it does wall-clock time.
+int64_t ThreadCpuNs();
 
 }  // namespace loom

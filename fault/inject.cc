@@ -2,7 +2,6 @@
 #include "fault/inject.h"
 
 #include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <thread>
 
 #include "core/fault_point.h"
+#include "core/threads.h"
 #include "fault/snapshot/segment.h"
 #include "fault/snapshot/snapshot_view.h"
 
@@ -331,12 +331,6 @@ struct CommFaultState {
   std::map<const void*, std::pair<int64_t, int64_t>> sending;
 };
 CommFaultState g_comm;
-
-int64_t ThreadCpuNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 int64_t MonoNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -1,14 +1,13 @@
 // Step reports for the coordinator.
 #include "worker/coordinator_reporter.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <map>
 #include <thread>
 
 #include "core/logging.h"
 #include "core/memory.h"
+#include "core/threads.h"
 
 namespace loom {
 namespace {
@@ -25,13 +24,6 @@ void SummariseTrace(const TraceRead& read, proto::StepReport* report) {
     s.set_wait_s(c.wait_s);
     s.set_max_s(c.max_s);
   }
-}
-
-// This thread's CPU time.
-int64_t ThreadCpuNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace

@@ -1,12 +1,23 @@
 // Job bookkeeping of the coordinator.
 #include "coordinator/service/job_state.h"
 
+#include <cstdio>
+
+#include <random>
+
 #include <algorithm>
 #include <cmath>
 
 #include "core/stop_signal.h"
 
 namespace loom {
+
+std::string NewJobToken() {
+  std::random_device rd;
+  char buf[33];
+  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", rd());
+  return buf;
+}
 
 JobState::JobState(JobSpec spec) : spec_(std::move(spec)) {
   ranks_.resize(static_cast<size_t>(spec_.layout.world()));

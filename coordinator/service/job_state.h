@@ -74,6 +74,9 @@ struct JobSnapshot {
   std::vector<RankStatus> ranks;  // by world rank
 };
 
+// A fresh job token: 32 hex digits from the system's random source.
+std::string NewJobToken();
+
 // A rank's latest heartbeat and when it came (the caller's clock; -1: none yet).
 struct LiveBeat {
   proto::Heartbeat beat;

@@ -54,7 +54,8 @@ std::optional<Verdict> Detector::OnBeats(const std::vector<Beat>& beats, double 
     if (waiter == nullptr || b.blocked_since_s < waiter->blocked_since_s) waiter = &b;
   }
   bool io = false;
-  for (const Beat& b : beats) io = io || (heard(b) && b.io);
+  // (A silent rank's last beat may say it was saving: it is hung all the same.)
+  for (const Beat& b : beats) io = io || (heard(b) && !stale(b) && b.io);
   if (waiter == nullptr || io) {
     if (waiter == nullptr) hang_alarmed_ = false;
     return std::nullopt;

@@ -196,6 +196,18 @@ TEST(DetectorTest, HangNamedWithItsCulprit) {
   }
 }
 
+TEST(DetectorTest, ASilentRankWhoseLastBeatSaidItWasSavingIsStillNamed) {
+  Simulator sim(Topology::kPipeline, 1);
+  Detector d = Make(sim);
+  std::mt19937 rng(3);
+  std::vector<Beat> beats = HangBeats(HangMode::kStoppedBefore, 5, 500, 503, &rng);
+  beats[5].io = true;  // frozen while its snapshot was being saved
+  std::optional<Verdict> v = d.OnBeats(beats, 503, 0.05);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->rank, 5);
+  EXPECT_TRUE(v->stopped);
+}
+
 TEST(DetectorTest, NoHangWhileWaitsAreShortOrAnyRankIsInCheckpointIo) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(0, 1);
