@@ -144,3 +144,33 @@ TEST(JobConfig, SnapshotSection) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(JobConfig, DetectSection) {
+  auto job = LoadJobConfig(WriteJob(kGood));
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(job->detect.enabled);
+  EXPECT_EQ(job->detect.action, "log");
+  EXPECT_EQ(job->detect.beat_ms, 250);
+  job = LoadJobConfig(WriteJob(std::string(kGood) +
+                               "detect: {action: restart, slow_rank_score: 1.5, persist: 4, "
+                               "hang_s: 3, stale_s: 4, beat_ms: 500, trace_dir: pm}\n"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->detect.action, "restart");
+  EXPECT_EQ(job->detect.slow_rank_score, 1.5);
+  EXPECT_EQ(job->detect.persist, 4);
+  EXPECT_EQ(job->detect.beat_ms, 500);
+  EXPECT_EQ(job->detect.trace_dir, "pm");
+  ExpectError(std::string(kGood) + "detect: {action: reboot}\n",
+              "field 'detect.action': expected log or restart, got 'reboot'");
+  ExpectError(std::string(kGood) + "detect: {slow_rank_score: 1.0}\n",
+              "field 'detect.slow_rank_score'");
+  ExpectError(std::string(kGood) + "detect: {beat_ms: 1500}\n",
+              "field 'detect.beat_ms': expected at most half of stale_s");
+  ExpectError(std::string(kGood) + "detect: {persit: 2}\n", "detect.persit");
+}
+
+}  // namespace
+}  // namespace loom
