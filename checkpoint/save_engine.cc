@@ -121,6 +121,7 @@ Status SaveEngine::Save(int64_t step, const Describe& describe) {
   pending_meta_ = describe();
   pending_meta_.set_step(step);  // what the sink and the commit are told
   pending_step_ = step;
+  pending_start_ = t0;
   ++stats_.saves;
   {
     std::lock_guard<std::mutex> lock(copy_mu_);
@@ -172,6 +173,8 @@ Status SaveEngine::Resolve(int all) {
     return Internal(sink_->SaveNoun() + " step " + std::to_string(step) + ": rank " +
                     std::to_string(all - kFailed) + " failed to write its part (see its error)");
   }
+  stats_.stored_step = step;
+  stats_.stored_s = SecondsSince(pending_start_);
   if (sink_->CommitsHere()) {  // every part is stored: commit in the background
     committer_.Submit([this, meta = pending_meta_] { return sink_->Commit(meta); });
   }

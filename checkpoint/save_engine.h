@@ -26,6 +26,7 @@
 // layout, state, sink and world must outlive the engine.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,10 @@ struct SaveStats {
   double poll_s = 0;       //   per-step completion polls (one small all-reduce)
   double write_s = 0;      // background time spent storing this rank's parts
   uint64_t bytes = 0;      // tensor bytes stored by this rank
+  // The newest save every rank stored (0: none yet; committed right after by the committing
+  // rank) and the seconds from its start until the ranks agreed it was stored.
+  int64_t stored_step = 0;
+  double stored_s = 0;
 };
 
 struct SaveEngineOptions {
@@ -121,6 +126,7 @@ class SaveEngine {
   std::condition_variable copy_cv_;
   bool copied_ = true;         // GUARDED_BY(copy_mu_): the latest save's copy is complete
   int64_t pending_step_ = -1;  // in flight (written, not yet agreed complete)
+  std::chrono::steady_clock::time_point pending_start_;  // when its Save began
   proto::CheckpointMetadata pending_meta_;
   Status write_error_;               // this rank's failed write, until reported
   int64_t failed_step_ = -1;         // a save agreed failed: its part is discarded on destruction

@@ -33,6 +33,8 @@ void AddPlanCommand(CLI::App& app, int* exit_code);
 void AddCalibrateCommand(CLI::App& app, int* exit_code);
 // Registers `loom trace show` (post-mortems, docs/FAULTS.md).
 void AddTraceCommand(CLI::App& app, int* exit_code);
+// Registers `loom dashboard RUN_DIR` (a run's status page from its series, docs/OBSERVABILITY.md).
+void AddDashboardCommand(CLI::App& app, int* exit_code);
 
 // The job settings `loom train`, `loom launch` and `loom coordinator` take as flags: --steps,
 // --checkpoint-dir, --load, --init-from, --no-resume, --exit-after-minutes (into `opt`, applied

@@ -28,6 +28,7 @@
 #include "cli/commands.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
+#include "coordinator/metrics/metrics_service.h"
 #include "coordinator/restart_plan.h"
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
@@ -53,6 +54,9 @@ struct LaunchOptions {
   int np = 0, port = 0, threads = 0;
   int heartbeat_ms = 2000;
   double silence_s = 60;  // a rank not heard from this long is declared lost
+  // The job's metrics section, overridden (-1 / "": as the job says).
+  int metrics_port = -1;
+  std::string metrics_address, run_dir;
   // The job's settings `loom train` also takes as flags (AddJobOverrideOptions).
   JobOverrides overrides;
 };
@@ -318,6 +322,52 @@ Result<std::unique_ptr<CoordinatorService>> StartService(const LaunchOptions& o,
   return service;
 }
 
+// Serves the job's metrics and status page and keeps its series, as the job's `metrics:` section
+// and the flags say (null when metrics.enabled is false).
+Result<std::unique_ptr<MetricsService>> StartMetrics(const LaunchOptions& o,
+                                                     const PlannedLaunch& l) {
+  const MetricsConfig& m = l.job.metrics;
+  if (!m.enabled) return std::unique_ptr<MetricsService>();
+  MetricsServiceOptions mo;
+  mo.address = o.metrics_address.empty() ? m.address : o.metrics_address;
+  mo.port = o.metrics_port >= 0 ? o.metrics_port : static_cast<int>(m.port);
+  mo.run_dir = !o.run_dir.empty() ? o.run_dir : !m.run_dir.empty() ? m.run_dir : l.job.checkpoint.dir;
+  Result<std::unique_ptr<MetricsService>> s = MetricsService::Start(mo);
+  if (!s.ok()) return s.status().WithContext("metrics (set metrics.port, or --metrics-port)");
+  const std::string url = (*s)->url();
+  std::printf("  metrics at %s/metrics | status page %s/%s%s\n", url.c_str(), url.c_str(),
+              (*s)->series_path().empty() ? "" : " | series in ",
+              (*s)->series_path().c_str());
+  std::fflush(stdout);
+  return s;
+}
+
+// Tells `metrics` (may be null) the plan of the incarnation `l`.
+void ShowPlan(MetricsService* metrics, const LaunchOptions& o, const PlannedLaunch& l, double now) {
+  if (metrics == nullptr) return;
+  std::vector<std::string> names, hosts;
+  for (const Node& n : l.cluster.nodes) {
+    names.push_back(n.name);
+    hosts.push_back(n.host);
+  }
+  metrics->SetPlan(PlanRecordOf(l.plan.spec, names, hosts, o.job, now), l.plan.spec.flops_per_step,
+                   l.plan.spec.peak_flops);
+}
+
+// How a supervision's end reads in the run's events.
+const char* EndEventOf(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kFinish:
+      return "finished";
+    case ActionKind::kStopped:
+      return "stopped";
+    case ActionKind::kInterrupt:
+      return "interrupted";
+    default:
+      return "failed";
+  }
+}
+
 // The workers' launcher when this process started one (none: they are started elsewhere).
 class Workers {
  public:
@@ -410,9 +460,10 @@ struct Recovering {
 class Monitor {
  public:
   Monitor(const JobState& job, int log_every, std::optional<Recovering> recovering,
-          const CoordinatorService& service)
+          const CoordinatorService& service, MetricsService* metrics)
       : job_(job),
         service_(service),
+        metrics_(metrics),
         recovering_(recovering),
         line_({.in_place = StdoutUpdatesInPlace(/*one_process=*/true),
                .log_every = log_every,
@@ -450,10 +501,19 @@ class Monitor {
         static_cast<long long>(lost), lost == 1 ? "" : "s", static_cast<long long>(r.last_step),
         service_.Now() - r.failed_at, p.restore_s);
     std::fflush(stdout);
+    if (metrics_ != nullptr) {
+      metrics_->Recovered(lost);
+      metrics_->Event("recovered",
+                      "restart " + std::to_string(r.restart) + " recovered from " +
+                          (p.restored_from.empty() ? "a fresh start" : p.restored_from) + "; " +
+                          std::to_string(lost) + " steps recomputed",
+                      p.step, service_.Now());
+    }
   }
 
   const JobState& job_;
   const CoordinatorService& service_;
+  MetricsService* metrics_;
   std::optional<Recovering> recovering_;
   ProgressLine line_;
 };
@@ -530,7 +590,7 @@ void WritePostMortemOf(const PlannedLaunch& l, const JobState& state, const Anom
 // supervisor's actions and shows progress; returns the action that ended it.
 Action Supervise(Supervisor* supervisor, SignalWaiter* signals, const JobState& state,
                  const CoordinatorService& service, Workers* workers, Monitor* monitor,
-                 AnomalyWatch* watch) {
+                 AnomalyWatch* watch, MetricsService* metrics) {
   for (;;) {
     Observation ob;
     ob.signal = signals->Wait(std::chrono::steady_clock::now() + std::chrono::milliseconds(250));
@@ -539,6 +599,13 @@ Action Supervise(Supervisor* supervisor, SignalWaiter* signals, const JobState& 
     ob.job = state.Snapshot();  // after the exit: every Done has arrived
     ob.now = service.Now();
     if (watch != nullptr) ob.anomalies = watch->Observe(state, ob.now);
+    if (metrics != nullptr) {
+      static const std::vector<double> kNoScores;
+      metrics->Observe(state, watch != nullptr ? watch->detector().scores() : kNoScores, ob.now);
+      for (const detect::Verdict& v : ob.anomalies) {
+        metrics->Event(detect::AnomalyKindName(v.kind), v.line, v.step, ob.now);
+      }
+    }
     for (Action& a : supervisor->Observe(ob)) {
       if (a.kind == ActionKind::kAnomaly) {
         monitor->Update(false);
@@ -684,6 +751,8 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
     std::printf("  snapshots: %s\n", DescribeSnapshots(*l.plan.spec.snapshot).c_str());
     std::fflush(stdout);
   }
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<MetricsService> metrics, StartMetrics(o, l));
+  ShowPlan(metrics.get(), o, l, service->Now());
   TempFile hostfile;
   LOOM_ASSIGN_OR_RETURN(Workers workers, StartWorkers(o, kind, l, endpoint, &hostfile));
   int restarts_left = l.plan.spec.snapshot ? static_cast<int>(l.job.snapshot.max_restarts) : 0;
@@ -692,16 +761,23 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
   for (;;) {
     JobState& state = *states.back();
     Supervisor supervisor(SupervisionOf(o, kind, l, restarts_left), service->Now());
-    Monitor monitor(state, static_cast<int>(l.job.runtime.log_every), recovering, *service);
+    Monitor monitor(state, static_cast<int>(l.job.runtime.log_every), recovering, *service,
+                    metrics.get());
     std::optional<AnomalyWatch> watch = WatchOf(l);
     const Action end = Supervise(&supervisor, &signals, state, *service, &workers, &monitor,
-                                 watch ? &*watch : nullptr);
+                                 watch ? &*watch : nullptr, metrics.get());
     if (end.kind == ActionKind::kFail || end.kind == ActionKind::kRestart) {
       WritePostMortemOf(l, state, watch ? &*watch : nullptr, end, service->Now());
     }
     if (end.kind != ActionKind::kRestart) {
+      if (metrics) {
+        metrics->Event(EndEventOf(end.kind),
+                       end.kind == ActionKind::kFail ? end.status.message() : "",
+                       state.GetProgress().step, service->Now());
+      }
       return Report(end, l, state, *service, service->Now() - started, &workers, &monitor, outcome);
     }
+    if (metrics) metrics->Event("restart", end.status.message(), end.step, service->Now());
     // The incarnation failed in a way a restart from the snapshots can mend.
     const int restart = static_cast<int>(l.job.snapshot.max_restarts) - restarts_left + 1;
     // (A detector's verdict was printed when it came.)
@@ -725,6 +801,7 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
       std::sort(lost.begin(), lost.end());
     }
     LOOM_ASSIGN_OR_RETURN(l, PlanRestart(o, l, lost, end.status.message()));
+    ShowPlan(metrics.get(), o, l, service->Now());
     states.push_back(std::make_unique<JobState>(l.plan.spec));
     service->SetJob(states.back().get());
     LOOM_ASSIGN_OR_RETURN(workers, StartWorkers(o, kind, l, endpoint, &hostfile));
@@ -761,6 +838,16 @@ void AddOptions(CLI::App* cmd, LaunchOptions* o) {
       ->check(CLI::Range(100, 600000));
   cmd->add_option("--silence-s", o->silence_s, "A worker not heard from this long is declared lost")
       ->check(CLI::Range(1.0, 86400.0));
+  cmd->add_option("--metrics-port", o->metrics_port,
+                  "Port of /metrics and the status page (default: the job's metrics.port; 0: "
+                  "any free port)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--metrics-address", o->metrics_address,
+                  "Address /metrics and the status page listen on (default: the job's "
+                  "metrics.address, 127.0.0.1)");
+  cmd->add_option("--run-dir", o->run_dir,
+                  "Where the run's series is kept for loom dashboard (default: the job's "
+                  "metrics.run_dir, else checkpoint.dir)");
   AddJobOverrideOptions(cmd, &o->overrides);  // as `loom train` takes them
 }
 

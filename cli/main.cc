@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   loom::AddPlanCommand(app, &exit_code);
   loom::AddCalibrateCommand(app, &exit_code);
   loom::AddTraceCommand(app, &exit_code);
+  loom::AddDashboardCommand(app, &exit_code);
   // Before any command runs (and before `loom launch` hands the environment to its workers).
   for (loom::Status st : {loom::CheckTunables(), loom::InstallFaultInjection()}) {
     if (!st.ok()) {

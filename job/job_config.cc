@@ -249,6 +249,17 @@ Status ReadDetect(ConfigSection s, DetectConfig* c) {
   return s.Finish();
 }
 
+Status ReadMetrics(ConfigSection s, MetricsConfig* c) {
+  LOOM_RETURN_IF_ERROR(s.Bool("enabled", &c->enabled, false));
+  LOOM_RETURN_IF_ERROR(s.String("address", &c->address, false));
+  if (c->address.empty()) {
+    return InvalidArgument(s.Where("address") + ": expected an IP address to listen on");
+  }
+  LOOM_RETURN_IF_ERROR(s.Int("port", &c->port, false, 0, 65535));
+  LOOM_RETURN_IF_ERROR(s.String("run_dir", &c->run_dir, false));
+  return s.Finish();
+}
+
 Status ReadPlan(ConfigSection s, PlanSettings* p) {
   std::string precision = PrecisionName(p->precision);
   LOOM_RETURN_IF_ERROR(s.String("precision", &precision, false));
@@ -316,6 +327,8 @@ Status ReadJob(ConfigSection& root, JobUse use, JobConfig* job) {
   LOOM_RETURN_IF_ERROR(ReadSnapshot(std::move(snapshot), &job->snapshot));
   LOOM_ASSIGN_OR_RETURN(ConfigSection detect, section("detect"));
   LOOM_RETURN_IF_ERROR(ReadDetect(std::move(detect), &job->detect));
+  LOOM_ASSIGN_OR_RETURN(ConfigSection metrics, section("metrics"));
+  LOOM_RETURN_IF_ERROR(ReadMetrics(std::move(metrics), &job->metrics));
   LOOM_RETURN_IF_ERROR(ReadLauncher(root, &job->launcher));
   LOOM_ASSIGN_OR_RETURN(ConfigSection plan, section("plan"));
   LOOM_RETURN_IF_ERROR(ReadPlan(std::move(plan), &job->plan));
@@ -326,7 +339,8 @@ void ResolvePaths(JobConfig* job) {
   const std::string& path = job->path;
   for (std::string* p :
        {&job->data.text, &job->data.train, &job->data.val, &job->checkpoint.dir,
-        &job->checkpoint.load, &job->checkpoint.init_from, &job->checkpoint.export_path}) {
+        &job->checkpoint.load, &job->checkpoint.init_from, &job->checkpoint.export_path,
+        &job->metrics.run_dir}) {
     *p = Resolve(path, *p);
   }
   std::string& ex = job->checkpoint.export_path;  // "hf/" names the directory hf

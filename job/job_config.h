@@ -152,6 +152,16 @@ struct DetectConfig {
   std::string trace_dir;          // post-mortem traces ("": <checkpoint.dir>/trace)
 };
 
+// What `loom launch` serves for people to watch the job (docs/OBSERVABILITY.md): Prometheus
+// metrics at /metrics and the status page at / on address:port, and the run's series kept in
+// run_dir/series.jsonl for `loom dashboard`.
+struct MetricsConfig {
+  bool enabled = true;
+  std::string address = "127.0.0.1";
+  int64_t port = 0;     // 0: any free port (printed at the start)
+  std::string run_dir;  // "": checkpoint.dir when set, else the series is not kept
+};
+
 struct JobConfig {
   std::string path;                    // the job file
   std::string text;                    // its text as read (recorded in checkpoints)
@@ -167,6 +177,7 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   SnapshotConfig snapshot;
   DetectConfig detect;
+  MetricsConfig metrics;
   PlanSettings plan;
   int64_t steps = 100;
   bool steps_from_flag = false;  // set by --steps (errors name the flag)

@@ -111,8 +111,13 @@ Status CoordinatorReporter::OnStep(const StepEvent& e) {
   r.set_tokens_per_s(e.step_s > 0 ? static_cast<double>(tokens_per_step_) / e.step_s : 0);
   int64_t mem = 0, peak = 0;
   for (int t = 0; t < static_cast<int>(MemTag::kCount); ++t) {
-    mem += GetMemUsage(static_cast<MemTag>(t)).current;
-    peak += GetMemUsage(static_cast<MemTag>(t)).peak;
+    const MemUsage use = GetMemUsage(static_cast<MemTag>(t));
+    mem += use.current;
+    peak += use.peak;
+    proto::MemoryUse& m = *r.add_memory();
+    m.set_category(MemTagName(static_cast<MemTag>(t)));
+    m.set_bytes(use.current);
+    m.set_peak_bytes(use.peak);
   }
   r.set_memory_bytes(mem);
   r.set_peak_memory_bytes(peak);
@@ -131,6 +136,11 @@ Status CoordinatorReporter::OnStep(const StepEvent& e) {
   }
   r.set_snapshot_step(e.snapshot_step);
   r.set_snapshot_bytes(static_cast<int64_t>(e.snapshot_bytes));
+  r.set_snapshot_s(e.snapshot_s);
+  r.set_snapshot_stall_s(e.snapshot_stall_s);
+  r.set_checkpoint_step(e.checkpoint_step);
+  r.set_checkpoint_s(e.checkpoint_s);
+  r.set_checkpoint_stall_s(e.checkpoint_stall_s);
   if (last_step_ == 0 && (!restore_.from.empty() || !restore_.why_not.empty())) {
     r.set_restored_from(restore_.from);
     r.set_restored_step(restore_.step);

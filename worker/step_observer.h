@@ -80,6 +80,11 @@ struct StepEvent {
   double step_s;  // wall time since the previous step ended (or the loop started)
   int64_t snapshot_step = 0;    // the newest committed in-memory snapshot (0: none)
   uint64_t snapshot_bytes = 0;  // this rank's image
+  // Saves so far (checkpoint/save_engine.h SaveStats): the newest stored step of each kind, the
+  // seconds it took, and the time the loop was blocked by saving.
+  int64_t checkpoint_step = 0;
+  double checkpoint_s = 0, checkpoint_stall_s = 0;
+  double snapshot_s = 0, snapshot_stall_s = 0;
 };
 
 struct RunEnd {

@@ -556,6 +556,14 @@ Result<TrainSummary> Trainer::RunLoop() {
     if (snap_) {
       event.snapshot_step = snap_->committed_step();
       event.snapshot_bytes = snap_->image_bytes();
+      event.snapshot_s = snap_->stats().stored_s;
+      event.snapshot_stall_s = snap_->stats().stall_s;
+    }
+    if (ckpt_) {
+      const CheckpointStats cs = ckpt_->stats();
+      event.checkpoint_step = cs.stored_step;
+      event.checkpoint_s = cs.stored_s;
+      event.checkpoint_stall_s = cs.stall_s;
     }
     last = now;
     for (StepObserver* o : observers_) LOOM_RETURN_IF_ERROR(o->OnStep(event));
