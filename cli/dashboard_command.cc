@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "cli/commands.h"
@@ -70,8 +71,10 @@ Status RunDashboard(const DashboardOptions& o) {
                                        std::chrono::milliseconds(static_cast<int64_t>(o.for_s * 1000))
                                  : std::chrono::steady_clock::time_point::max();
   while (std::chrono::steady_clock::now() < until) {
-    if (signals.Wait(std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1))) !=
-        0) {
+    const int sig =
+        signals.Wait(std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1)));
+    if (sig != 0) {
+      std::printf("loom dashboard: stopped (%s)\n", strsignal(sig));
       break;
     }
   }
