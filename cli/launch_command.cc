@@ -1,12 +1,12 @@
 // `loom launch JOB [--cluster C]`: plan, coordinate and run a job end to end. The coordinator
 // runs in this process: it chooses the layout (the job's `parallel:` section, completed by the
 // planner), serves the workers (docs/COORDINATOR.md), starts them through the launcher (mpirun
-// on this machine by default, srun inside a Slurm allocation, or none), shows one live progress
-// line, and returns 0 only when every rank finished training. On Ctrl-C, a worker failure or a
-// worker that falls silent it stops every worker and says what happened. What to do when is the
-// supervisor's decision (coordinator/supervisor/supervisor.h); this file is its driver: it
-// checks and plans, starts the service and the workers, observes, carries out the actions and
-// prints.
+// on this machine by default; inside a Slurm allocation srun, on the allocation's nodes and
+// tasks; or none), shows one live progress line, and returns 0 only when every rank finished
+// training. On Ctrl-C, a worker failure or a worker that falls silent it stops every worker and
+// says what happened. What to do when is the supervisor's decision
+// (coordinator/supervisor/supervisor.h); this file is its driver: it checks and plans, starts the
+// service and the workers, observes, carries out the actions and prints.
 //
 // `loom coordinator JOB --np N` is the same service without a launcher: it prints how to start
 // the workers and waits for them.
@@ -33,6 +33,7 @@
 #include "coordinator/service/launch_plan.h"
 #include "coordinator/service/launcher.h"
 #include "coordinator/service/service.h"
+#include "coordinator/slurm_env.h"
 #include "coordinator/snapshot_plan.h"
 #include "coordinator/supervisor/anomaly_watch.h"
 #include "coordinator/supervisor/post_mortem.h"
@@ -186,9 +187,28 @@ Status Complete(const LaunchOptions& o, PlannedLaunch* l) {
   return Status::Ok();
 }
 
+// The cluster to plan on and the ranks to launch (0: every device of it): --cluster; else,
+// inside a Slurm allocation, its nodes with a device per task (coordinator/slurm_env.h); else
+// this machine with --np ranks.
+Result<Cluster> ClusterOf(const LaunchOptions& o, const std::optional<SlurmAllocation>& slurm,
+                          int* world) {
+  *world = o.np;
+  if (!o.cluster.empty()) return LoadCluster(o.cluster);
+  if (!slurm) return LocalhostCluster(o.np > 0 ? o.np : 4);
+  if (o.np > slurm->TotalTasks()) {
+    return InvalidArgument("--np " + std::to_string(o.np) + ": " + DescribeSlurmJob(*slurm) +
+                           " has " + std::to_string(slurm->TotalTasks()) +
+                           " tasks (salloc/sbatch --ntasks)");
+  }
+  if (*world == 0) *world = slurm->TotalTasks();
+  LOOM_ASSIGN_OR_RETURN(const Cluster cpu, LocalhostCluster(0));
+  return SlurmCluster(*slurm, cpu);
+}
+
 // Everything is checked before anything starts: the job as the workers will read it, the
 // manifest, the layout.
-Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o) {
+Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
+                                   const std::optional<SlurmAllocation>& slurm) {
   LOOM_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(o.job));
   LOOM_RETURN_IF_ERROR(ApplyOverrides(o.overrides, &job));
   // What the workers would each refuse, named by the flag the user typed, before any starts.
@@ -206,15 +226,12 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o) {
     }
   }
   PlannedLaunch l;
-  if (o.cluster.empty()) {
-    LOOM_ASSIGN_OR_RETURN(l.cluster, LocalhostCluster(o.np > 0 ? o.np : 4));
-  } else {
-    LOOM_ASSIGN_OR_RETURN(l.cluster, LoadCluster(o.cluster));
-  }
+  int world = 0;
+  LOOM_ASSIGN_OR_RETURN(l.cluster, ClusterOf(o, slurm, &world));
   if (!o.calibration.empty()) {
     LOOM_ASSIGN_OR_RETURN(l.calibration, LoadCalibration(o.calibration));
   }
-  LOOM_ASSIGN_OR_RETURN(l.plan, PlanLaunch(job, o.overrides, l.cluster, l.calibration, o.np));
+  LOOM_ASSIGN_OR_RETURN(l.plan, PlanLaunch(job, o.overrides, l.cluster, l.calibration, world));
   l.job = std::move(job);
   LOOM_RETURN_IF_ERROR(Complete(o, &l));
   l.job_key = l.plan.spec.token.substr(0, 12);
@@ -301,10 +318,11 @@ Result<std::string> AdvertisedAddress(const LaunchOptions& o, const LaunchPlan& 
   return advertise;
 }
 
-// Serves the workers; prints what runs where. Returns the service, listening.
-Result<std::unique_ptr<CoordinatorService>> StartService(const LaunchOptions& o, LauncherKind kind,
-                                                         const PlannedLaunch& l, JobState* state,
-                                                         std::string* endpoint) {
+// Serves the workers; prints what runs where (and in which Slurm job, requeued how often).
+// Returns the service, listening.
+Result<std::unique_ptr<CoordinatorService>> StartService(
+    const LaunchOptions& o, LauncherKind kind, const PlannedLaunch& l,
+    const std::optional<SlurmAllocation>& slurm, JobState* state, std::string* endpoint) {
   ServiceOptions so;
   so.address = o.address;
   so.port = o.port;
@@ -313,9 +331,11 @@ Result<std::unique_ptr<CoordinatorService>> StartService(const LaunchOptions& o,
                         CoordinatorService::Start(state, so));
   LOOM_ASSIGN_OR_RETURN(const std::string advertise, AdvertisedAddress(o, l.plan));
   *endpoint = advertise + ":" + std::to_string(service->port());
-  std::printf("loom %s: %s | %d ranks via %s | layout %s (%s)\n",
+  const std::string where = slurm ? " | " + DescribeSlurmJob(*slurm) : "";
+  std::printf("loom %s: %s | %d ranks via %s%s | layout %s (%s)\n",
               kind == LauncherKind::kNone ? "coordinator" : "launch", o.job.c_str(), l.world,
-              LauncherName(kind), l.plan.spec.layout.ToString().c_str(), l.plan.how.c_str());
+              LauncherName(kind), where.c_str(), l.plan.spec.layout.ToString().c_str(),
+              l.plan.how.c_str());
   if (!l.plan.prediction.empty()) std::printf("  %s\n", l.plan.prediction.c_str());
   std::printf("  coordinator at %s\n", endpoint->c_str());
   std::fflush(stdout);
@@ -712,20 +732,25 @@ Status Report(const Action& end, const PlannedLaunch& l, const JobState& state,
 }
 
 // How the workers start: `loom coordinator` starts none; `loom launch` as --launcher says, else
-// as the job's `launcher:` says, else with mpirun.
-Result<LauncherKind> LauncherOf(const LaunchOptions& o, bool coordinator_only,
-                                const JobConfig& job) {
+// as the job's `launcher:` says, else with srun inside a Slurm allocation (it starts the tasks
+// where Slurm placed them, and Slurm tracks and signals them), else with mpirun.
+Result<LauncherKind> LauncherOf(const LaunchOptions& o, bool coordinator_only, const JobConfig& job,
+                                bool in_slurm) {
   if (coordinator_only) return LauncherKind::kNone;
   if (!o.launcher.empty()) return ParseLauncher(o.launcher);  // checked before the job was read
-  return ParseLauncher(job.launcher.empty() ? "mpirun" : job.launcher);
+  if (!job.launcher.empty()) return ParseLauncher(job.launcher);
+  return in_slurm ? LauncherKind::kSrun : LauncherKind::kMpirun;
 }
 
 Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* outcome) {
   if (!coordinator_only && !o.launcher.empty()) {  // a bad flag is named before the job is read
     LOOM_RETURN_IF_ERROR(ParseLauncher(o.launcher).status().WithContext("--launcher"));
   }
-  LOOM_ASSIGN_OR_RETURN(PlannedLaunch l, CheckAndPlan(o));
-  LOOM_ASSIGN_OR_RETURN(const LauncherKind kind, LauncherOf(o, coordinator_only, l.job));
+  LOOM_ASSIGN_OR_RETURN(const std::optional<SlurmAllocation> slurm,
+                        ReadSlurmAllocation(std::getenv));
+  LOOM_ASSIGN_OR_RETURN(PlannedLaunch l, CheckAndPlan(o, slurm));
+  LOOM_ASSIGN_OR_RETURN(const LauncherKind kind,
+                        LauncherOf(o, coordinator_only, l.job, slurm.has_value()));
   // Snapshots serve restarts, which only a launch that starts its workers can make.
   if (kind != LauncherKind::kNone) LOOM_RETURN_IF_ERROR(PlanLaunchSnapshots(&l));
   // Whatever happens from here, the job's shared memory on this host goes with the launch.
@@ -746,7 +771,7 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
   states.push_back(std::make_unique<JobState>(l.plan.spec));
   std::string endpoint;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorService> service,
-                        StartService(o, kind, l, states.back().get(), &endpoint));
+                        StartService(o, kind, l, slurm, states.back().get(), &endpoint));
   if (l.plan.spec.snapshot) {
     std::printf("  snapshots: %s\n", DescribeSnapshots(*l.plan.spec.snapshot).c_str());
     std::fflush(stdout);
@@ -821,9 +846,12 @@ int ExitCode(const char* command, const Status& st, const LaunchOutcome& outcome
 void AddOptions(CLI::App* cmd, LaunchOptions* o) {
   cmd->add_option("job", o->job, "Job file (docs/JOB.md)")->required();
   cmd->add_option("--cluster", o->cluster,
-                  "Cluster manifest (docs/MANIFESTS.md; default: this machine)");
+                  "Cluster manifest (docs/MANIFESTS.md; default: the nodes of the Slurm "
+                  "allocation it runs in, else this machine)");
   cmd->add_option("--calibration", o->calibration, "Calibration file from loom calibrate");
-  cmd->add_option("--np", o->np, "Ranks (default: 4 on this machine, every device of a cluster)")
+  cmd->add_option("--np", o->np,
+                  "Ranks (default: 4 on this machine, every task of a Slurm allocation, every "
+                  "device of a cluster)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--port", o->port, "Coordinator port (default: any free port)")
       ->check(CLI::Range(0, 65535));
@@ -859,7 +887,8 @@ void AddLaunchCommand(CLI::App& app, int* exit_code) {
       "launch", "Plan a job, start its workers and coordinate them until it finishes");
   AddOptions(cmd, o.get());
   cmd->add_option("--launcher", o->launcher,
-                  "mpirun, srun or none (default: the job's `launcher:`, else mpirun)");
+                  "mpirun, srun or none (default: the job's `launcher:`, else srun inside a "
+                  "Slurm allocation, else mpirun)");
   cmd->callback([o, exit_code] {
     LaunchOutcome outcome;
     const Status st = RunLaunch(*o, /*coordinator_only=*/false, &outcome);

@@ -182,7 +182,7 @@ struct JobConfig {
   int64_t steps = 100;
   bool steps_from_flag = false;  // set by --steps (errors name the flag)
   uint64_t seed = 1337;
-  std::string launcher;  // how `loom launch` starts the workers: mpirun | srun | none ("": mpirun)
+  std::string launcher;  // mpirun | srun | none ("": srun in a Slurm allocation, else mpirun)
 };
 
 // What the job is read for. kTrain: everything training needs must be there (data source,

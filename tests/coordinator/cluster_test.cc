@@ -2,6 +2,8 @@
 // line and the field.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "coordinator/cluster.h"
 #include "core/file_util.h"
 #include "tests/coordinator/planner_test_util.h"
@@ -55,6 +57,22 @@ TEST(ClusterManifest, ShippedExamplesLoad) {
   ASSERT_EQ(local.nodes.size(), 1u);
   EXPECT_EQ(local.nodes[0].devices, 2);
   EXPECT_TRUE(local.types[0].shared_cores);
+}
+
+// deploy/mpirun's example: the manifest names the hosts of the hostfile with its slots as devices.
+TEST(ClusterManifest, MpirunExampleMatchesItsHostfile) {
+  Result<Cluster> c = LoadCluster(SourcePath("deploy/mpirun/cluster.yaml"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::ifstream hostfile(SourcePath("deploy/mpirun/hostfile"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(hostfile, line);) {
+    if (!line.empty() && line[0] != '#') lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), c->nodes.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const Node& n = c->nodes[i];
+    EXPECT_EQ(lines[i], n.host + " slots=" + std::to_string(n.devices));
+  }
 }
 
 TEST(ClusterManifest, ExcludedAndMeasured) {

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# `loom launch --launcher srun` under a real Slurm: a private one-node cluster (slurmctld, slurmd
-# and munge on 127.0.0.1, state under WORK_DIR, its own ports) is started, `salloc -n 4 loom
-# launch JOB --launcher srun` must train the job through `srun --mpi=pmix` and the coordinator,
-# and ending exactly as `mpirun loom train` of the same job does; outside an allocation the srun
-# launcher is refused with the reason; `scancel --signal=USR1` of a running job, or SIGUSR1 to
-# loom launch itself (passed on through srun), stops every rank after the same step, saved
-# (checkpoint.signal). The cluster is shut down at the end.
+# `loom launch` under a real Slurm: a private one-node cluster (slurmctld, slurmd and munge on
+# 127.0.0.1, state under WORK_DIR, its own ports) is started; `salloc -n 4 loom launch JOB` must
+# plan on the allocation and train the job through `srun --mpi=pmix` and the coordinator, ending
+# exactly as `mpirun loom train` of the same job does; outside an allocation the srun launcher is
+# refused with the reason; `scancel --signal=USR1` of a running job, or SIGUSR1 to loom launch
+# itself (passed on through srun), stops every rank after the same step, saved
+# (checkpoint.signal); the batch template deploy/slurm/loom.sbatch stops on the signal to its
+# shell, requeues itself, and the requeued run resumes, ending as an uninterrupted run does. The
+# cluster is shut down at the end.
 # Usage: slurm_launch_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -14,7 +16,7 @@ rm -rf "$dir" && mkdir -p "$dir"/{state,spool,log}
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2, dp: 2, cp: 1, pp: 1, vpp: 1, zero: 1, sp: false}\nsteps:/" \
   "$job" > "$dir/job.yaml"
-for tool in slurmctld slurmd salloc srun munged; do
+for tool in slurmctld slurmd salloc srun sbatch scontrol munged; do
   command -v $tool > /dev/null || { echo "FAIL: $tool is not installed (deploy/install-deps.sh installs it)"; exit 1; }
 done
 # Ports of our own, so a Slurm already running on this machine is not disturbed.
@@ -26,6 +28,10 @@ SlurmctldPort=$base
 SlurmdPort=$((base + 1))
 SlurmUser=root
 AuthType=auth/munge
+# A requeued job waits for its credential to expire before it starts again (an earlier start is
+# killed as "Job credential revoked"): 10 s instead of the default 120 for the batch test. Steps
+# launch well within it.
+AuthInfo=cred_expire=10
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -34,7 +40,9 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 MailProg=/bin/true
-SchedulerParameters=bf_interval=1
+# sched_interval: a requeued job becomes startable when its begin time passes, which starts no
+# scheduling pass by itself; the main loop's default 60 s would be most of the batch test.
+SchedulerParameters=bf_interval=1,sched_interval=1
 SlurmdParameters=config_overrides
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
@@ -84,10 +92,11 @@ if [[ $ready -eq 1 ]]; then :; else
 fi
 echo "Slurm up: $(sinfo -h -o '%P %a %D %t %N')"
 fail=0
-timeout 300 salloc -n 4 "$loom" launch "$dir/job.yaml" --launcher srun --np 4 > "$dir/srun.log" 2>&1
+# Inside the allocation loom launch plans on it (4 tasks on localhost) and starts srun by default.
+timeout 300 salloc -n 4 "$loom" launch "$dir/job.yaml" > "$dir/srun.log" 2>&1
 code=$?
 [[ $code -eq 0 ]] || { echo "FAIL: loom launch under salloc exited $code"; tail -20 "$dir/srun.log"; fail=1; }
-for p in "4 ranks via srun" "done in" "salloc: Granted job allocation"; do
+for p in "4 ranks via srun | Slurm job " "done in" "salloc: Granted job allocation"; do
   grep -qF "$p" "$dir/srun.log" || { echo "FAIL: '$p' not in the output"; fail=1; }
 done
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 4 \
@@ -141,4 +150,58 @@ preempt() {  # preempt NAME scancel|launcher
 }
 preempt preempt scancel
 preempt preempt_launcher launcher
+
+# The batch template under sbatch (deploy/slurm/loom.sbatch), as a 4-task job on the one node:
+# SIGUSR1 to the batch shell alone (`scancel --signal=USR1 --batch`, what `--signal=B:USR1@T`
+# sends before the time limit) stops every rank after the same step with that step saved; the
+# script requeues the job; the requeued run (SLURM_RESTART_COUNT=1) resumes from that step and
+# ends with the parameters of an uninterrupted run (`loom ckpt diff`: bit for bit).
+batch() {
+  local steps=400 template job_id state="" restarts="" stop resumed
+  template=$(cd "$(dirname "$0")/../.." && pwd)/deploy/slurm/loom.sbatch
+  sed "s#^steps: .*#steps: $steps\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//" \
+    "$dir/job.yaml" > "$dir/batch.yaml"
+  job_id=$(LOOM=$loom sbatch --parsable -N 1 -n 4 --output="$dir/batch.out" "$template" \
+    "$dir/batch.yaml" --checkpoint-dir "$dir/batch") || { echo "FAIL batch: sbatch refused"; fail=1; return; }
+  # The uninterrupted run, beside the batch job.
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 4 \
+    "$loom" train --config "$dir/batch.yaml" --checkpoint-dir "$dir/batch_ref" > "$dir/batch_ref.log" 2>&1 &
+  local ref_pid=$! last=0
+  for _ in $(seq 1200); do
+    last=$(grep -oE "step +[0-9]+/" "$dir/batch.out" 2>/dev/null | tail -1 | tr -dc 0-9)
+    [[ -n $last && $last -ge 20 ]] && break
+    sleep 0.1
+  done
+  if [[ -z $last || $last -lt 20 || $last -ge $steps ]]; then
+    echo "FAIL batch: the job never ran, or ran to its end, before the signal: $(tail -5 "$dir/batch.out" 2>&1)"
+    scancel "$job_id"; wait $ref_pid; fail=1; return
+  fi
+  scancel --signal=USR1 --batch "$job_id"
+  wait $ref_pid || { echo "FAIL batch: the uninterrupted run: $(tail -3 "$dir/batch_ref.log")"; fail=1; return; }
+  # Requeued, the job waits for its credential to expire (cred_expire above) and runs again.
+  for _ in $(seq 1800); do
+    read -r state restarts < <(scontrol show job "$job_id" 2>/dev/null |
+      sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p; s/.*Restarts=\([0-9]*\).*/\1/p' | paste -sd' ')
+    [[ $state =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|DEADLINE)$ ]] && break
+    sleep 0.1
+  done
+  stop=$(sed -n 's/^stopped after step \([0-9]*\) of '"$steps"' in .* on SIGUSR1 (all 4 ranks): saved .*/\1/p' "$dir/batch.out")
+  resumed=$(sed -n 's/^done in .*: steps [0-9]*-'"$steps"' (resumed at step \([0-9]*\)).*/\1/p' "$dir/batch.out")
+  if [[ $state != COMPLETED || $restarts != 1 ]]; then
+    echo "FAIL batch: job $job_id ended $state after $restarts restarts: $(tail -8 "$dir/batch.out")"; fail=1
+    scancel "$job_id" 2> /dev/null
+  elif ! grep -q "^loom: Slurm job $job_id restart count 1 " "$dir/batch.out" \
+    || ! grep -q "| 4 ranks via srun | Slurm job $job_id, restart 1 |" "$dir/batch.out"; then
+    echo "FAIL batch: the requeued run does not name restart 1: $(grep -a "^loom" "$dir/batch.out")"; fail=1
+  elif [[ -z $stop || -z $resumed ]] || ! grep -q "^loom: loom launch exited 138" "$dir/batch.out"; then
+    echo "FAIL batch: no stop (exit 138) or no resumed run named: $(grep -a "^loom\|^stopped\|^done" "$dir/batch.out")"; fail=1
+  elif [[ $((stop - resumed)) -gt 1 || $resumed -gt $stop ]]; then
+    echo "FAIL batch: stopped after step $stop, resumed at step $resumed"; fail=1
+  elif ! "$loom" ckpt diff "$dir/batch" "$dir/batch_ref" > "$dir/batch_diff.log" 2>&1; then
+    echo "FAIL batch: the final parameters differ from the uninterrupted run's: $(tail -3 "$dir/batch_diff.log")"; fail=1
+  else
+    echo "PASS batch (loom.sbatch): SIGUSR1 to the batch shell stopped all 4 ranks after step $stop, the job requeued itself, restart 1 resumed at step $resumed and ended bit-identical to an uninterrupted run ($(tail -1 "$dir/batch_diff.log"))"
+  fi
+}
+batch
 exit $fail
