@@ -4,12 +4,12 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
 
 #include "checkpoint/format.h"
 #include "checkpoint/reader.h"
@@ -71,8 +71,19 @@ void NoteFields(const std::string& prefix, const google::protobuf::Message& a,
 
 }  // namespace
 
+double RelativeNorm(const StateDiff& d) {
+  if (d.diff_sq == 0) return 0;
+  if (d.ref_sq == 0 || !std::isfinite(d.ref_sq)) return std::numeric_limits<double>::infinity();
+  return std::sqrt(d.diff_sq / d.ref_sq);  // infinity when diff_sq is
+}
+
 void CompareValues(const float* a, const float* b, int64_t n, double rtol, double atol,
                    StateDiff* d) {
+  // B's norm counts every element, those equal in A too: it is the scale the differences are
+  // measured against.
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(b[i])) d->ref_sq += static_cast<double>(b[i]) * b[i];
+  }
   if (std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0) return;
   const double inf = std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < n; ++i) {
@@ -90,12 +101,11 @@ void CompareValues(const float* a, const float* b, int64_t n, double rtol, doubl
     if (diff == 0) continue;  // the same value in other bits
     ++d->unequal;
     if (!(diff <= atol + rtol * std::fabs(y))) ++d->beyond_tol;
-    const double rel = y != 0 && std::isfinite(diff) ? diff / std::fabs(y) : inf;
+    d->diff_sq += diff * diff;
     if (d->worst < 0 || diff > d->max_abs) {
       d->max_abs = diff;
       d->worst = i;
     }
-    d->max_rel = std::max(d->max_rel, rel);
   }
 }
 

@@ -3,7 +3,10 @@
 // from both (checksums verified on the way), one tensor at a time: memory about twice the
 // largest tensor. Elements are compared bit for bit, and by value for the tolerance check, with
 // B as the reference, as numpy's allclose(a, b) does: |a - b| <= atol + rtol * |b|. By value a
-// NaN equals a NaN (whatever its payload or sign) and 0.0 equals -0.0.
+// NaN equals a NaN (whatever its payload or sign) and 0.0 equals -0.0. How far apart a tensor's
+// values are, relatively, is told by norms, ||a - b|| / ||b||, not by the largest elementwise
+// |a - b| / |b|: that one is dominated by elements near zero (a difference of 3e-6 against a
+// weight of 3e-10 reads 1e4) and says nothing about the tensor.
 #pragma once
 
 #include <cstdint>
@@ -24,9 +27,14 @@ struct StateDiff {
   int64_t unequal = 0;     // of those, elements that differ in value too (not -0/+0, NaN/NaN)
   int64_t beyond_tol = 0;  // elements outside the tolerance
   double max_abs = 0;      // largest |a - b| (infinity: a NaN against a number, or inf - x)
-  double max_rel = 0;      // largest |a - b| / |b| (infinity where b is 0)
   int64_t worst = -1;      // flat index of the largest |a - b| (-1: no value differs)
+  double diff_sq = 0;      // sum of (a - b)^2 over the elements (infinity as max_abs is)
+  double ref_sq = 0;       // sum of b^2 over B's finite elements, whether they differ or not
 };
+
+// ||a - b|| / ||b|| (2-norms over the tensor, B the reference): 0 when no value differs,
+// infinity when B is all zero (or not finite) and some value differs, or a difference is infinite.
+double RelativeNorm(const StateDiff& d);
 
 struct DiffReport {
   std::string a, b;                             // the step directories compared
@@ -36,7 +44,8 @@ struct DiffReport {
   int64_t elements = 0, differing = 0, unequal = 0, beyond_tol = 0;
 };
 
-// Adds the comparison of a[0..n) with b[0..n) (B the reference) to d's counts and maxima.
+// Adds the comparison of a[0..n) with b[0..n) (B the reference) to d's counts, maxima and sums
+// (a tensor may be compared in pieces).
 void CompareValues(const float* a, const float* b, int64_t n, double rtol, double atol,
                    StateDiff* d);
 

@@ -204,19 +204,23 @@ Status RunDiff(const CkptOptions& o, bool tolerance, bool* same) {
   for (const std::string& n : r.notes) std::printf("metadata differs: %s\n", n.c_str());
   int differing_states = 0;
   bool header = false;
-  const StateDiff* worst = nullptr;
+  const StateDiff* worst = nullptr;      // the largest |a-b|
+  const StateDiff* worst_rel = nullptr;  // the largest ||a-b||/||b||
   for (const StateDiff& d : r.states) {
     if (d.differing > 0) ++differing_states;
     if (d.worst >= 0 && (worst == nullptr || d.max_abs > worst->max_abs)) worst = &d;
+    if (d.worst >= 0 && (worst_rel == nullptr || RelativeNorm(d) > RelativeNorm(*worst_rel))) {
+      worst_rel = &d;
+    }
     if (d.differing == 0 && !o.all) continue;
     if (!header) {
-      std::printf("%-28s %-10s %12s %12s %12s %12s%s\n", "tensor", "state", "elements", "differing",
-                  "max |a-b|", "max rel", tolerance ? " beyond tolerance" : "");
+      std::printf("%-28s %-10s %12s %12s %12s %14s%s\n", "tensor", "state", "elements", "differing",
+                  "max |a-b|", "||a-b||/||b||", tolerance ? " beyond tolerance" : "");
       header = true;
     }
-    std::printf("%-28s %-10s %12lld %12lld %12.4g %12.4g", d.tensor.c_str(), StateName(d.state),
+    std::printf("%-28s %-10s %12lld %12lld %12.4g %14.4g", d.tensor.c_str(), StateName(d.state),
                 static_cast<long long>(d.elements), static_cast<long long>(d.differing), d.max_abs,
-                d.max_rel);
+                RelativeNorm(d));
     if (tolerance) std::printf(" %16lld", static_cast<long long>(d.beyond_tol));
     std::printf("\n");
   }
@@ -239,6 +243,9 @@ Status RunDiff(const CkptOptions& o, bool tolerance, bool* same) {
       std::snprintf(buf, sizeof(buf), "%.4g", worst->max_abs);
       detail += "; largest |a-b| " + std::string(buf) + " in " + worst->tensor + " " +
                 StateName(worst->state) + " at " + ElementText(*worst);
+      std::snprintf(buf, sizeof(buf), "%.4g", RelativeNorm(*worst_rel));
+      detail += "; largest ||a-b||/||b|| " + std::string(buf) + " in " + worst_rel->tensor + " " +
+                StateName(worst_rel->state);
     }
     char tol[96];
     std::snprintf(tol, sizeof(tol), "rtol %g, atol %g", o.rtol, o.atol);

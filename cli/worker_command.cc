@@ -16,6 +16,7 @@
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
+#include "core/utf8.h"
 #include "fault/inject.h"
 #include "job/job_overrides.h"
 #include "worker/coordinator_client.h"
@@ -103,7 +104,7 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   done.set_val_loss(summary->evals.empty() ? std::nan("") : summary->evals.back().second);
   done.set_train_loss(summary->train_loss);
   done.set_tokens_per_s(summary->tokens_per_second);
-  done.set_sample(summary->sample);
+  done.set_sample(PrintableUtf8(summary->sample));  // a proto3 string must be valid UTF-8
   done.set_checkpoint(job.checkpoint.dir);
   return (*client)->Finish(done);
 }

@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "core/memory.h"
 #include "core/stop_signal.h"
+#include "core/utf8.h"
 #include "worker/checkpointer.h"
 
 namespace loom {
@@ -118,9 +119,10 @@ Status ConsoleProgress::OnEnd(const RunEnd& end) {
   }
   LogMemory(end.activations);
   if (root_ && job_->sample.tokens > 0) {
-    std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s%s\n---\n",
+    // A byte-level model's bytes need not be UTF-8 (nor free of NUL, which would end %s early).
+    std::printf("--- sample (%lld tokens, temperature %.2f) ---\n%s\n---\n",
                 static_cast<long long>(job_->sample.tokens), job_->sample.temperature,
-                job_->sample.prompt.c_str(), s.sample.c_str());
+                PrintableUtf8(job_->sample.prompt + s.sample).c_str());
   }
   std::fflush(stdout);
   return Status::Ok();

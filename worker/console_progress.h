@@ -2,9 +2,9 @@
 // At the start, the model, the layout, and what was resumed; a progress line per step in place on
 // a terminal of one process, else every runtime.log_every steps (core/progress_line.h), with the
 // step time averaged over the steps since the last line; evaluation lines; a stop after a save;
-// at the end the losses, the checkpoints saved, the sample, and each rank's memory report with
-// its activation peak against the plan. `loom worker` has no console (the launcher shows the
-// job's progress from the coordinator reports instead).
+// at the end the losses, the checkpoints saved, the sample (as valid UTF-8, core/utf8.h), and
+// each rank's memory report with its activation peak against the plan. `loom worker` has no
+// console (the launcher shows the job's progress from the coordinator reports instead).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // loom ckpt diff's comparison: bit-for-bit counts, values (NaN, signed zero, infinity), the
-// allclose tolerance with B as the reference, the reported maxima and element; and two
-// checkpoints made by `loom ckpt import` from crafted weights, end to end.
+// allclose tolerance with B as the reference, the reported maxima, element and norm-relative
+// difference; and two checkpoints made by `loom ckpt import` from crafted weights, end to end.
 #include "checkpoint/diff.h"
 
 #include <gtest/gtest.h>
@@ -47,14 +47,39 @@ TEST(DiffValues, SignedZeroAndNanPayloadsDifferInBitsOnly) {
   EXPECT_EQ(d.worst, -1);
 }
 
-TEST(DiffValues, ReportsLargestDifferenceRelativeToB) {
-  // |a-b|: 0.2 at 0 (rel 0.2 / 1.0), 0.5 at 2 (rel 0.5 / 4.0).
+TEST(DiffValues, ReportsLargestDifferenceAndNormRelativeToB) {
+  // |a-b|: 0.2 at 0, 0.5 at 2; ||a-b|| = sqrt(0.04 + 0.25), ||b|| = sqrt(1 + 4 + 16): relative
+  // to b, not to max(|a|, |b|).
   const StateDiff d = Compare({1.2f, 2, 4.5f}, {1.0f, 2, 4.0f});
   EXPECT_EQ(d.differing, 2);
   EXPECT_EQ(d.unequal, 2);
   EXPECT_EQ(d.worst, 2);
   EXPECT_NEAR(d.max_abs, 0.5, 1e-6);
-  EXPECT_NEAR(d.max_rel, 0.2, 1e-6);  // element 0's: relative to b, not to max(|a|, |b|)
+  EXPECT_NEAR(RelativeNorm(d), std::sqrt(0.29 / 21), 1e-6);
+}
+
+TEST(DiffValues, NormRelativeDifferenceIsNotDominatedByElementsNearZero) {
+  // The case: 3e-6 off on a weight of 3e-10 is 1e4 elementwise, but among weights of
+  // about 0.02 the tensor is 3e-6 / (0.02 * sqrt(1000)) = 4.7e-6 away.
+  std::vector<float> a(1000, 0.02f), b(1000, 0.02f);
+  b[7] = 3e-10f;
+  a[7] = b[7] + 3e-6f;
+  const StateDiff d = Compare(a, b);
+  EXPECT_EQ(d.unequal, 1);
+  EXPECT_NEAR(d.max_abs, 3e-6, 1e-9);
+  EXPECT_LT(RelativeNorm(d), 1e-5);
+  EXPECT_GT(RelativeNorm(d), 4e-6);
+}
+
+TEST(DiffValues, NormsAddUpOverPieces) {
+  // One tensor compared in two calls: identical first half included in B's norm.
+  const std::vector<float> a = {3, 4, 1.5f}, b = {3, 4, 1};
+  StateDiff whole = Compare(a, b), pieces;
+  CompareValues(a.data(), b.data(), 2, 0, 0, &pieces);
+  CompareValues(a.data() + 2, b.data() + 2, 1, 0, 0, &pieces);
+  EXPECT_DOUBLE_EQ(RelativeNorm(pieces), RelativeNorm(whole));
+  EXPECT_NEAR(RelativeNorm(whole), 0.5 / std::sqrt(26.0), 1e-9);
+  EXPECT_EQ(RelativeNorm(Compare(b, b)), 0);
 }
 
 TEST(DiffValues, ToleranceIsAllcloseWithBAsReference) {
@@ -63,7 +88,7 @@ TEST(DiffValues, ToleranceIsAllcloseWithBAsReference) {
   EXPECT_EQ(Compare({1.1f}, {1.0f}, 0.0910).beyond_tol, 1);
   EXPECT_EQ(Compare({1.0f}, {1.1f}, 0.0910).beyond_tol, 0);
   EXPECT_EQ(Compare({1.0f}, {1.1f}, 0.0905).beyond_tol, 1);
-  EXPECT_NEAR(Compare({1.0f}, {1.1f}).max_rel, 0.1 / 1.1, 1e-6);
+  EXPECT_NEAR(RelativeNorm(Compare({1.0f}, {1.1f})), 0.1 / 1.1, 1e-6);
   // atol alone; atol + rtol*|b| together.
   EXPECT_EQ(Compare({1.1f}, {1.0f}, 0, 0.1001).beyond_tol, 0);
   EXPECT_EQ(Compare({1.1f}, {1.0f}, 0, 0.0999).beyond_tol, 1);
@@ -78,14 +103,18 @@ TEST(DiffValues, NanAgainstANumberAndInfinitiesAreInfinitelyFar) {
   EXPECT_EQ(d.unequal, 1);
   EXPECT_EQ(d.beyond_tol, 1);
   EXPECT_TRUE(std::isinf(d.max_abs));
-  EXPECT_TRUE(std::isinf(d.max_rel));
+  EXPECT_TRUE(std::isinf(RelativeNorm(d)));
   d = Compare({inf, -inf}, {1, -inf}, 0, 1e30);
   EXPECT_EQ(d.differing, 1);
   EXPECT_EQ(d.beyond_tol, 1);
   EXPECT_EQ(d.worst, 0);
   d = Compare({1e-3f}, {0}, 0, 1e-2);  // b = 0: no relative difference, only atol helps
   EXPECT_EQ(d.beyond_tol, 0);
-  EXPECT_TRUE(std::isinf(d.max_rel));
+  EXPECT_TRUE(std::isinf(RelativeNorm(d)));
+  // An infinity that matches is no difference and leaves B's norm to the finite elements.
+  d = Compare({inf, 2}, {inf, 1});
+  EXPECT_EQ(d.unequal, 1);
+  EXPECT_NEAR(RelativeNorm(d), 1.0, 1e-9);
 }
 
 // Two imported checkpoints of a tiny model whose weights differ in one element of one tensor.

@@ -1,7 +1,9 @@
-// Framing of control messages: sizes, limits, malformed bodies.
+// Framing of control messages: sizes, limits, malformed bodies, invalid UTF-8 in a string.
 #include "control/wire.h"
 
 #include <gtest/gtest.h>
+
+#include "core/utf8.h"
 
 namespace loom {
 namespace {
@@ -19,6 +21,20 @@ TEST(Wire, FrameRoundTrip) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->job_token(), "abc");
   EXPECT_EQ(back->heartbeat().step(), 17);
+}
+
+// Done.sample is a proto3 string: a byte-level model's raw bytes (here € cut short) would make the
+// coordinator refuse the whole Done, so the worker sends them through PrintableUtf8.
+TEST(Wire, SampleMustBeValidUtf8) {
+  proto::Envelope msg;
+  msg.mutable_done()->set_ok(true);
+  const std::string raw = "ab\x80\xe2\x82";
+  msg.mutable_done()->set_sample(raw);
+  EXPECT_FALSE(ParseMessage(FrameMessage(msg).substr(4), "test").ok());
+  msg.mutable_done()->set_sample(PrintableUtf8(raw));
+  auto back = ParseMessage(FrameMessage(msg).substr(4), "test");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->done().sample(), "ab\\x80\\xe2\\x82");
 }
 
 TEST(Wire, OversizedAndMalformedAreRefused) {
