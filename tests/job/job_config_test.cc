@@ -172,5 +172,26 @@ TEST(JobConfig, DetectSection) {
   ExpectError(std::string(kGood) + "detect: {persit: 2}\n", "detect.persit");
 }
 
+TEST(JobConfig, MetricsSection) {
+  auto job = LoadJobConfig(WriteJob(kGood));
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE(job->metrics.enabled);
+  EXPECT_EQ(job->metrics.address, "127.0.0.1");
+  EXPECT_EQ(job->metrics.port, 0);
+  EXPECT_EQ(job->metrics.run_dir, "");
+  job = LoadJobConfig(
+      WriteJob(std::string(kGood) + "metrics: {address: 0.0.0.0, port: 9450, run_dir: run}\n"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->metrics.address, "0.0.0.0");
+  EXPECT_EQ(job->metrics.port, 9450);
+  // Relative to the job file, as every path in it.
+  EXPECT_EQ(std::filesystem::path(job->metrics.run_dir).filename(), "run");
+  EXPECT_TRUE(std::filesystem::path(job->metrics.run_dir).is_absolute()) << job->metrics.run_dir;
+  ExpectError(std::string(kGood) + "metrics: {port: 70000}\n", "field 'metrics.port'");
+  ExpectError(std::string(kGood) + "metrics: {address: ''}\n",
+              "field 'metrics.address': expected an IP address");
+  ExpectError(std::string(kGood) + "metrics: {prot: 1}\n", "metrics.prot");
+}
+
 }  // namespace
 }  // namespace loom

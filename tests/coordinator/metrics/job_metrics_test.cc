@@ -168,7 +168,7 @@ TEST_F(JobMetricsTest, CommunicationMemoryAndSaves) {
               1e-12);
   EXPECT_NEAR(Value("loom_exposed_communication_ratio"), 0.5, 1e-12);
   EXPECT_DOUBLE_EQ(ValueWhere("loom_memory_bytes", "rank", "7"), 1007);
-  EXPECT_DOUBLE_EQ(ValueWhere("loom_memory_peak_bytes", "rank", "7"), 2007);
+  EXPECT_DOUBLE_EQ(ValueWhere("loom_memory_peak_bytes", "category", "params"), 2007);  // rank 7's
   EXPECT_DOUBLE_EQ(Value("loom_snapshot_step"), 9);
   EXPECT_DOUBLE_EQ(Value("loom_checkpoint_step"), 10);
   EXPECT_DOUBLE_EQ(Value("loom_checkpoint_duration_seconds"), 0.5);
