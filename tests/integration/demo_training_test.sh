@@ -20,6 +20,10 @@ grep -q -- '(planner: best of' <<<"$out" || { echo "FAIL: the planner did not ch
 grep -q -- '--- sample' <<<"$out" || { echo "FAIL: no sample printed"; exit 1; }
 awk -v t="$train" -v f="$first" -v v="$val" 'BEGIN { exit !(t < 2.5 && t < f && v < 2.7) }' \
   || { echo "FAIL: loss did not fall below 2.5 (train $train, val $val, first logged $first)"; exit 1; }
-[[ $(ls "$dir/checkpoints") == $'latest\nstep_00000200\nstep_00000250' ]] || { echo "FAIL: checkpoints: $(ls "$dir/checkpoints")"; exit 1; }
+# The run's series for loom dashboard is kept beside the checkpoints (metrics.run_dir's default).
+[[ $(ls "$dir/checkpoints") == $'latest\nseries.jsonl\nstep_00000200\nstep_00000250' ]] || { echo "FAIL: checkpoints: $(ls "$dir/checkpoints")"; exit 1; }
+steps=$(grep -c '"kind":"step"' "$dir/checkpoints/series.jsonl")
+[[ $steps == 250 ]] && tail -1 "$dir/checkpoints/series.jsonl" | grep -q '"type":"finished"' \
+  || { echo "FAIL: series.jsonl: $steps steps, last line $(tail -1 "$dir/checkpoints/series.jsonl")"; exit 1; }
 "$loom" ckpt verify "$dir/checkpoints" || { echo "FAIL: the final checkpoint does not verify"; exit 1; }
 echo "PASS: demo loss $train < 2.5"
