@@ -15,6 +15,7 @@
 #include <new>
 
 #include "cli/commands.h"
+#include "core/blas_kernels.h"
 #include "core/logging.h"
 #include "core/threads.h"
 #include "core/tunables.h"
@@ -51,6 +52,7 @@ bool ReportUnknownSubcommand(CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::UseBestBlasKernels(argv);  // may re-execute this program (core/blas_kernels.h)
   loom::StopBlasServerThreads();
   CLI::App app{"Loom: distributed training orchestrator for GPT-style transformers", "loom"};
   app.require_subcommand(1);
