@@ -103,9 +103,11 @@ int main(int argc, char** argv) {
   dnnl::stream strm(eng);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0, 1);
-  std::printf("gemm_precision_bench: %u hardware threads, OPENBLAS_NUM_THREADS=%s, "
-              "OMP_NUM_THREADS=%s, oneDNN %d.%d, best of %d\n",
-              std::thread::hardware_concurrency(),
+  // OpenBLAS's kernels as it chose them (loom sets OPENBLAS_CORETYPE where it would fall back to
+  // Prescott's: core/blas_kernels.h; set it the same way to compare with loom's GEMMs).
+  std::printf("gemm_precision_bench: %u hardware threads, OpenBLAS kernels %s, "
+              "OPENBLAS_NUM_THREADS=%s, OMP_NUM_THREADS=%s, oneDNN %d.%d, best of %d\n",
+              std::thread::hardware_concurrency(), openblas_get_corename(),
               std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : "(all)",
               std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "(all)",
               dnnl_version()->major, dnnl_version()->minor, reps);

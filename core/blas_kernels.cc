@@ -31,8 +31,14 @@ void UseBestBlasKernels(char** argv) {
   bool fallback = false;
   for (const char* f : kFallbacks) fallback = fallback || (chosen && std::strcmp(chosen, f) == 0);
   if (!fallback) return;
+  // The program's own path, not /proc/self/exe: the process name (what ps and pgrep show) is
+  // taken from the path executed.
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
   ::setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
-  ::execv("/proc/self/exe", argv);
+  ::execv(self, argv);
   // The exec failed (no /proc): run on as loaded; the variable still reaches child processes.
 }
 

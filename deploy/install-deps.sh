@@ -10,7 +10,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libboost-dev libprotobuf-dev protobuf-compiler
   libisal-dev python3-torch python3-numpy python3-yaml
   slurmctld slurmd slurm-client munge
-  prometheus-cpp-dev libjs-chart.js prometheus chromium fonts-dejavu-core
+  prometheus-cpp-dev libjs-chart.js prometheus chromium fonts-dejavu-core libdnnl-dev
 )
 
 missing=()

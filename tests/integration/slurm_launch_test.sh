@@ -157,7 +157,9 @@ preempt preempt_launcher launcher
 # script requeues the job; the requeued run (SLURM_RESTART_COUNT=1) resumes from that step and
 # ends with the parameters of an uninterrupted run (`loom ckpt diff`: bit for bit).
 batch() {
-  local steps=400 template job_id state="" restarts="" stop resumed
+  # Enough steps that the signal, passed on from the batch shell through loom launch and srun,
+  # arrives before the end (a step takes 6 ms here).
+  local steps=2000 template job_id state="" restarts="" stop resumed
   template=$(cd "$(dirname "$0")/../.." && pwd)/deploy/slurm/loom.sbatch
   sed "s#^steps: .*#steps: $steps\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//" \
     "$dir/job.yaml" > "$dir/batch.yaml"
