@@ -176,7 +176,14 @@ std::string HistoryJson(const RunHistory& h, bool live, const std::string& statu
   for (const PlanRecord& p : h.plans) plans.push_back(PlanJson(p));
   json steps = json::array();
   const size_t first = max_steps > 0 && h.steps.size() > max_steps ? h.steps.size() - max_steps : 0;
-  for (size_t i = first; i < h.steps.size(); ++i) steps.push_back(StepJson(h.steps[i]));
+  // Per-rank figures only for the steps the heatmap shows: for a large job they are most of
+  // the document (2 x 1,024 numbers a step).
+  const size_t ranked = h.steps.size() > kRankedSteps ? h.steps.size() - kRankedSteps : 0;
+  for (size_t i = first; i < h.steps.size(); ++i) {
+    json step = StepJson(h.steps[i]);
+    if (i < ranked) step["rank_step_s"] = step["rank_wait_s"] = json::array();
+    steps.push_back(std::move(step));
+  }
   json events = json::array();
   for (const EventRecord& e : h.events) events.push_back(EventJson(e));
   json doc = {{"live", live},   {"status", status}, {"plans", plans},

@@ -78,7 +78,8 @@ Result<RunHistory> ParseRunLog(const std::string& text, const std::string& path)
 
 // The history as one JSON document for the status page: {"live":..,"plan":the latest plan,
 // "plans":[...],"steps":[...],"events":[...],"status":status}; `max_steps` keeps the newest
-// steps only (0: all).
+// steps only (0: all), and only the newest kRankedSteps keep their per-rank figures.
+inline constexpr size_t kRankedSteps = 120;
 std::string HistoryJson(const RunHistory& h, bool live, const std::string& status,
                         size_t max_steps);
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace loom {
 namespace {
 
@@ -117,6 +119,17 @@ TEST(RunRecord, HistoryJsonKeepsTheNewestSteps) {
   EXPECT_NE(doc.find("\"step\":8"), std::string::npos);
   EXPECT_EQ(doc.find("\"step\":7,"), std::string::npos);
   EXPECT_NE(doc.find("\"live\":true"), std::string::npos);
+}
+
+TEST(RunRecord, HistoryJsonKeepsPerRankFiguresForTheNewestStepsOnly) {
+  RunHistory h;
+  h.plans.push_back(Plan());
+  for (int s = 1; s <= static_cast<int>(kRankedSteps) + 5; ++s) h.steps.push_back(Step(s));
+  const nlohmann::json doc = nlohmann::json::parse(HistoryJson(h, false, "finished", 0));
+  ASSERT_EQ(doc["steps"].size(), kRankedSteps + 5);
+  EXPECT_TRUE(doc["steps"][4]["rank_wait_s"].empty());
+  EXPECT_EQ(doc["steps"][5]["rank_wait_s"].size(), 4u);
+  EXPECT_EQ(doc["steps"].back()["rank_step_s"].size(), 4u);
 }
 
 TEST(RunRecord, NamesThatAreNotUtf8AreReplaced) {
