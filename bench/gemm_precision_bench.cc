@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
                             {"lm_head", c, vocab, 1}};
   std::vector<Gemm> gemms;
   for (const Linear& l : linears) {
-    gemms.push_back({l.name, "Y", tokens, l.out, l.in, false, true, l.count});   // X W^T
+    gemms.push_back({l.name, "Y", tokens, l.out, l.in, false, true, l.count});    // X W^T
     gemms.push_back({l.name, "dX", tokens, l.in, l.out, false, false, l.count});  // dY W
     gemms.push_back({l.name, "dW", l.out, l.in, tokens, true, false, l.count});   // dY^T X
   }
@@ -105,12 +105,13 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> nd(0, 1);
   // OpenBLAS's kernels as it chose them (loom sets OPENBLAS_CORETYPE where it would fall back to
   // Prescott's: core/blas_kernels.h; set it the same way to compare with loom's GEMMs).
-  std::printf("gemm_precision_bench: %u hardware threads, OpenBLAS kernels %s, "
-              "OPENBLAS_NUM_THREADS=%s, OMP_NUM_THREADS=%s, oneDNN %d.%d, best of %d\n",
-              std::thread::hardware_concurrency(), openblas_get_corename(),
-              std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : "(all)",
-              std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "(all)",
-              dnnl_version()->major, dnnl_version()->minor, reps);
+  std::printf(
+      "gemm_precision_bench: %u hardware threads, OpenBLAS kernels %s, "
+      "OPENBLAS_NUM_THREADS=%s, OMP_NUM_THREADS=%s, oneDNN %d.%d, best of %d\n",
+      std::thread::hardware_concurrency(), openblas_get_corename(),
+      std::getenv("OPENBLAS_NUM_THREADS") ? std::getenv("OPENBLAS_NUM_THREADS") : "(all)",
+      std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "(all)",
+      dnnl_version()->major, dnnl_version()->minor, reps);
   std::printf("%-8s %-3s %6s %6s %6s %9s %9s %10s %7s %8s\n", "linear", "", "m", "n", "k",
               "sgemm ms", "dnnl f32", "dnnl bf16", "bf16/s", "cast ms");
   double s_total = 0, f_total = 0, b_total = 0, cast_total = 0;

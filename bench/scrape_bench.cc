@@ -125,9 +125,8 @@ Figures Measure(int tp, int pp, int dp, int ranks_per_node, int steps, int scrap
   StatusSource source;
   source.view = [&metrics](size_t n) { return metrics.ViewJson(n); };
   source.metrics = &metrics;
-  auto http = HttpServer::Start("127.0.0.1", 0, [source](const std::string& t) {
-    return ServeStatus(source, t);
-  });
+  auto http = HttpServer::Start("127.0.0.1", 0,
+                                [source](const std::string& t) { return ServeStatus(source, t); });
   if (!http.ok()) {
     std::fprintf(stderr, "%s\n", http.status().ToString().c_str());
     std::exit(1);
@@ -168,22 +167,23 @@ Figures Measure(int tp, int pp, int dp, int ranks_per_node, int steps, int scrap
 int main() {
   using loom::Measure;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  std::printf("scrape_bench: %u cores; /metrics over HTTP on 127.0.0.1, median of 20 scrapes, "
-              "after 5 steps of synthetic reports (4 dimensions, 6 memory categories per rank)\n",
-              cores);
+  std::printf(
+      "scrape_bench: %u cores; /metrics over HTTP on 127.0.0.1, median of 20 scrapes, "
+      "after 5 steps of synthetic reports (4 dimensions, 6 memory categories per rank)\n",
+      cores);
   const loom::Figures small = Measure(2, 2, 2, 8, 5, 20);
   const loom::Figures big = Measure(8, 8, 16, 8, 5, 20);
-  std::printf("%6s %10s %11s %13s %10s %10s %16s\n", "ranks", "scrape ms", "(collect ms", "serialize ms)",
-              "series", "bytes", "observe ms/step");
+  std::printf("%6s %10s %11s %13s %10s %10s %16s\n", "ranks", "scrape ms", "(collect ms",
+              "serialize ms)", "series", "bytes", "observe ms/step");
   for (const auto& [n, f] : {std::pair<int, const loom::Figures*>{8, &small}, {1024, &big}}) {
     std::printf("%6d %10.2f %11.2f %13.2f %10zu %10zu %16.2f\n", n, f->scrape_ms, f->collect_ms,
                 f->serialize_ms, f->series, f->bytes, f->observe_ms);
   }
-  std::printf("1024 ranks against 8: %.1fx the time for %.1fx the series; against the 100 ms "
-              "target: %.3f\n",
-              big.scrape_ms / small.scrape_ms,
-              static_cast<double>(big.series) / static_cast<double>(small.series),
-              big.scrape_ms / 100.0);
+  std::printf(
+      "1024 ranks against 8: %.1fx the time for %.1fx the series; against the 100 ms "
+      "target: %.3f\n",
+      big.scrape_ms / small.scrape_ms,
+      static_cast<double>(big.series) / static_cast<double>(small.series), big.scrape_ms / 100.0);
   std::printf(
       "scrape_ms_1024=%.2f scrape_ms_8=%.2f ratio=%.1f series_1024=%zu bytes_1024=%zu "
       "observe_ms_per_step_1024=%.2f target_ms=100\n",

@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/blas_kernels.h"
 #include "core/kernels/blas.h"
 #include "core/rng.h"
 #include "core/threads.h"
-#include "core/blas_kernels.h"
 #include "model/layout.h"
 #include "parallel/zero/param_store.h"
 #include "worker/gpt.h"
@@ -84,7 +84,7 @@ bool RunTorch(const std::string& args, int threads, int blas, TorchResult* out) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  loom::UseBestBlasKernels(argv);  // as the loom binary does (core/blas_kernels.h)
+  loom::UseBestBlasKernels(argv);            // as the loom binary does (core/blas_kernels.h)
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when redirected
   CLI::App app{"Loom vs PyTorch: one GPT training step"};
   int64_t layers = 4, hidden = 256, heads = 8, seq = 256, batch = 8, vocab = 256;

@@ -48,8 +48,8 @@ Status RunDashboard(const DashboardOptions& o) {
   const std::string path = SeriesPath(o.run_dir);
   // Checked before serving: a directory without a series is named now, not on the first load.
   LOOM_ASSIGN_OR_RETURN(const RunHistory first, LoadRun(path));
-  SignalWaiter signals(RecordSignals({SIGINT, SIGTERM, SIGHUP}, OnRepeat::kRecordAgain,
-                                     IfIgnored::kTakeOver));
+  SignalWaiter signals(
+      RecordSignals({SIGINT, SIGTERM, SIGHUP}, OnRepeat::kRecordAgain, IfIgnored::kTakeOver));
   StatusSource source;
   source.view = [path](size_t max_steps) {
     Result<RunHistory> h = LoadRun(path);
@@ -67,9 +67,10 @@ Status RunDashboard(const DashboardOptions& o) {
               first.steps.size(), first.events.size(), StatusOf(first).c_str(),
               http->url().c_str());
   std::fflush(stdout);
-  const auto until = o.for_s > 0 ? std::chrono::steady_clock::now() +
-                                       std::chrono::milliseconds(static_cast<int64_t>(o.for_s * 1000))
-                                 : std::chrono::steady_clock::time_point::max();
+  const auto until = o.for_s > 0
+                         ? std::chrono::steady_clock::now() +
+                               std::chrono::milliseconds(static_cast<int64_t>(o.for_s * 1000))
+                         : std::chrono::steady_clock::time_point::max();
   while (std::chrono::steady_clock::now() < until) {
     const int sig =
         signals.Wait(std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(1)));

@@ -351,13 +351,14 @@ Result<std::unique_ptr<MetricsService>> StartMetrics(const LaunchOptions& o,
   MetricsServiceOptions mo;
   mo.address = o.metrics_address.empty() ? m.address : o.metrics_address;
   mo.port = o.metrics_port >= 0 ? o.metrics_port : static_cast<int>(m.port);
-  mo.run_dir = !o.run_dir.empty() ? o.run_dir : !m.run_dir.empty() ? m.run_dir : l.job.checkpoint.dir;
+  mo.run_dir = !o.run_dir.empty()   ? o.run_dir
+               : !m.run_dir.empty() ? m.run_dir
+                                    : l.job.checkpoint.dir;
   Result<std::unique_ptr<MetricsService>> s = MetricsService::Start(mo);
   if (!s.ok()) return s.status().WithContext("metrics (set metrics.port, or --metrics-port)");
   const std::string url = (*s)->url();
   std::printf("  metrics at %s/metrics | status page %s/%s%s\n", url.c_str(), url.c_str(),
-              (*s)->series_path().empty() ? "" : " | series in ",
-              (*s)->series_path().c_str());
+              (*s)->series_path().empty() ? "" : " | series in ", (*s)->series_path().c_str());
   std::fflush(stdout);
   return s;
 }

@@ -337,10 +337,9 @@ Status ReadJob(ConfigSection& root, JobUse use, JobConfig* job) {
 
 void ResolvePaths(JobConfig* job) {
   const std::string& path = job->path;
-  for (std::string* p :
-       {&job->data.text, &job->data.train, &job->data.val, &job->checkpoint.dir,
-        &job->checkpoint.load, &job->checkpoint.init_from, &job->checkpoint.export_path,
-        &job->metrics.run_dir}) {
+  for (std::string* p : {&job->data.text, &job->data.train, &job->data.val, &job->checkpoint.dir,
+                         &job->checkpoint.load, &job->checkpoint.init_from,
+                         &job->checkpoint.export_path, &job->metrics.run_dir}) {
     *p = Resolve(path, *p);
   }
   std::string& ex = job->checkpoint.export_path;  // "hf/" names the directory hf

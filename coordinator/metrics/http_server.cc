@@ -105,7 +105,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address
   if (!ec) impl.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return IoError("metrics: cannot listen on " + address + ":" + std::to_string(port) + ": " +
-                       ec.message());
+                   ec.message());
   }
   s->address_ = address;
   s->port_ = impl.acceptor.local_endpoint().port();
@@ -114,7 +114,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address
   return s;
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+}
 
 void HttpServer::Stop() {
   if (!impl_) return;

@@ -47,13 +47,15 @@ Labels With(Labels base, const char* name, const std::string& value) {
 }
 
 // The pipeline stage of each rank: its peers for the straggler score.
-double Median(std::vector<double> v) { return detect::MedianOf(std::move(v)); }
+double Median(std::vector<double> v) {
+  return detect::MedianOf(std::move(v));
+}
 
 }  // namespace
 
 const std::vector<double>& StepSecondsBuckets() {
   static const std::vector<double> b = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                        1,     2.5,  5,     10,   25,  60,  120};
+                                        1,     2.5,  5,     10,   25,  60,   120};
   return b;
 }
 
@@ -215,9 +217,10 @@ std::vector<StepRecord> JobMetrics::Observe(const JobState& job, const std::vect
       for (const proto::MemoryUse& m : r.memory()) {
         rl.memory.push_back({m.category(), {m.bytes(), m.peak_bytes()}});
       }
-      snapshot_step = snapshot_step < 0 ? r.snapshot_step() : std::min(snapshot_step, r.snapshot_step());
-      checkpoint_step =
-          checkpoint_step < 0 ? r.checkpoint_step() : std::min(checkpoint_step, r.checkpoint_step());
+      snapshot_step =
+          snapshot_step < 0 ? r.snapshot_step() : std::min(snapshot_step, r.snapshot_step());
+      checkpoint_step = checkpoint_step < 0 ? r.checkpoint_step()
+                                            : std::min(checkpoint_step, r.checkpoint_step());
       snapshot_bytes_ = std::max(snapshot_bytes_, r.snapshot_bytes());
       snapshot_s_ = std::max(snapshot_s_, r.snapshot_s());
       checkpoint_s_ = std::max(checkpoint_s_, r.checkpoint_s());
@@ -281,8 +284,7 @@ EventRecord JobMetrics::Event(const std::string& kind, const std::string& text, 
   } else if (kind == "restart") {
     ++restarts_;
     status_ = "restarting";
-  } else if (kind == "finished" || kind == "failed" || kind == "stopped" ||
-             kind == "interrupted") {
+  } else if (kind == "finished" || kind == "failed" || kind == "stopped" || kind == "interrupted") {
     status_ = kind;
   }
   history_.events.push_back(e);
@@ -320,8 +322,8 @@ std::vector<MetricFamily> JobMetrics::Collect() const {
     out.push_back(std::move(f));
   };
   {
-    MetricFamily f = Family("loom_plan_info", "The layout of the running incarnation",
-                            MetricType::Gauge);
+    MetricFamily f =
+        Family("loom_plan_info", "The layout of the running incarnation", MetricType::Gauge);
     Add(&f, plan_labels_, 1);
     out.push_back(std::move(f));
   }
@@ -349,8 +351,8 @@ std::vector<MetricFamily> JobMetrics::Collect() const {
   gauge("loom_predicted_step_seconds", "The planner's predicted step time (0: none)",
         plan_.predicted_step_s);
   {
-    MetricFamily f = Family("loom_step_seconds", "Step time (the slowest rank's)",
-                            MetricType::Histogram);
+    MetricFamily f =
+        Family("loom_step_seconds", "Step time (the slowest rank's)", MetricType::Histogram);
     ClientMetric m;
     m.histogram.sample_count = step_count_;
     m.histogram.sample_sum = step_sum_;
@@ -364,8 +366,8 @@ std::vector<MetricFamily> JobMetrics::Collect() const {
     f.metric.push_back(std::move(m));
     out.push_back(std::move(f));
   }
-  MetricFamily rank_step = Family("loom_rank_step_seconds", "Each rank's last step time",
-                                  MetricType::Gauge);
+  MetricFamily rank_step =
+      Family("loom_rank_step_seconds", "Each rank's last step time", MetricType::Gauge);
   MetricFamily rank_wait = Family("loom_rank_communication_wait_seconds",
                                   "Time each rank was blocked on communication in its last step, "
                                   "per dimension",
@@ -373,13 +375,13 @@ std::vector<MetricFamily> JobMetrics::Collect() const {
   MetricFamily score = Family("loom_straggler_score",
                               "Each rank's compute time against its peers' median (1: like them)",
                               MetricType::Gauge);
-  MetricFamily mem = Family("loom_memory_bytes", "Tracked memory per rank and category",
-                            MetricType::Gauge);
+  MetricFamily mem =
+      Family("loom_memory_bytes", "Tracked memory per rank and category", MetricType::Gauge);
   // Peaks per category over the ranks only: per rank they would double the series a scrape of a
   // large job serialises (most of its cost), for a figure that matters as the largest rank's.
-  MetricFamily peak = Family("loom_memory_peak_bytes",
-                             "Peak tracked memory per category, the largest rank's",
-                             MetricType::Gauge);
+  MetricFamily peak =
+      Family("loom_memory_peak_bytes", "Peak tracked memory per category, the largest rank's",
+             MetricType::Gauge);
   std::map<std::string, int64_t> peaks;
   for (size_t i = 0; i < ranks_.size() && i < rank_labels_.size(); ++i) {
     const RankLatest& r = ranks_[i];
@@ -418,9 +420,10 @@ std::vector<MetricFamily> JobMetrics::Collect() const {
   out.push_back(std::move(peak));
   gauge("loom_snapshot_step", "Newest in-memory snapshot every rank committed (0: none)",
         static_cast<double>(last_.snapshot_step));
-  gauge("loom_snapshot_bytes", "Largest rank's snapshot image", static_cast<double>(snapshot_bytes_));
-  gauge("loom_snapshot_duration_seconds", "Time the newest snapshot took until every rank stored it",
-        snapshot_s_);
+  gauge("loom_snapshot_bytes", "Largest rank's snapshot image",
+        static_cast<double>(snapshot_bytes_));
+  gauge("loom_snapshot_duration_seconds",
+        "Time the newest snapshot took until every rank stored it", snapshot_s_);
   gauge("loom_snapshot_age_seconds", "Time since the newest snapshot was committed (0: none)",
         snapshot_at_ >= 0 ? now_ - snapshot_at_ : 0);
   gauge("loom_snapshot_stall_seconds", "Time the training loop was blocked by snapshots so far",

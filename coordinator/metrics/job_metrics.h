@@ -71,10 +71,10 @@ class JobMetrics : public prometheus::Collectable {
 
   mutable std::mutex mu_;
   const size_t keep_steps_;
-  RunHistory history_;                       // GUARDED_BY(mu_)
-  std::string status_ = "starting";          // GUARDED_BY(mu_)
-  PlanRecord plan_;                          // GUARDED_BY(mu_)
-  std::vector<prometheus::ClientMetric::Label> plan_labels_;  // GUARDED_BY(mu_)
+  RunHistory history_;                                                     // GUARDED_BY(mu_)
+  std::string status_ = "starting";                                        // GUARDED_BY(mu_)
+  PlanRecord plan_;                                                        // GUARDED_BY(mu_)
+  std::vector<prometheus::ClientMetric::Label> plan_labels_;               // GUARDED_BY(mu_)
   std::vector<std::vector<prometheus::ClientMetric::Label>> rank_labels_;  // by rank
   double flops_per_step_ = 0, peak_flops_ = 0;
   int64_t seen_step_ = 0;

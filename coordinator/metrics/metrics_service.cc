@@ -21,8 +21,8 @@ Result<std::unique_ptr<MetricsService>> MetricsService::Start(
     std::error_code ec;
     std::filesystem::create_directories(options.run_dir, ec);
     if (ec) {
-      return IoError("metrics.run_dir '" + options.run_dir + "': cannot create it: " +
-                     ec.message());
+      return IoError("metrics.run_dir '" + options.run_dir +
+                     "': cannot create it: " + ec.message());
     }
     s->series_path_ = SeriesPath(options.run_dir);
     s->series_ = std::fopen(s->series_path_.c_str(), "a");
@@ -35,11 +35,10 @@ Result<std::unique_ptr<MetricsService>> MetricsService::Start(
   StatusSource source;
   source.view = [self](size_t max_steps) { return self->metrics_.ViewJson(max_steps); };
   source.metrics = &self->metrics_;
-  LOOM_ASSIGN_OR_RETURN(s->http_,
-                        HttpServer::Start(options.address, options.port,
-                                          [source](const std::string& target) {
-                                            return ServeStatus(source, target);
-                                          }));
+  LOOM_ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options.address, options.port,
+                                                    [source](const std::string& target) {
+                                                      return ServeStatus(source, target);
+                                                    }));
   return s;
 }
 
@@ -64,8 +63,7 @@ void MetricsService::SetPlan(const PlanRecord& plan, double flops_per_step, doub
   Append(ToJsonLine(plan));
 }
 
-size_t MetricsService::Observe(const JobState& job, const std::vector<double>& scores,
-                               double now) {
+size_t MetricsService::Observe(const JobState& job, const std::vector<double>& scores, double now) {
   const std::vector<StepRecord> steps = metrics_.Observe(job, scores, now);
   for (const StepRecord& s : steps) Append(ToJsonLine(s));
   return steps.size();

@@ -21,11 +21,20 @@ json PlanJson(const PlanRecord& r) {
                      {"pp", p.pp},
                      {"dp", p.dp}});
   }
-  return {{"kind", "plan"},         {"epoch", r.epoch},   {"t", r.t},
-          {"job", r.job},           {"tp", r.tp},         {"cp", r.cp},
-          {"pp", r.pp},             {"vpp", r.vpp},       {"dp", r.dp},
-          {"zero", r.zero},         {"schedule", r.schedule}, {"steps", r.steps},
-          {"tokens_per_step", r.tokens_per_step}, {"predicted_step_s", r.predicted_step_s},
+  return {{"kind", "plan"},
+          {"epoch", r.epoch},
+          {"t", r.t},
+          {"job", r.job},
+          {"tp", r.tp},
+          {"cp", r.cp},
+          {"pp", r.pp},
+          {"vpp", r.vpp},
+          {"dp", r.dp},
+          {"zero", r.zero},
+          {"schedule", r.schedule},
+          {"steps", r.steps},
+          {"tokens_per_step", r.tokens_per_step},
+          {"predicted_step_s", r.predicted_step_s},
           {"ranks", ranks}};
 }
 
@@ -47,7 +56,7 @@ json StepJson(const StepRecord& r) {
 }
 
 json EventJson(const EventRecord& r) {
-  return {{"kind", "event"}, {"t", r.t},       {"step", r.step},
+  return {{"kind", "event"},  {"t", r.t},       {"step", r.step},
           {"epoch", r.epoch}, {"type", r.kind}, {"text", r.text}};
 }
 
@@ -92,10 +101,8 @@ Status ParsePlan(const json& j, const std::string& where, PlanRecord* r) {
     LOOM_RETURN_IF_ERROR(Field((*ranks)[i], "node", &p.node, at));
     LOOM_RETURN_IF_ERROR(Field((*ranks)[i], "host", &p.host, at));
     LOOM_RETURN_IF_ERROR(Field((*ranks)[i], "device", &p.device, at));
-    for (auto [name, v] : {std::pair<const char*, int*>{"tp", &p.tp},
-                           {"cp", &p.cp},
-                           {"pp", &p.pp},
-                           {"dp", &p.dp}}) {
+    for (auto [name, v] :
+         {std::pair<const char*, int*>{"tp", &p.tp}, {"cp", &p.cp}, {"pp", &p.pp}, {"dp", &p.dp}}) {
       LOOM_RETURN_IF_ERROR(Field((*ranks)[i], name, v, at));
     }
     r->ranks.push_back(std::move(p));
@@ -130,13 +137,21 @@ Status ParseEvent(const json& j, const std::string& where, EventRecord* r) {
 }
 
 // Names come from users (node names, the job's path): what is not UTF-8 is replaced.
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 }  // namespace
 
-std::string ToJsonLine(const PlanRecord& r) { return Dump(PlanJson(r)); }
-std::string ToJsonLine(const StepRecord& r) { return Dump(StepJson(r)); }
-std::string ToJsonLine(const EventRecord& r) { return Dump(EventJson(r)); }
+std::string ToJsonLine(const PlanRecord& r) {
+  return Dump(PlanJson(r));
+}
+std::string ToJsonLine(const StepRecord& r) {
+  return Dump(StepJson(r));
+}
+std::string ToJsonLine(const EventRecord& r) {
+  return Dump(EventJson(r));
+}
 
 Result<RunHistory> ParseRunLog(const std::string& text, const std::string& path) {
   RunHistory h;
@@ -186,8 +201,8 @@ std::string HistoryJson(const RunHistory& h, bool live, const std::string& statu
   }
   json events = json::array();
   for (const EventRecord& e : h.events) events.push_back(EventJson(e));
-  json doc = {{"live", live},   {"status", status}, {"plans", plans},
-              {"steps", steps}, {"events", events}};
+  json doc = {
+      {"live", live}, {"status", status}, {"plans", plans}, {"steps", steps}, {"events", events}};
   doc["plan"] = plans.empty() ? json(nullptr) : plans.back();
   // The page is served as UTF-8; replace what is not (a node name is the user's text).
   return Dump(doc);

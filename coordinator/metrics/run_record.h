@@ -44,9 +44,9 @@ struct StepRecord {
   double loss = 0;
   double step_s = 0;  // the slowest rank's
   double tokens_per_s = 0;
-  double mfu = 0;                   // 0-1 (0: unknown peak)
-  std::vector<double> rank_step_s;  // by world rank
-  std::vector<double> rank_wait_s;  // by world rank: blocked on communication
+  double mfu = 0;                           // 0-1 (0: unknown peak)
+  std::vector<double> rank_step_s;          // by world rank
+  std::vector<double> rank_wait_s;          // by world rank: blocked on communication
   std::map<std::string, double> comm_s;     // per dimension ("tp", "dp", ...): busy, all ranks
   std::map<std::string, double> exposed_s;  // per dimension: callers blocked, all ranks
   int64_t snapshot_step = 0, checkpoint_step = 0;

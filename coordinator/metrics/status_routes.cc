@@ -42,7 +42,8 @@ HttpReply ServeStatus(const StatusSource& source, const std::string& target) {
     std::string page(StatusPageHtml());
     const std::string marker = "/*LOOM_RUN*/null";
     const size_t at = page.find(marker);
-    if (at != std::string::npos) page.replace(at, marker.size(), ForScript(source.view(kPageSteps)));
+    if (at != std::string::npos)
+      page.replace(at, marker.size(), ForScript(source.view(kPageSteps)));
     r.content_type = "text/html; charset=utf-8";
     r.body = std::move(page);
   } else if (path == "/api/run.json") {

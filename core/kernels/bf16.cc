@@ -1,8 +1,9 @@
-// bfloat16 conversions (scalar; the compiler vectorises the loops) and the oneDNN GEMM.
+// bfloat16 array conversions (the compiler vectorises the loops) and the oneDNN GEMM.
 #include "core/kernels/bf16.h"
 
-#include <cstring>
 #include <string>
+
+#include "core/half.h"
 
 #ifdef LOOM_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -10,35 +11,21 @@
 
 namespace loom {
 
-Bf16 ToBf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
-    return static_cast<Bf16>((u >> 16) | 0x0040u);  // a quiet NaN, never rounded to infinity
-  }
-  return static_cast<Bf16>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float FromBf16(Bf16 x) {
-  const uint32_t u = static_cast<uint32_t>(x) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 void CastToBf16(const float* in, Bf16* out, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = ToBf16(in[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);
 }
 
 void CastFromBf16(const Bf16* in, float* out, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = FromBf16(in[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
 
 #ifdef LOOM_HAVE_DNNL
 
-bool HaveBf16Gemm() { return true; }
+bool HaveBf16Gemm() {
+  return true;
+}
 
 Status GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Bf16* a,
                 int64_t lda, const Bf16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -63,10 +50,10 @@ Status GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, con
       attr.set_post_ops(ops);
     }
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr, engine);
-    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, dnnl::memory(ad, engine, const_cast<Bf16*>(a))},
-                                      {DNNL_ARG_WEIGHTS,
-                                       dnnl::memory(bd, engine, const_cast<Bf16*>(b))},
-                                      {DNNL_ARG_DST, dnnl::memory(cd, engine, c)}});
+    dnnl::matmul(pd).execute(stream,
+                             {{DNNL_ARG_SRC, dnnl::memory(ad, engine, const_cast<Bf16*>(a))},
+                              {DNNL_ARG_WEIGHTS, dnnl::memory(bd, engine, const_cast<Bf16*>(b))},
+                              {DNNL_ARG_DST, dnnl::memory(cd, engine, c)}});
     stream.wait();
   } catch (const dnnl::error& e) {
     return Internal("GemmBf16 (" + std::to_string(m) + " x " + std::to_string(n) + " x " +
@@ -77,7 +64,9 @@ Status GemmBf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, con
 
 #else
 
-bool HaveBf16Gemm() { return false; }
+bool HaveBf16Gemm() {
+  return false;
+}
 
 Status GemmBf16(bool, bool, int64_t, int64_t, int64_t, const Bf16*, int64_t, const Bf16*, int64_t,
                 float, float*, int64_t) {

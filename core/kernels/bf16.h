@@ -15,12 +15,10 @@
 
 namespace loom {
 
-// The bits of a bfloat16: the upper half of an IEEE fp32.
+// The bits of a bfloat16: the upper half of an IEEE fp32 (core/half.h converts one element).
 using Bf16 = uint16_t;
 
-// fp32 -> bf16 with round-to-nearest-even (NaNs stay NaNs); bf16 -> fp32 (exact).
-Bf16 ToBf16(float x);
-float FromBf16(Bf16 x);
+// Arrays, element by element as FloatToBf16 (round to nearest even) and Bf16ToFloat (exact).
 void CastToBf16(const float* in, Bf16* out, int64_t n);
 void CastFromBf16(const Bf16* in, float* out, int64_t n);
 

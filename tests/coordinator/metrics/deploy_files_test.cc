@@ -66,12 +66,11 @@ TEST(DeployFiles, DashboardNamesOnlyExportedMetrics) {
     }
   }
   // The panels the issue asks for are there.
-  for (const char* m : {"loom_tokens_per_second", "loom_mfu_ratio", "loom_loss",
-                        "loom_step_seconds", "loom_rank_step_seconds",
-                        "loom_communication_seconds_total",
-                        "loom_rank_communication_wait_seconds", "loom_straggler_score",
-                        "loom_snapshot_age_seconds", "loom_checkpoint_age_seconds",
-                        "loom_restarts_total", "loom_lost_steps_total"}) {
+  for (const char* m :
+       {"loom_tokens_per_second", "loom_mfu_ratio", "loom_loss", "loom_step_seconds",
+        "loom_rank_step_seconds", "loom_communication_seconds_total",
+        "loom_rank_communication_wait_seconds", "loom_straggler_score", "loom_snapshot_age_seconds",
+        "loom_checkpoint_age_seconds", "loom_restarts_total", "loom_lost_steps_total"}) {
     EXPECT_EQ(used.count(m), 1u) << "the dashboard does not show " << m;
   }
   int heatmaps = 0;

@@ -53,13 +53,14 @@ TEST(HttpServer, AnswersGetAndHead) {
 }
 
 TEST(HttpServer, AStalledClientDoesNotBlockOthers) {
-  Result<std::unique_ptr<HttpServer>> s = HttpServer::Start(
-      "127.0.0.1", 0, [](const std::string&) { return HttpReply{200, "text/plain", "ok"}; });
+  Result<std::unique_ptr<HttpServer>> s = HttpServer::Start("127.0.0.1", 0, [](const std::string&) {
+    return HttpReply{200, "text/plain", "ok"};
+  });
   ASSERT_TRUE(s.ok());
   boost::asio::io_context io;
   tcp::socket stalled(io);
-  stalled.connect({boost::asio::ip::make_address("127.0.0.1"),
-                   static_cast<unsigned short>((*s)->port())});
+  stalled.connect(
+      {boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>((*s)->port())});
   boost::asio::write(stalled, boost::asio::buffer(std::string("GET / HTTP/1.1\r\nHo")));
   const std::string r = Exchange((*s)->port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;

@@ -20,8 +20,8 @@ PlanRecord Plan() {
   p.steps = 40;
   p.tokens_per_step = 2048;
   for (int r = 0; r < 4; ++r) {
-    p.ranks.push_back({r, "n" + std::to_string(r / 2), "host" + std::to_string(r / 2), r % 2,
-                       r % 2, 0, 0, r / 2});
+    p.ranks.push_back({r, "n" + std::to_string(r / 2), "host" + std::to_string(r / 2), r % 2, r % 2,
+                       0, 0, r / 2});
   }
   return p;
 }
@@ -104,7 +104,9 @@ TEST(RunRecord, BadLinesAreNamed) {
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("no plan record"), std::string::npos);
 
-  h = ParseRunLog(R"({"kind":"stpe"})" "\n", "s.jsonl");
+  h = ParseRunLog(R"({"kind":"stpe"})"
+                  "\n",
+                  "s.jsonl");
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("expected plan, step or event, got 'stpe'"),
             std::string::npos);

@@ -1,7 +1,9 @@
-// bfloat16 conversions (rounding to nearest even, NaN, infinity) and the bf16 GEMM against a
-// double-precision reference on the same bf16 inputs, for every transpose, leading dimensions
-// wider than the matrices, and accumulation (beta 1).
+// bfloat16 array conversions (as core/half.h rounds: to nearest even, NaN, infinity) and the bf16
+// GEMM against a double-precision reference on the same bf16 inputs, for every transpose, leading
+// dimensions wider than the matrices, and accumulation (beta 1).
 #include "core/kernels/bf16.h"
+
+#include "core/half.h"
 
 #include <gtest/gtest.h>
 
@@ -15,17 +17,17 @@ namespace loom {
 namespace {
 
 TEST(Bf16, RoundsToNearestEven) {
-  EXPECT_EQ(ToBf16(1.0f), 0x3f80);
-  EXPECT_EQ(FromBf16(0x3f80), 1.0f);
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16ToFloat(0x3f80), 1.0f);
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1).
-  EXPECT_EQ(FromBf16(ToBf16(1.0f + 0.00390625f)), 1.0f);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 0.00390625f)), 1.0f);
   // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6 (even).
-  EXPECT_EQ(FromBf16(ToBf16(1.0f + 3 * 0.00390625f)), 1.0f + 0.015625f);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(1.0f + 3 * 0.00390625f)), 1.0f + 0.015625f);
   // Just above a tie rounds up.
-  EXPECT_EQ(FromBf16(ToBf16(std::nextafter(1.0f + 0.00390625f, 2.0f))), 1.0f + 0.0078125f);
-  EXPECT_EQ(FromBf16(ToBf16(-2.5f)), -2.5f);
-  EXPECT_TRUE(std::isinf(FromBf16(ToBf16(std::numeric_limits<float>::infinity()))));
-  EXPECT_TRUE(std::isnan(FromBf16(ToBf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(std::nextafter(1.0f + 0.00390625f, 2.0f))), 1.0f + 0.0078125f);
+  EXPECT_EQ(Bf16ToFloat(FloatToBf16(-2.5f)), -2.5f);
+  EXPECT_TRUE(std::isinf(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::infinity()))));
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::quiet_NaN()))));
   // A NaN whose payload sits in the low half only must not become infinity.
   const float low_nan = [] {
     uint32_t u = 0x7f800001u;
@@ -33,9 +35,9 @@ TEST(Bf16, RoundsToNearestEven) {
     std::memcpy(&f, &u, 4);
     return f;
   }();
-  EXPECT_TRUE(std::isnan(FromBf16(ToBf16(low_nan))));
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(low_nan))));
   // The largest finite float rounds to infinity, as IEEE rounding does.
-  EXPECT_TRUE(std::isinf(FromBf16(ToBf16(std::numeric_limits<float>::max()))));
+  EXPECT_TRUE(std::isinf(Bf16ToFloat(FloatToBf16(std::numeric_limits<float>::max()))));
 }
 
 TEST(Bf16, CastsArrays) {
@@ -45,16 +47,16 @@ TEST(Bf16, CastsArrays) {
   CastToBf16(x.data(), b.data(), static_cast<int64_t>(x.size()));
   CastFromBf16(b.data(), back.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
-    EXPECT_EQ(b[i], ToBf16(x[i]));
+    EXPECT_EQ(b[i], FloatToBf16(x[i]));
     EXPECT_NEAR(back[i], x[i], std::fabs(x[i]) / 256) << i;  // 8 bits of mantissa
   }
 }
 
 TEST(Bf16, GemmMatchesReference) {
   if (!HaveBf16Gemm()) {
-    GTEST_SKIP() << "built without oneDNN (libdnnl-dev): "
-                 << GemmBf16(false, false, 1, 1, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1)
-                        .message();
+    GTEST_SKIP()
+        << "built without oneDNN (libdnnl-dev): "
+        << GemmBf16(false, false, 1, 1, 1, nullptr, 1, nullptr, 1, 0, nullptr, 1).message();
   }
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0, 1);
@@ -67,21 +69,23 @@ TEST(Bf16, GemmMatchesReference) {
         const int64_t ldc = n + pad;
         std::vector<Bf16> a(static_cast<size_t>(a_rows * a_cols)),
             b(static_cast<size_t>(b_rows * b_cols));
-        for (Bf16& x : a) x = ToBf16(nd(rng));
-        for (Bf16& x : b) x = ToBf16(nd(rng));
+        for (Bf16& x : a) x = FloatToBf16(nd(rng));
+        for (Bf16& x : b) x = FloatToBf16(nd(rng));
         std::vector<float> c(static_cast<size_t>(m * ldc));
         for (float& x : c) x = nd(rng);
         const std::vector<float> c0 = c;
-        ASSERT_TRUE(GemmBf16(ta, tb, m, n, k, a.data(), a_cols, b.data(), b_cols, beta, c.data(),
-                             ldc)
-                        .ok());
+        ASSERT_TRUE(
+            GemmBf16(ta, tb, m, n, k, a.data(), a_cols, b.data(), b_cols, beta, c.data(), ldc)
+                .ok());
         double worst = 0;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             double want = beta * c0[static_cast<size_t>(i * ldc + j)];
             for (int64_t p = 0; p < k; ++p) {
-              const double av = FromBf16(a[static_cast<size_t>(ta ? p * a_cols + i : i * a_cols + p)]);
-              const double bv = FromBf16(b[static_cast<size_t>(tb ? j * b_cols + p : p * b_cols + j)]);
+              const double av =
+                  Bf16ToFloat(a[static_cast<size_t>(ta ? p * a_cols + i : i * a_cols + p)]);
+              const double bv =
+                  Bf16ToFloat(b[static_cast<size_t>(tb ? j * b_cols + p : p * b_cols + j)]);
               want += av * bv;
             }
             worst = std::max(worst, std::fabs(c[static_cast<size_t>(i * ldc + j)] - want));
