@@ -31,10 +31,7 @@ struct DashboardOptions {
 // The run's status as its last event says.
 std::string StatusOf(const RunHistory& h) {
   for (auto it = h.events.rbegin(); it != h.events.rend(); ++it) {
-    if (it->kind == "finished" || it->kind == "failed" || it->kind == "stopped" ||
-        it->kind == "interrupted") {
-      return it->kind;
-    }
+    if (EndsRun(it->kind)) return it->kind;
   }
   return "ended without a last word (killed, or still running)";
 }

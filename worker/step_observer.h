@@ -79,7 +79,7 @@ struct StepEvent {
   int64_t step;   // steps done, this one included (1-based)
   int64_t steps;  // the job's
   StepStats stats;
-  double step_s;  // wall time since the previous step ended (or the loop started)
+  double step_s;                // wall time since the previous step ended (or the loop started)
   int64_t snapshot_step = 0;    // the newest committed in-memory snapshot (0: none)
   uint64_t snapshot_bytes = 0;  // this rank's image
   // Saves so far (checkpoint/save_engine.h SaveStats): the newest stored step of each kind, the

@@ -46,11 +46,6 @@ Labels With(Labels base, const char* name, const std::string& value) {
   return base;
 }
 
-// The pipeline stage of each rank: its peers for the straggler score.
-double Median(std::vector<double> v) {
-  return detect::MedianOf(std::move(v));
-}
-
 }  // namespace
 
 const std::vector<double>& StepSecondsBuckets() {
@@ -172,13 +167,9 @@ void JobMetrics::SetPlan(const PlanRecord& plan, double flops_per_step, double p
 
 std::vector<StepRecord> JobMetrics::Observe(const JobState& job, const std::vector<double>& scores,
                                             double now) {
-  std::vector<CompleteStep> steps;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    steps = job.CompleteSince(seen_step_);
-  }
-  std::vector<StepRecord> out;
   std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<CompleteStep> steps = job.CompleteSince(seen_step_);
+  std::vector<StepRecord> out;
   now_ = now;
   const size_t world = ranks_.size();
   const int64_t tokens_per_step = plan_.tokens_per_step;
@@ -229,13 +220,8 @@ std::vector<StepRecord> JobMetrics::Observe(const JobState& job, const std::vect
     }
     rec.snapshot_step = std::max<int64_t>(0, snapshot_step);
     rec.checkpoint_step = std::max<int64_t>(0, checkpoint_step);
-    if (rec.snapshot_step > last_.snapshot_step || (snapshot_at_ < 0 && rec.snapshot_step > 0)) {
-      snapshot_at_ = now;
-    }
-    if (rec.checkpoint_step > last_.checkpoint_step ||
-        (checkpoint_at_ < 0 && rec.checkpoint_step > 0)) {
-      checkpoint_at_ = now;
-    }
+    if (rec.snapshot_step > last_.snapshot_step) snapshot_at_ = now;
+    if (rec.checkpoint_step > last_.checkpoint_step) checkpoint_at_ = now;
     if (rec.step_s > 0) {
       rec.tokens_per_s = static_cast<double>(tokens_per_step) / rec.step_s;
       if (peak_flops_ > 0 && world > 0) {
@@ -249,7 +235,7 @@ std::vector<StepRecord> JobMetrics::Observe(const JobState& job, const std::vect
     std::map<int, std::vector<double>> by_stage;
     for (size_t i = 0; i < world; ++i) by_stage[plan_.ranks[i].pp].push_back(compute[i]);
     std::map<int, double> stage_median;
-    for (auto& [stage, v] : by_stage) stage_median[stage] = Median(v);
+    for (auto& [stage, v] : by_stage) stage_median[stage] = detect::MedianOf(v);
     for (size_t i = 0; i < world; ++i) {
       const double med = stage_median[plan_.ranks[i].pp];
       ranks_[i].score = detector ? scores[i] : (med > 0 ? compute[i] / med : 1.0);
@@ -284,7 +270,7 @@ EventRecord JobMetrics::Event(const std::string& kind, const std::string& text, 
   } else if (kind == "restart") {
     ++restarts_;
     status_ = "restarting";
-  } else if (kind == "finished" || kind == "failed" || kind == "stopped" || kind == "interrupted") {
+  } else if (EndsRun(kind)) {
     status_ = kind;
   }
   history_.events.push_back(e);

@@ -143,6 +143,10 @@ std::string Dump(const json& j) {
 
 }  // namespace
 
+bool EndsRun(const std::string& kind) {
+  return kind == "finished" || kind == "failed" || kind == "stopped" || kind == "interrupted";
+}
+
 std::string ToJsonLine(const PlanRecord& r) {
   return Dump(PlanJson(r));
 }

@@ -62,6 +62,10 @@ struct EventRecord {
   std::string text;
 };
 
+// Whether an event of `kind` is the run's last word ("finished", "failed", "stopped",
+// "interrupted").
+bool EndsRun(const std::string& kind);
+
 // A run's records in order of arrival.
 struct RunHistory {
   std::vector<PlanRecord> plans;

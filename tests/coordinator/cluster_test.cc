@@ -92,8 +92,9 @@ TEST(ClusterManifest, ExcludedAndMeasured) {
 
 TEST(ClusterManifest, RacksSparesAndLogicalNodes) {
   // Four logical nodes on one host, two racks, the last one a spare.
-  std::string text = Edit("    type: gpu\n", "    type: gpu\n    host: localhost\n    rack: r{}\n") +
-                     "spare: [n3]\n";
+  std::string text =
+      Edit("    type: gpu\n", "    type: gpu\n    host: localhost\n    rack: r{}\n") +
+      "spare: [n3]\n";
   Result<Cluster> c = LoadCluster(Write("loom_cluster_racks.yaml", text));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->nodes[2].rack, "r2");
