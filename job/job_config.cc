@@ -300,6 +300,14 @@ Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
     LOOM_ASSIGN_OR_RETURN(ConfigSection optim, root.Section("optimizer", true));
     LOOM_RETURN_IF_ERROR(ReadOptim(std::move(optim), &job->optim));
   }
+  std::string precision = PrecisionName(job->precision);
+  LOOM_RETURN_IF_ERROR(root.String("precision", &precision, false));
+  Result<Precision> parsed = ParsePrecision(precision);
+  if (!parsed.ok()) {
+    return InvalidArgument(root.Where("precision") + ": " + parsed.status().message());
+  }
+  job->precision = *parsed;
+  job->plan.precision = job->precision;  // ReadPlan may override it for the planner
   LOOM_RETURN_IF_ERROR(root.Int("steps", &job->steps, train, 1, kMaxInt));
   int64_t seed = static_cast<int64_t>(job->seed);
   LOOM_RETURN_IF_ERROR(root.Int("seed", &seed, false, 0, std::numeric_limits<int64_t>::max()));

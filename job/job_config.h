@@ -81,7 +81,7 @@ struct ParallelConfig {
 
 // The planner's own settings (`plan:`, docs/PLANNER.md), ignored by training.
 struct PlanSettings {
-  Precision precision = Precision::kFp32;
+  Precision precision = Precision::kFp32;  // default: the job's `precision`
   double headroom = 0.1;             // fraction of device memory kept free
   int64_t devices = 0;               // use at most this many devices (0: every usable one)
   bool selective_recompute = false;  // may the search choose selective recompute?
@@ -179,6 +179,10 @@ struct JobConfig {
   DetectConfig detect;
   MetricsConfig metrics;
   PlanSettings plan;
+  // Training precision (`precision:`): fp32, or bf16 compute with fp32 master weights, optimizer
+  // state, gradients and reductions (worker/gpt.h). The planner prices it unless plan.precision
+  // names another.
+  Precision precision = Precision::kFp32;
   int64_t steps = 100;
   bool steps_from_flag = false;  // set by --steps (errors name the flag)
   uint64_t seed = 1337;

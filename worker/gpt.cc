@@ -92,6 +92,11 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
     return InvalidArgument("sequence parallelism needs micro_batch*seq divisible by tp");
   }
   LOOM_RETURN_IF_ERROR(CheckRingTags(cp.size()));
+  if (r.precision == Precision::kBf16 && !HaveBf16Gemm()) {
+    return Unimplemented(
+        "precision bf16: this build has no bf16 GEMM (it needs oneDNN, Debian's libdnnl-dev; "
+        "deploy/install-deps.sh installs it)");
+  }
   if (chunk.first_layer < 0) chunk = {0, static_cast<int>(config.layers), true, true};
   std::unique_ptr<Gpt> g(new Gpt(config, r, layout, store, tp, chunk, cp));
   if (chunk.embedding) {
@@ -136,24 +141,20 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
   const int64_t c = config_.hidden, nl = rows_.local;
   auto w = [&](int k) { return P(LayerParam(layer, k)); };
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))) + bias
-  float* ln_out = NormOut(a.ln1);
-  LayerNormForward(ln_out, a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), x, w(kLn1W),
-                   w(kLn1B), nl, c);
-  LOOM_RETURN_IF_ERROR(ColumnParallelForward(tp_, rows_, ln_out, a.ln1.data<float>(), w(kQkvW),
-                                             w(kQkvB), a.qkv.data<float>(), c, 3 * cl_));
+  LOOM_RETURN_IF_ERROR(NormColumnForward(layer, kLn1W, x, a.ln1, a.ln1_mean, a.ln1_rstd, kQkvW,
+                                         a.qkv.data<float>(), 3 * cl_));
   LOOM_RETURN_IF_ERROR(Attend(a));
-  LOOM_RETURN_IF_ERROR(RowParallelForward(tp_, rows_, a.att.data<float>(), w(kProjW),
-                                          rowpar_.data<float>(), a.res2.data<float>(), cl_, c));
+  LOOM_RETURN_IF_ERROR(RowForward(layer, kProjW, a.att, a.res2.data<float>(), cl_));
   AddBiasResidual(a.res2.data<float>(), w(kProjB), x, nl, c);
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))) + bias
-  ln_out = NormOut(a.ln2);
-  LayerNormForward(ln_out, a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), a.res2.data<float>(),
-                   w(kLn2W), w(kLn2B), nl, c);
-  LOOM_RETURN_IF_ERROR(ColumnParallelForward(tp_, rows_, ln_out, a.ln2.data<float>(), w(kFcW),
-                                             w(kFcB), a.fc.data<float>(), c, fl_));
-  GeluForward(a.gelu.data<float>(), a.fc.data<float>(), rows_.full * fl_);
-  LOOM_RETURN_IF_ERROR(RowParallelForward(tp_, rows_, a.gelu.data<float>(), w(kFcProjW),
-                                          rowpar_.data<float>(), out, fl_, c));
+  LOOM_RETURN_IF_ERROR(NormColumnForward(layer, kLn2W, a.res2.data<float>(), a.ln2, a.ln2_mean,
+                                         a.ln2_rstd, kFcW, a.fc.data<float>(), fl_));
+  if (bf16()) {
+    GeluForward(a.gelu.data<Bf16>(), a.fc.data<float>(), rows_.full * fl_);
+  } else {
+    GeluForward(a.gelu.data<float>(), a.fc.data<float>(), rows_.full * fl_);
+  }
+  LOOM_RETURN_IF_ERROR(RowForward(layer, kFcProjW, a.gelu, out, fl_));
   AddBiasResidual(out, w(kFcProjB), a.res2.data<float>(), nl, c);
   return Status::Ok();
 }
@@ -163,29 +164,113 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   const int64_t c = config_.hidden, nl = rows_.local;
   auto w = [&](int k) { return P(LayerParam(layer, k)); };
   auto g = [&](int k) { return G(LayerParam(layer, k)); };
-  float* dfull = dfull_.data<float>();  // the gathered dresid (SP only)
   float* dfc = dfc_.data<float>();
-  float* dln = dln_.data<float>();
-  float* dln_local = tp_.size() > 1 ? dln_local_.data<float>() : dln;
+  float* dln_local = tp_.size() > 1 ? dln_local_.data<float>() : dln_.data<float>();
   // MLP: out = res2 + c_proj(gelu(c_fc(ln_2(res2)))) + bias
-  LOOM_RETURN_IF_ERROR(RowParallelBackward(tp_, rows_, dresid, dfull, a.gelu.data<float>(),
-                                           w(kFcProjW), dfc, g(kFcProjW), g(kFcProjB), fl_, c));
+  LOOM_RETURN_IF_ERROR(RowBackward(layer, kFcProjW, dresid, a.gelu, dfc, fl_));
   GeluBackward(dfc, a.fc.data<float>(), dfc, rows_.full * fl_);
-  LOOM_RETURN_IF_ERROR(ColumnParallelBackward(tp_, rows_, dfc, a.ln2.data<float>(), w(kFcW), dln,
-                                              dln_local, g(kFcW), g(kFcB), c, fl_));
+  LOOM_RETURN_IF_ERROR(ColumnBackward(layer, kFcW, dfc, a.ln2, fl_, dln_local));
   LayerNormBackward(dresid, g(kLn2W), g(kLn2B), dln_local, a.res2.data<float>(), w(kLn2W),
                     a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), nl, c);
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))) + bias
   float* datt = datt_.data<float>();
-  LOOM_RETURN_IF_ERROR(RowParallelBackward(tp_, rows_, dresid, dfull, a.att.data<float>(),
-                                           w(kProjW), datt, g(kProjW), g(kProjB), cl_, c));
+  LOOM_RETURN_IF_ERROR(RowBackward(layer, kProjW, dresid, a.att, datt, cl_));
   LOOM_RETURN_IF_ERROR(AttendBackward(a, datt));
-  LOOM_RETURN_IF_ERROR(ColumnParallelBackward(tp_, rows_, dqkv_.data<float>(), a.ln1.data<float>(),
-                                              w(kQkvW), dln, dln_local, g(kQkvW), g(kQkvB), c,
-                                              3 * cl_));
+  LOOM_RETURN_IF_ERROR(ColumnBackward(layer, kQkvW, dqkv_.data<float>(), a.ln1, 3 * cl_, dln_local));
   LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
                     a.ln1_rstd.data<float>(), nl, c);
   return Status::Ok();
+}
+
+Status Gpt::NormColumnForward(int layer, int norm, const float* x, Tensor& ln, Tensor& mean,
+                              Tensor& rstd, int wk, float* y, int64_t out_local) {
+  const int64_t c = config_.hidden, nl = rows_.local;
+  auto w = [&](int k) { return P(LayerParam(layer, k)); };
+  if (!bf16()) {
+    float* ln_out = NormOut(ln);
+    LayerNormForward(ln_out, mean.data<float>(), rstd.data<float>(), x, w(norm), w(norm + 1), nl,
+                     c);
+    return ColumnParallelForward(tp_, rows_, ln_out, ln.data<float>(), w(wk), w(wk + 1), y, c,
+                                 out_local);
+  }
+  LayerNormForward(ln32_.data<float>(), mean.data<float>(), rstd.data<float>(), x, w(norm),
+                   w(norm + 1), nl, c);
+  Bf16* local16 = tp_.sequence_parallel() ? ln16_local_.data<Bf16>() : ln.data<Bf16>();
+  CastToBf16(ln32_.data<float>(), local16, nl * c);
+  LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
+  return ColumnParallelForward(tp_, rows_, local16, ln.data<Bf16>(), w16, w(wk + 1), y, c,
+                               out_local);
+}
+
+Status Gpt::RowForward(int layer, int wk, const Tensor& x, float* y_local, int64_t in_local) {
+  const int64_t c = config_.hidden;
+  if (!bf16()) {
+    return RowParallelForward(tp_, rows_, x.data<float>(), P(LayerParam(layer, wk)),
+                              rowpar_.data<float>(), y_local, in_local, c);
+  }
+  const Bf16* x16 = x.data<Bf16>();
+  if (x.dtype() == DType::kF32) {  // the attention output: cast for the GEMM
+    CastToBf16(x.data<float>(), att16_.data<Bf16>(), rows_.full * in_local);
+    x16 = att16_.data<Bf16>();
+  }
+  LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
+  return RowParallelForward(tp_, rows_, x16, w16, rowpar_.data<float>(), y_local, in_local, c);
+}
+
+Status Gpt::ColumnBackward(int layer, int wk, const float* dy, const Tensor& ln, int64_t out_local,
+                           float* dln_local) {
+  const int64_t c = config_.hidden;
+  auto g = [&](int k) { return G(LayerParam(layer, k)); };
+  float* dln = dln_.data<float>();
+  if (!bf16()) {
+    return ColumnParallelBackward(tp_, rows_, dy, ln.data<float>(), P(LayerParam(layer, wk)), dln,
+                                  dln_local, g(wk), g(wk + 1), c, out_local);
+  }
+  LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
+  return ColumnParallelBackward(tp_, rows_, dy, dy16_.data<Bf16>(), ln.data<Bf16>(), w16, dln,
+                                dln_local, g(wk), g(wk + 1), c, out_local);
+}
+
+Status Gpt::RowBackward(int layer, int wk, const float* dy_local, const Tensor& x, float* dx,
+                        int64_t in_local) {
+  const int64_t c = config_.hidden;
+  auto g = [&](int k) { return G(LayerParam(layer, k)); };
+  if (!bf16()) {
+    return RowParallelBackward(tp_, rows_, dy_local, dfull_.data<float>(), x.data<float>(),
+                               P(LayerParam(layer, wk)), dx, g(wk), g(wk + 1), in_local, c);
+  }
+  const Bf16* x16 = x.data<Bf16>();
+  if (x.dtype() == DType::kF32) {
+    CastToBf16(x.data<float>(), att16_.data<Bf16>(), rows_.full * in_local);
+    x16 = att16_.data<Bf16>();
+  }
+  LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
+  return RowParallelBackward(tp_, rows_, dy_local, dy16_.data<Bf16>(), x16, w16, dx, g(wk),
+                             g(wk + 1), in_local, c);
+}
+
+Result<const Bf16*> Gpt::W16(int index) {
+  if (w16_.empty()) {
+    w16_.resize(layout_.params.size());
+    w16_version_.assign(layout_.params.size(), -1);
+  }
+  Tensor& t = w16_[static_cast<size_t>(index)];
+  const int64_t version = store_->params_version();
+  const int64_t numel = layout_.params[static_cast<size_t>(index)].numel();
+  if (!t.defined()) {
+    LOOM_ASSIGN_OR_RETURN(t, Tensor::Zeros({numel}, DType::kBF16, MemTag::kParams));
+    w16_version_[static_cast<size_t>(index)] = -1;
+  }
+  if (w16_version_[static_cast<size_t>(index)] != version) {
+    CastToBf16(P(index), t.data<Bf16>(), numel);
+    w16_version_[static_cast<size_t>(index)] = version;
+  }
+  return t.data<Bf16>();
+}
+
+void Gpt::DropLayerW16(int layer) {
+  if (!bf16() || rt_.keep_bf16_weights || w16_.empty()) return;
+  for (int k : {kQkvW, kProjW, kFcW, kFcProjW}) w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
 }
 
 Status Gpt::Attend(LayerActs& a) {
@@ -255,6 +340,7 @@ Result<double> Gpt::ForwardChunk(int slot_id, const int32_t* tokens, const int32
     LOOM_RETURN_IF_ERROR(
         LayerForward(l, slot->resid[k].data<float>(), slot->resid[k + 1].data<float>(), a));
     LOOM_RETURN_IF_ERROR(store_->ReleaseParams(Bucket(LayerParam(l, 0))));
+    DropLayerW16(l);
   }
   if (!chunk_.head) return 0.0;
   return HeadForward(*slot, targets);
@@ -361,6 +447,7 @@ Status Gpt::LayersBackward(Slot& slot, float* dresid, bool last_micro_batch) {
     LOOM_RETURN_IF_ERROR(LayerBackward(l, slot.resid[k].data<float>(), *a, dresid));
     LOOM_RETURN_IF_ERROR(store_->GradsReady(bucket, last_micro_batch));
     LOOM_RETURN_IF_ERROR(store_->ReleaseParams(bucket));
+    DropLayerW16(l);
   }
   return Status::Ok();
 }

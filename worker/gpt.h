@@ -7,7 +7,8 @@
 // and gradients live in a ParamStore (parallel/zero/, ZeRO 0-3).
 //
 // Activation plan, per layer and micro-batch of N = B*T tokens, Nl = N/tp with SP else N,
-// C = hidden, Cl = C/tp, Fl = 4C/tp (floats):
+// C = hidden, Cl = C/tp, Fl = 4C/tp (floats; under bf16 the ln_1, ln_2 and gelu outputs are
+// bf16):
 //   kept (recompute = none): ln_1 out N*C, LN stats 2Nl (x2 norms), qkv 3N*Cl, attention out
 //     N*Cl, attention lse B*(H/tp)*T, residual after attention Nl*C, ln_2 out N*C, fc N*Fl,
 //     gelu N*Fl
@@ -24,7 +25,9 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/kernels/bf16.h"
 #include "core/kernels/cross_entropy.h"
+#include "core/precision.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/layout.h"
@@ -42,6 +45,16 @@ struct ModelRuntime {
   int64_t vocab_chunk = 4096;              // vocabulary rows per cross-entropy chunk
   int64_t attn_block_q = 64;               // query rows per attention block
   int64_t attn_block_k = 256;              // key/value rows per attention block
+  // fp32, or bf16 compute (DESIGN: fp32 master weights, optimizer state, gradients and
+  // reductions): the linear layers multiply bf16 inputs by bf16 copies of the weights with fp32
+  // accumulation, and the normed and GELU activations that feed them are kept in bf16. The
+  // residual stream, attention, the norms' statistics, the head and loss, and every gradient
+  // stay fp32.
+  Precision precision = Precision::kFp32;
+  // bf16: keep each weight's bf16 copy until the parameters change (false: cast on every
+  // AcquireParams and drop it on ReleaseParams, for a ZeRO-3 store that holds no layer's
+  // weights between uses).
+  bool keep_bf16_weights = true;
 };
 
 class Gpt {
@@ -122,6 +135,24 @@ class Gpt {
   Status LayersBackward(Slot& slot, float* dresid, bool last_micro_batch);
   Status LayerForward(int layer, const float* x, float* out, LayerActs& a);
   Status LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
+  bool bf16() const { return rt_.precision == Precision::kBf16; }
+  // The linear layers of LayerForward/LayerBackward in the run's precision. NormColumn: the
+  // local rows of x normed (norm parameters at slot `norm`) into the kept `ln` (gathered over SP),
+  // then the column-parallel linear (weight slot `wk`, bias wk + 1) into y [full, out_local].
+  Status NormColumnForward(int layer, int norm, const float* x, Tensor& ln, Tensor& mean,
+                           Tensor& rstd, int wk, float* y, int64_t out_local);
+  // Row-parallel linear (weight slot `wk`, no bias) of the kept x [full, in_local] into y_local.
+  Status RowForward(int layer, int wk, const Tensor& x, float* y_local, int64_t in_local);
+  // Their backwards: dy holds d(output); the column backward leaves d(ln) in dln_local (local
+  // rows), the row backward d(x) in dx [full, in_local].
+  Status ColumnBackward(int layer, int wk, const float* dy, const Tensor& ln, int64_t out_local,
+                        float* dln_local);
+  Status RowBackward(int layer, int wk, const float* dy_local, const Tensor& x, float* dx,
+                     int64_t in_local);
+  // bf16 copy of parameter `index`, cast from the store's fp32 values when they changed.
+  Result<const Bf16*> W16(int index);
+  // Under keep_bf16_weights = false: drops the layer's bf16 copies (its bucket was released).
+  void DropLayerW16(int layer);
   // Attention of the current micro-batch: local, or ring attention across cp.
   Status Attend(LayerActs& a);
   Status AttendBackward(LayerActs& a, const float* datt);
@@ -155,6 +186,11 @@ class Gpt {
   int64_t cur_b_ = 0, cur_t_ = 0;
   TokenRows rows_;  // of the current micro-batch
   int64_t slot_bytes_ = 0, scratch_bytes_ = 0;
+  // bf16 only: the norm output before rounding [Nl, C] fp32, its bf16 local rows under SP, the
+  // attention output in bf16 [N, Cl], and the output gradients cast for the GEMMs.
+  Tensor ln32_, ln16_local_, att16_, dy16_;
+  std::vector<Tensor> w16_;             // per parameter index (weights only)
+  std::vector<int64_t> w16_version_;    // the store's params_version() they were cast at
 };
 
 }  // namespace loom

@@ -39,6 +39,18 @@ Status Gpt::AllocateScratch() {
     LOOM_ASSIGN_OR_RETURN(ln_local_, act({nl, c}));
     LOOM_ASSIGN_OR_RETURN(dfull_, act({n, c}));
   }
+  if (bf16()) {
+    auto act16 = [](Shape s) {
+      return Tensor::Zeros(std::move(s), DType::kBF16, MemTag::kActivations);
+    };
+    LOOM_ASSIGN_OR_RETURN(ln32_, act({nl, c}));
+    if (tp_.sp && t > 1) {
+      LOOM_ASSIGN_OR_RETURN(ln16_local_, act16({nl, c}));
+    }
+    LOOM_ASSIGN_OR_RETURN(att16_, act16({n, cl_}));
+    // Row-parallel backward: [full + local, C] (core/../linear.h); column: [full, 3Cl or Fl].
+    LOOM_ASSIGN_OR_RETURN(dy16_, act16({std::max({(n + nl) * c, n * 3 * cl_, n * fl_})}));
+  }
   return Status::Ok();
 }
 
@@ -49,6 +61,11 @@ Result<Gpt::Slot*> Gpt::GetSlot(int id) {
   const int64_t nl = tp_.sp ? n / t : n;
   const int64_t lse_n = rt_.micro_batch * hl_ * rt_.seq;
   auto act = [](Shape s) { return Tensor::Zeros(std::move(s), DType::kF32, MemTag::kActivations); };
+  // GEMM inputs kept in the compute precision.
+  const DType gemm_in = bf16() ? DType::kBF16 : DType::kF32;
+  auto in = [gemm_in](Shape s) {
+    return Tensor::Zeros(std::move(s), gemm_in, MemTag::kActivations);
+  };
   const int64_t before = GetMemUsage(MemTag::kActivations).current;
   auto slot = std::make_unique<Slot>();
   for (int l = 0; l <= chunk_.num_layers; ++l) {
@@ -58,18 +75,18 @@ Result<Gpt::Slot*> Gpt::GetSlot(int id) {
   const int sets = rt_.recompute == Recompute::kFull ? 1 : chunk_.num_layers;
   for (int i = 0; i < sets; ++i) {
     auto a = std::make_unique<LayerActs>();
-    LOOM_ASSIGN_OR_RETURN(a->ln1, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln1, in({n, c}));
     LOOM_ASSIGN_OR_RETURN(a->ln1_mean, act({nl}));
     LOOM_ASSIGN_OR_RETURN(a->ln1_rstd, act({nl}));
     LOOM_ASSIGN_OR_RETURN(a->qkv, act({n, 3 * cl_}));
     LOOM_ASSIGN_OR_RETURN(a->att, act({n, cl_}));
     LOOM_ASSIGN_OR_RETURN(a->lse, act({lse_n}));
     LOOM_ASSIGN_OR_RETURN(a->res2, act({nl, c}));
-    LOOM_ASSIGN_OR_RETURN(a->ln2, act({n, c}));
+    LOOM_ASSIGN_OR_RETURN(a->ln2, in({n, c}));
     LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({nl}));
     LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({nl}));
     LOOM_ASSIGN_OR_RETURN(a->fc, act({n, fl_}));
-    LOOM_ASSIGN_OR_RETURN(a->gelu, act({n, fl_}));
+    LOOM_ASSIGN_OR_RETURN(a->gelu, in({n, fl_}));
     slot->acts.push_back(std::move(a));
   }
   if (chunk_.head) {
@@ -101,7 +118,8 @@ int64_t Gpt::ActivationBytesPerLayer() const {
   const int64_t floats = n * c * 2 + 4 * nl + 3 * n * cl_ + n * cl_ +
                          rt_.micro_batch * hl_ * rt_.seq + nl * c + 2 * n * fl_ +
                          nl * c;  // + the layer input
-  return floats * 4;
+  // bf16 keeps ln_1, ln_2 and gelu (2NC + N*Fl) in half the bytes.
+  return floats * 4 - (bf16() ? (2 * n * c + n * fl_) * 2 : 0);
 }
 
 const float* Gpt::OutputActivation(int slot) const {

@@ -181,7 +181,10 @@ Status Trainer::InitModel() {
                   job_.runtime.recompute.value_or(Recompute::kNone),
                   job_.runtime.vocab_chunk,
                   job_.runtime.attn_block_q,
-                  job_.runtime.attn_block_k};
+                  job_.runtime.attn_block_k,
+                  job_.precision,
+                  // ZeRO-3 holds a layer's weights only while it runs: so do their bf16 copies.
+                  lay.zero < 3};
   TensorParallel tp{place_.tp, lay.sp};
   for (const ChunkSpec& chunk : chunks) {
     LOOM_ASSIGN_OR_RETURN(
@@ -353,7 +356,8 @@ Result<std::string> Trainer::Sample(const std::string& prompt, int64_t tokens, d
                         Recompute::kNone,
                         job_.runtime.vocab_chunk,
                         job_.runtime.attn_block_q,
-                        job_.runtime.attn_block_k};
+                        job_.runtime.attn_block_k,
+                        job_.precision};
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> gpt, Gpt::Create(job_.model, rt, layout, store.get()));
   return SampleWith(*gpt, prompt, tokens, temperature, top_k, seed);
 }

@@ -12,12 +12,12 @@
 namespace loom {
 
 void CastToBf16(const float* in, Bf16* out, int64_t n) {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n > (int64_t{1} << 15))
   for (int64_t i = 0; i < n; ++i) out[i] = FloatToBf16(in[i]);
 }
 
 void CastFromBf16(const Bf16* in, float* out, int64_t n) {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n > (int64_t{1} << 15))
   for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
 

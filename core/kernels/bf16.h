@@ -18,7 +18,8 @@ namespace loom {
 // The bits of a bfloat16: the upper half of an IEEE fp32 (core/half.h converts one element).
 using Bf16 = uint16_t;
 
-// Arrays, element by element as FloatToBf16 (round to nearest even) and Bf16ToFloat (exact).
+// Arrays, element by element as FloatToBf16 (round to nearest even) and Bf16ToFloat (exact); long
+// arrays on the OpenMP pool (called from inside a parallel region, on the calling thread).
 void CastToBf16(const float* in, Bf16* out, int64_t n);
 void CastFromBf16(const Bf16* in, float* out, int64_t n);
 

@@ -1,6 +1,7 @@
 // GELU and residual kernels; simple loops the compiler vectorises (FastExp keeps tanh vectorised).
 #include "core/kernels/elementwise.h"
 
+#include "core/half.h"
 #include "core/kernels/fast_math.h"
 
 namespace loom {
@@ -18,6 +19,15 @@ void GeluForward(T* out, const T* inp, int64_t n) {
     T x = inp[i];
     T u = kGeluScale<T> * (x + kGeluCube<T> * x * x * x);
     out[i] = T(0.5) * x * (T(1) + FastTanh(u));
+  }
+}
+
+void GeluForward(uint16_t* out, const float* inp, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float x = inp[i];
+    float u = kGeluScale<float> * (x + kGeluCube<float> * x * x * x);
+    out[i] = FloatToBf16(0.5f * x * (1.0f + FastTanh(u)));
   }
 }
 

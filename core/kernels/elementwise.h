@@ -8,6 +8,9 @@ namespace loom {
 
 template <typename T>
 void GeluForward(T* out, const T* inp, int64_t n);
+// The same, rounding the output to bf16 (core/half.h FloatToBf16): the GEMM input that
+// `precision: bf16` keeps instead of the fp32 activation.
+void GeluForward(uint16_t* out, const float* inp, int64_t n);
 // dinp = dout * gelu'(inp) (overwrites; dinp may alias dout)
 template <typename T>
 void GeluBackward(T* dinp, const T* inp, const T* dout, int64_t n);

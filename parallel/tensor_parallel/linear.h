@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "core/kernels/bf16.h"
 #include "core/status.h"
 #include "parallel/tensor_parallel/context.h"
 
@@ -41,6 +42,24 @@ Status RowParallelForward(const TensorParallel& tp, const TokenRows& rows, const
 // dw += dy_full^T x, db += rows of dy_local (the bias the caller added after the reduction).
 Status RowParallelBackward(const TensorParallel& tp, const TokenRows& rows, const float* dy_local,
                            float* dy_full, const float* x, const float* w, float* dx, float* dw,
+                           float* db, int64_t in_local, int64_t out);
+
+// bf16 compute (`precision: bf16`, core/kernels/linear.h): the same four calls with the GEMM
+// inputs and weights in bf16 and everything else in fp32 (outputs, gradients, and the reductions
+// of partial sums across tp). Column-parallel inputs are gathered in bf16; the row-parallel
+// backward gathers dy in bf16 too (its fp32 local rows still give db). `dy16` is scratch for
+// [full, out_local] (column) or [full + local, out] (row) bf16 elements.
+Status ColumnParallelForward(const TensorParallel& tp, const TokenRows& rows, const Bf16* x_local,
+                             Bf16* x_full, const Bf16* w, const float* b, float* y, int64_t in,
+                             int64_t out_local);
+Status ColumnParallelBackward(const TensorParallel& tp, const TokenRows& rows, const float* dy,
+                              Bf16* dy16, const Bf16* x_full, const Bf16* w, float* dx_full,
+                              float* dx_local, float* dw, float* db, int64_t in, int64_t out_local);
+Status RowParallelForward(const TensorParallel& tp, const TokenRows& rows, const Bf16* x,
+                          const Bf16* w, float* partial, float* y_local, int64_t in_local,
+                          int64_t out);
+Status RowParallelBackward(const TensorParallel& tp, const TokenRows& rows, const float* dy_local,
+                           Bf16* dy16, const Bf16* x, const Bf16* w, float* dx, float* dw,
                            float* db, int64_t in_local, int64_t out);
 
 }  // namespace loom

@@ -16,6 +16,16 @@ Status GatherTokens(const TensorParallel& tp, const TokenRows& rows, const float
   return tp.comm->AllGather(local, full, rows.local * width);
 }
 
+Status GatherTokens(const TensorParallel& tp, const TokenRows& rows, const Bf16* local, Bf16* full,
+                    int64_t width) {
+  if (tp.size() == 1 || !tp.sp) {
+    if (local != full) std::memcpy(full, local, static_cast<size_t>(rows.full * width) * 2);
+    return Status::Ok();
+  }
+  return tp.comm->AllGather(ConstCommBuffer(local, rows.local * width, DType::kBF16),
+                            CommBuffer{full, rows.full * width, DType::kBF16});
+}
+
 Status ReduceTokens(const TensorParallel& tp, const TokenRows& rows, float* partial_full,
                     float* local, int64_t width) {
   if (tp.size() > 1) {

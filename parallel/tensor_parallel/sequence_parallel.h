@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "core/kernels/bf16.h"
 #include "core/status.h"
 #include "parallel/param_layout.h"
 #include "parallel/tensor_parallel/context.h"
@@ -20,6 +21,9 @@ namespace loom {
 
 Status GatherTokens(const TensorParallel& tp, const TokenRows& rows, const float* local,
                     float* full, int64_t width);
+// The same for bf16 rows (`precision: bf16` gathers the GEMM inputs in bf16: half the bytes).
+Status GatherTokens(const TensorParallel& tp, const TokenRows& rows, const Bf16* local, Bf16* full,
+                    int64_t width);
 Status ReduceTokens(const TensorParallel& tp, const TokenRows& rows, float* partial_full,
                     float* local, int64_t width);
 

@@ -83,6 +83,9 @@ class ParamStore {
   virtual Status Settled(StateKind /*state*/, int /*bucket*/) { return Status::Ok(); }
   // After states were written through StateData: drops gathered copies built from old values.
   virtual void StateLoaded() = 0;
+  // A number that changes whenever the parameters may have (Step, LoadParams, StateLoaded): a
+  // model keeping derived copies of them (bf16 weights) rebuilds those when it differs.
+  virtual int64_t params_version() const = 0;
   // AdamW updates applied so far (bias correction); restored with the moments.
   virtual int64_t optimizer_steps() const = 0;
   virtual void set_optimizer_steps(int64_t steps) = 0;

@@ -44,14 +44,21 @@ class ZeroStore final : public ParamStore {
   Status GradsReady(int b, bool last) override;
   Result<double> Step(double lr) override;
   Status CopyParams(float* out) override { return params_->CopyParams(out); }
-  Status LoadParams(const float* in) override { return params_->LoadParams(in); }
+  Status LoadParams(const float* in) override {
+    ++params_version_;
+    return params_->LoadParams(in);
+  }
   Status CopyGrads(float* out) override { return grads_->CopyGrads(out); }
   float* StateData(StateKind state, int b, int64_t* lo, int64_t* hi) override;
   Status Quiesce() override { return params_->Quiesce(); }
   Status Settled(StateKind state, int b) override {
     return state == StateKind::kParam ? params_->Settled(b) : Status::Ok();
   }
-  void StateLoaded() override { params_->StateLoaded(); }
+  void StateLoaded() override {
+    ++params_version_;
+    params_->StateLoaded();
+  }
+  int64_t params_version() const override { return params_version_; }
   int64_t optimizer_steps() const override { return optimizer_->steps(); }
   void set_optimizer_steps(int64_t steps) override { optimizer_->set_steps(steps); }
 
@@ -62,6 +69,7 @@ class ZeroStore final : public ParamStore {
   std::unique_ptr<ParamBuffers> params_;
   std::unique_ptr<GradBuckets> grads_;
   std::unique_ptr<ShardedOptimizer> optimizer_;
+  int64_t params_version_ = 0;
 };
 
 Status ZeroStore::Init(int stage, const AdamWConfig& cfg) {
@@ -107,6 +115,7 @@ Status ZeroStore::GradsReady(int b, bool last) {
 }
 
 Result<double> ZeroStore::Step(double lr) {
+  ++params_version_;
   LOOM_RETURN_IF_ERROR(grads_->deferred());
   LOOM_RETURN_IF_ERROR(params_->BeforeUpdate());
   for (int b = 0; b < geo_.num_buckets(); ++b) LOOM_RETURN_IF_ERROR(grads_->FinishGradSync(b));

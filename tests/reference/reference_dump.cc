@@ -76,7 +76,8 @@ Status Dump(JobConfig job, const std::string& dir) {
                         {"beta2", job.optim.beta2},
                         {"eps", job.optim.eps},
                         {"weight_decay", job.optim.weight_decay},
-                        {"grad_clip", job.optim.grad_clip}};
+                        {"grad_clip", job.optim.grad_clip},
+                        {"precision", PrecisionName(job.precision)}};
   return WriteFileAtomic(dir + "/config.json", cfg.dump(2));
 }
 
@@ -107,8 +108,11 @@ int main(int argc, char** argv) {
   app.add_option("--attn-block-k", job.runtime.attn_block_k);
   app.add_option("--vocab-chunk", job.runtime.vocab_chunk);
   app.add_option("--seed", job.seed);
+  std::string precision = "fp32";
+  app.add_option("--precision", precision, "fp32 | bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   if (job.data.micro_batch == 0) job.data.micro_batch = job.data.global_batch;
+  job.precision = *loom::ParsePrecision(precision);  // checked above
   loom::ConfigureThreads(2);
   loom::Status st = loom::Dump(job, out);
   if (!st.ok()) {

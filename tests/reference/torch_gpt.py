@@ -376,12 +376,16 @@ def make_optimizer(model, lr, betas, eps, weight_decay):
 
 
 def train_steps(model, inputs, targets, steps, lr, betas, eps, weight_decay,
-                grad_clip):
+                grad_clip, autocast_bf16=False):
     """Run `steps` full training steps on one fixed batch.
 
     Each step: zero grads, forward, loss, backward, (after step 1: snapshot
     the gradients, before clipping), clip_grad_norm_ to grad_clip if
     grad_clip > 0, AdamW step with constant hyper-parameters.
+
+    autocast_bf16: run the forward under torch.autocast("cpu", bfloat16)
+    (the model must be float32): PyTorch's CPU mixed precision, the
+    counterpart of Loom's `precision: bf16`.
 
     Returns (losses, grads, final):
       losses: list of python floats, the loss of each step before its update;
@@ -396,7 +400,9 @@ def train_steps(model, inputs, targets, steps, lr, betas, eps, weight_decay,
     model.train()
     for step in range(1, steps + 1):
         optimizer.zero_grad(set_to_none=True)
-        _, loss = model(inputs, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=autocast_bf16):
+            _, loss = model(inputs, targets)
         loss.backward()
         losses.append(loss.item())
         if step == 1:
