@@ -35,6 +35,7 @@ void RecordOverrides(const JobOverrides& o, JobConfig* job) {
     const std::filesystem::path abs = std::filesystem::absolute(*value, ec);
     job->overrides.push_back(std::string(flag) + " " + (ec ? *value : abs.string()));
   }
+  if (!o.precision.empty()) job->overrides.push_back("--precision " + o.precision);
   if (o.no_resume) job->overrides.push_back("--no-resume");
   if (o.no_load_optimizer) job->overrides.push_back("--no-load-optimizer");
   if (o.exit_after_minutes > 0) {
@@ -49,6 +50,11 @@ void RecordOverrides(const JobOverrides& o, JobConfig* job) {
 Status ApplyOverrides(const JobOverrides& o, JobConfig* job) {
   RecordOverrides(o, job);
   if (o.steps > 0) job->steps = o.steps, job->steps_from_flag = true;
+  if (!o.precision.empty()) {
+    Result<Precision> p = ParsePrecision(o.precision);
+    if (!p.ok()) return InvalidArgument("--precision: " + p.status().message());
+    job->precision = job->plan.precision = *p;
+  }
   CheckpointConfig& c = job->checkpoint;
   if (!o.checkpoint_dir.empty()) c.dir = o.checkpoint_dir, c.dir_from_flag = true;
   if (!o.load.empty()) c.load = o.load, c.load_from_flag = true;

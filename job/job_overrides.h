@@ -20,10 +20,11 @@ struct JobOverrides {
   bool no_resume = false;            // --no-resume
   double exit_after_minutes = 0;     // --exit-after-minutes (0: not given)
   bool no_load_optimizer = false;    // --no-load-optimizer
+  std::string precision;             // --precision fp32 | bf16 ("": not given)
 
   bool empty() const {
     return steps == 0 && checkpoint_dir.empty() && load.empty() && init_from.empty() &&
-           !no_resume && exit_after_minutes == 0 && !no_load_optimizer;
+           !no_resume && exit_after_minutes == 0 && !no_load_optimizer && precision.empty();
   }
 };
 

@@ -35,6 +35,7 @@ void WriteOverrides(const JobOverrides& o, const JobConfig& job, YAML::Node& roo
   if (!o.checkpoint_dir.empty()) root["checkpoint"]["dir"] = absolute(o.checkpoint_dir);
   if (!o.load.empty()) root["checkpoint"]["load"] = absolute(o.load);
   if (!o.init_from.empty()) root["checkpoint"]["init_from"] = absolute(o.init_from);
+  if (!o.precision.empty()) root["precision"] = o.precision;
   if (o.no_resume) root["checkpoint"]["resume"] = false;
   if (o.no_load_optimizer) root["checkpoint"]["load_optimizer"] = false;
   if (o.exit_after_minutes > 0) root["checkpoint"]["exit_after_minutes"] = o.exit_after_minutes;

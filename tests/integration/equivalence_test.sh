@@ -2,10 +2,13 @@
 # Equivalence with single-process training: the same job (seed, data, global batch) trained under
 # each layout given on the command line must follow the single-process run (compare_runs.py).
 # Usage: equivalence_test.sh LOOM WORK_DIR JOB "tp=2 sp=1" "dp=2 zero=3" ...
+# Environment: COMPARE_ARGS (extra compare_runs.py flags: its tolerances), VAL_TOL (the validation
+# loss's absolute bound, 2e-4 by default).
 set -uo pipefail
 loom=$1 dir=$2 job=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
+compare_args=${COMPARE_ARGS:-} val_tol=${VAL_TOL:-2e-4}
 rm -rf "$dir" && mkdir -p "$dir"
 . "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 # Generated job files live in $dir: make the corpus path absolute.
@@ -40,12 +43,12 @@ for spec in "$@"; do
     continue
   fi
   /usr/bin/python3 "$here/compare_runs.py" "$dir/single.txt" "$dir/single.st" "$dir/$name.txt" \
-    "$dir/$name.st" --label "$spec (np $np)" || fail=1
+    "$dir/$name.st" --label "$spec (np $np)" $compare_args || fail=1
   # Evaluation is defined by the job alone (eval.batches global batches, whatever the layout and
   # the micro-batch): the same validation loss as one process (printed with 4 decimals).
   a=$(sed -n 's/^done .*| val loss \([0-9.]*\).*/\1/p' "$dir/single.log")
   b=$(sed -n 's/.*done .*| val loss \([0-9.]*\).*/\1/p' "$dir/$name.log" | tail -1)
-  if ! [[ -n $a && -n $b ]] || ! awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 2e-4 && d > -2e-4) }'; then
+  if ! [[ -n $a && -n $b ]] || ! awk -v a="$a" -v b="$b" -v t="$val_tol" 'BEGIN { d = a - b; exit !(d < t && d > -t) }'; then
     echo "FAIL $spec: validation loss '$b', one process's '$a'"; fail=1
   fi
   if [[ $micro == none ]]; then

@@ -195,3 +195,26 @@ TEST(JobConfig, MetricsSection) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(JobConfig, Precision) {
+  auto fp32 = LoadJobConfig(WriteJob(kGood));
+  ASSERT_TRUE(fp32.ok()) << fp32.status().ToString();
+  EXPECT_EQ(fp32->precision, Precision::kFp32);
+  auto bf16 = LoadJobConfig(WriteJob(std::string(kGood) + "precision: bf16\n"));
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_EQ(bf16->precision, Precision::kBf16);
+  EXPECT_EQ(bf16->plan.precision, Precision::kBf16);  // the planner prices what trains
+  // plan.precision still names another for the planner alone.
+  auto what_if = LoadJobConfig(WriteJob(std::string(kGood) + "precision: bf16\nplan: {precision: fp32}\n"));
+  ASSERT_TRUE(what_if.ok()) << what_if.status().ToString();
+  EXPECT_EQ(what_if->precision, Precision::kBf16);
+  EXPECT_EQ(what_if->plan.precision, Precision::kFp32);
+  ExpectError(std::string(kGood) + "precision: fp16\n",
+              "field 'precision': expected fp32 or bf16, got 'fp16'");
+}
+
+}  // namespace
+}  // namespace loom
