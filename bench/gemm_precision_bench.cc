@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/blas_kernels.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -81,6 +83,7 @@ struct Matmul {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::UseBestBlasKernels(argv);  // OpenBLAS's SkylakeX kernels, as the loom binary picks them
   const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
   const int64_t tokens = 2048, c = 256, vocab = 256, layers = 4;
   struct Linear {

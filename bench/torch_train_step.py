@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch side of the Loom training-step benchmark.
 
-Times full float32 training steps (zero_grad, forward, loss, backward,
+Times full float32 (or, with --autocast-bf16, CPU mixed-precision) training
+steps (zero_grad, forward, loss, backward,
 AdamW step) of the reference GPT from tests/reference/torch_gpt.py and
 prints one machine-readable line:
 
@@ -43,6 +44,9 @@ def parse_args(argv):
                         help="torch.set_num_threads value (default: leave "
                              "torch's default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--autocast-bf16", action="store_true",
+                        help="run the forward under torch.autocast(cpu, "
+                             "bfloat16): PyTorch's CPU mixed precision")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
@@ -72,7 +76,9 @@ def main(argv=None):
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        _, loss = model(inputs, targets)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=args.autocast_bf16):
+            _, loss = model(inputs, targets)
         loss.backward()
         optimizer.step()
 

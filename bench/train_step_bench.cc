@@ -58,6 +58,7 @@ struct TorchResult {
 };
 
 bool RunTorch(const std::string& args, int threads, int blas, TorchResult* out) {
+  // OPENBLAS_CORETYPE as Loom picked it (core/blas_kernels.h) is inherited: same kernels.
   std::string cmd = "OPENBLAS_NUM_THREADS=" + std::to_string(blas) + " /usr/bin/python3 " +
                     LOOM_SOURCE_DIR "/bench/torch_train_step.py " + args + " --threads " +
                     std::to_string(threads) + " 2>&1";
@@ -103,44 +104,62 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads);
   app.add_option("--recompute", recompute)->check(CLI::IsMember({"none", "full"}));
   app.add_flag("--skip-torch", skip_torch);
+  bool bf16_mode = false;
+  app.add_flag("--bf16", bf16_mode,
+               "Loom bf16 vs Loom fp32 vs PyTorch autocast bf16 (last line bf16_ms=...)");
   app.add_option("--rounds", rounds, "Alternating Loom/PyTorch rounds")->check(CLI::Range(1, 20));
   CLI11_PARSE(app, argc, argv);
 
   loom::ConfigureThreads(threads);
   loom::ModelConfig mc{vocab, seq, layers, heads, hidden};
-  loom::ModelRuntime rt{batch, seq,
-                        recompute == "full" ? loom::Recompute::kFull : loom::Recompute::kNone};
   const loom::ParamLayout layout = loom::ModelLayout(mc, 1);
-  auto store = loom::MakeParamStore(layout, loom::AdamWConfig{}, loom::ParamStoreOptions{});
-  if (!store.ok()) return 1;
-  auto model = loom::Gpt::Create(mc, rt, layout, store->get());
-  if (!model.ok()) {
-    std::fprintf(stderr, "bench: %s\n", model.status().ToString().c_str());
-    return 1;
-  }
-  loom::Gpt& gpt = **model;
   std::vector<float> init(static_cast<size_t>(layout.total));
   loom::InitParams(layout, 1234, init.data());
-  if (!(*store)->LoadParams(init.data()).ok()) return 1;
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>(loom::Mix64(i) % vocab);
     targets[i] = static_cast<int32_t>(loom::Mix64(i + 7777777) % vocab);
   }
+  // One model per precision, each on its own store from the same initial weights.
+  struct Run {
+    std::unique_ptr<loom::ParamStore> store;
+    std::unique_ptr<loom::Gpt> gpt;
+  };
+  auto make_run = [&](loom::Precision precision) -> std::unique_ptr<Run> {
+    loom::ModelRuntime rt{batch, seq,
+                          recompute == "full" ? loom::Recompute::kFull : loom::Recompute::kNone};
+    rt.precision = precision;
+    auto run = std::make_unique<Run>();
+    auto store = loom::MakeParamStore(layout, loom::AdamWConfig{}, loom::ParamStoreOptions{});
+    if (!store.ok() || !(*store)->LoadParams(init.data()).ok()) return nullptr;
+    run->store = std::move(*store);
+    auto model = loom::Gpt::Create(mc, rt, layout, run->store.get());
+    if (!model.ok()) {
+      std::fprintf(stderr, "bench: %s\n", model.status().ToString().c_str());
+      return nullptr;
+    }
+    run->gpt = std::move(*model);
+    return run;
+  };
+  std::unique_ptr<Run> fp32 = make_run(loom::Precision::kFp32);
+  std::unique_ptr<Run> bf16 = bf16_mode ? make_run(loom::Precision::kBf16) : nullptr;
+  if (!fp32 || (bf16_mode && !bf16)) return 1;
   std::vector<double> times;
-  auto time_loom = [&]() -> bool {
+  auto time_run = [&](Run& r) -> bool {
+    times.clear();
     for (int s = 0; s < warmup + steps; ++s) {
       auto t0 = Clock::now();
-      bool ok = (*store)->BeginStep().ok() &&
-                gpt.ForwardLoss(tokens.data(), targets.data(), batch, seq).ok() &&
-                gpt.Backward(1.0f / static_cast<float>(batch * seq), true).ok() &&
-                (*store)->Step(3e-4).ok();
+      bool ok = r.store->BeginStep().ok() &&
+                r.gpt->ForwardLoss(tokens.data(), targets.data(), batch, seq).ok() &&
+                r.gpt->Backward(1.0f / static_cast<float>(batch * seq), true).ok() &&
+                r.store->Step(3e-4).ok();
       if (!ok) return false;
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (s >= warmup) times.push_back(ms);
     }
     return true;
   };
+  auto time_loom = [&]() { return time_run(*fp32); };
   if (!time_loom()) return 1;
   const double loom_ms = Median(times);
   const double loom_rss = PeakRssMb();
@@ -155,15 +174,49 @@ int main(int argc, char** argv) {
       (long long)seq, (long long)batch, (long long)vocab, recompute.c_str());
   std::printf("loom   threads=%d  median %.1f ms/step over %d steps (min %.1f)  peak RSS %.0f MB\n",
               threads, loom_ms, steps, *std::min_element(times.begin(), times.end()), loom_rss);
+  char args[256];
+  std::snprintf(args, sizeof(args),
+                "--layers %lld --hidden %lld --heads %lld --seq %lld --batch %lld --vocab %lld "
+                "--warmup %d --steps %d%s",
+                (long long)layers, (long long)hidden, (long long)heads, (long long)seq,
+                (long long)batch, (long long)vocab, warmup, steps,
+                bf16_mode ? " --autocast-bf16" : "");
+  if (bf16_mode) {
+    // PyTorch autocast's best of threads {1,2} x OPENBLAS_NUM_THREADS {1,2}, then rounds of
+    // Loom fp32, Loom bf16 and that PyTorch configuration (the VM's speed drifts over minutes).
+    TorchResult best;
+    for (int t : {1, 2}) {
+      for (int b : {1, 2}) {
+        TorchResult r;
+        if (!skip_torch && RunTorch(args, t, b, &r) && (best.ms == 0 || r.ms < best.ms)) best = r;
+      }
+    }
+    if (!skip_torch && best.ms == 0) {
+      std::fprintf(stderr, "bench: no PyTorch autocast run succeeded\n");
+      return 1;
+    }
+    std::vector<double> f_rounds, b_rounds, t_rounds, ratios;
+    for (int round = 0; round < rounds; ++round) {
+      if (!time_run(*fp32)) return 1;
+      f_rounds.push_back(Median(times));
+      if (!time_run(*bf16)) return 1;
+      b_rounds.push_back(Median(times));
+      TorchResult r;
+      if (!skip_torch && !RunTorch(args, best.threads, best.blas, &r)) return 1;
+      t_rounds.push_back(r.ms);
+      ratios.push_back(b_rounds.back() / f_rounds.back());
+      std::printf("round %d: loom fp32 %.1f ms, loom bf16 %.1f ms (ratio %.3f), torch autocast "
+                  "bf16 (threads=%d blas=%d) %.1f ms\n",
+                  round + 1, f_rounds.back(), b_rounds.back(), ratios.back(), best.threads,
+                  best.blas, r.ms);
+    }
+    std::printf("bf16_ms=%.1f fp32_ms=%.1f ratio=%.3f torch_bf16_ms=%.1f\n", Median(b_rounds),
+                Median(f_rounds), Median(ratios), Median(t_rounds));
+    return 0;
+  }
   TorchResult best;
   double loom_ms_final = loom_ms, ratio = 0;
   if (!skip_torch) {
-    char args[256];
-    std::snprintf(args, sizeof(args),
-                  "--layers %lld --hidden %lld --heads %lld --seq %lld --batch %lld --vocab %lld "
-                  "--warmup %d --steps %d",
-                  (long long)layers, (long long)hidden, (long long)heads, (long long)seq,
-                  (long long)batch, (long long)vocab, warmup, steps);
     for (int t : {1, 2}) {
       for (int b : {1, 2}) {
         TorchResult r;
