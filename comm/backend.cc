@@ -7,6 +7,9 @@
 #include "comm/call.h"
 #include "comm/local/local_backend.h"
 #include "comm/mpi/mpi_backend.h"
+#ifdef LOOM_HAVE_NCCL
+#include "comm/nccl/nccl_backend.h"
+#endif
 #include "core/tunables.h"
 
 namespace loom {
@@ -95,9 +98,13 @@ Result<std::shared_ptr<Backend>> CreateBackend(BackendKind kind, const BackendOp
       return world[0];
     }
     case BackendKind::kNccl:
+#ifdef LOOM_HAVE_NCCL
+      return CreateNcclBackend(options);
+#else
       return Unimplemented(
-          "communication backend 'nccl' is not built: it comes with the GPU backend "
-          "(comm/nccl/, issue 26)");
+          "communication backend 'nccl' is not built: it needs the CUDA toolkit and NCCL at "
+          "build time (cmake/LoomCuda.cmake)");
+#endif
   }
   return InvalidArgument("unknown communication backend kind");
 }

@@ -4,7 +4,7 @@
 //   kLocal  comm/local/  ranks as threads of one process over an in-memory transport with the
 //                        same semantics (issue order, deadlines, per-call trace), so that unit
 //                        tests of collectives run in plain gtest without mpirun;
-//   kNccl   comm/nccl/   GPU ranks: comes with the GPU backend (issue 26); not built yet.
+//   kNccl   comm/nccl/   GPU ranks, one per GPU, device buffers (built where CUDA and NCCL are).
 //
 // A backend is one rank's view of a world: its rank and size, the world as a communicator,
 // groups created from member lists, whether it can serve a device, the abandonment (a wait passed
@@ -105,7 +105,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
 
 // Creates this process's backend of `kind`. kMpi initialises MPI (once per process, before any
 // other MPI use). kLocal: a world of one rank (comm/local/local_backend.h makes larger ones).
-// kNccl: Unimplemented until the GPU backend is built.
+// kNccl: selects this rank's GPU and bootstraps over a new MPI backend (Unimplemented in a build
+// without NCCL).
 Result<std::shared_ptr<Backend>> CreateBackend(BackendKind kind,
                                                const BackendOptions& options = {});
 

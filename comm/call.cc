@@ -128,6 +128,14 @@ void CommCall::CompleteAt(Status st, int64_t end_ns) {
   cv_.notify_all();
 }
 
+void CommCall::CompleteTimed(Status st, int64_t start_ns, int64_t end_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) ctx_->trace().Started(trace_id_, start_ns);
+  }
+  CompleteAt(std::move(st), end_ns);
+}
+
 void CommCall::Reject(Status st) {
   const int64_t now = NowNs();
   {

@@ -111,6 +111,9 @@ class CommCall {
   void Leave();
   // The call finished (ok or not): records the end and wakes its waiters. Once only.
   void Complete(Status st);
+  // As Complete, with the call's start and end as the backend measured them (steady clock, NowNs)
+  // instead of when Enter and this were called: a device backend's event times.
+  void CompleteTimed(Status st, int64_t start_ns, int64_t end_ns);
   // Refused before starting (start = end): an argument the backend cannot take, a shutdown.
   void Reject(Status st);
 

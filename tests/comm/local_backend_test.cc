@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "comm/backend.h"
+#ifdef LOOM_HAVE_NCCL
+#include "comm/nccl/nccl_backend.h"
+#endif
 #include "comm/local/local_backend.h"
 #include "core/tunables.h"
 #include "core/half.h"
@@ -326,10 +329,21 @@ TEST(BackendFactory, KindsAndTheirWorlds) {
   EXPECT_EQ((*local)->kind(), BackendKind::kLocal);
   EXPECT_EQ((*local)->world_size(), 1);
   EXPECT_EQ((*local)->default_timeout(), milliseconds(TunableOr(kCommTimeoutTunable)));
+#ifdef LOOM_HAVE_NCCL
+  // Built with NCCL: without a GPU the factory says so (with one, tests/comm/nccl_backend_test
+  // runs the backend).
+  if (!NcclDeviceForThisRank().ok()) {
+    auto nccl = CreateBackend(BackendKind::kNccl);
+    ASSERT_FALSE(nccl.ok());
+    EXPECT_EQ(nccl.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(nccl.status().message().find("needs a GPU"), std::string::npos);
+  }
+#else
   auto nccl = CreateBackend(BackendKind::kNccl);
   ASSERT_FALSE(nccl.ok());
   EXPECT_EQ(nccl.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(nccl.status().message().find("'nccl' is not built"), std::string::npos);
+#endif
   auto two = CreateLocalWorld(2, {.timeout = milliseconds(1234)});
   ASSERT_TRUE(two.ok());
   EXPECT_EQ((*two)[1]->world_rank(), 1);
