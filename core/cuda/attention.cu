@@ -30,10 +30,10 @@ constexpr int kTile = 32;  // keys per tile: one per lane
 constexpr int kMaxDPerLane = static_cast<int>(kMaxAttentionHeadDim / 32);
 
 struct Dims {
-  int64_t t;   // sequence length
-  int64_t h;   // heads
-  int hd;      // head dimension
-  int64_t c;   // channels = h * hd
+  int64_t t;  // sequence length
+  int64_t h;  // heads
+  int hd;     // head dimension
+  int64_t c;  // channels = h * hd
 };
 
 // ---------------------------------------------------------------- kernels
@@ -214,9 +214,9 @@ __global__ void __launch_bounds__(kThreads)
 Status CheckShape(const AttentionShape& s, const char* what) {
   if (s.batch < 0 || s.seq < 0 || s.heads < 0 || s.head_dim <= 0 ||
       s.head_dim > kMaxAttentionHeadDim || s.batch > 65535 || s.heads > 65535) {
-    return InvalidArgument(std::string(what) + ": unsupported shape batch=" +
-                           std::to_string(s.batch) + " seq=" + std::to_string(s.seq) +
-                           " heads=" + std::to_string(s.heads) +
+    return InvalidArgument(std::string(what) +
+                           ": unsupported shape batch=" + std::to_string(s.batch) +
+                           " seq=" + std::to_string(s.seq) + " heads=" + std::to_string(s.heads) +
                            " head_dim=" + std::to_string(s.head_dim) + " (head_dim at most " +
                            std::to_string(kMaxAttentionHeadDim) + ")");
   }
@@ -226,10 +226,9 @@ Status CheckShape(const AttentionShape& s, const char* what) {
 // Opts the kernel in to more than the default 48 KiB of dynamic shared memory when needed.
 Status PrepareSharedMemory(const void* kernel, size_t bytes, const char* what) {
   if (bytes <= 48 * 1024) return Status::Ok();
-  return internal::Check(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(bytes)),
-      what);
+  return internal::Check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(bytes)),
+                         what);
 }
 
 Dims DimsOf(const AttentionShape& s) {
@@ -243,8 +242,8 @@ Status AttentionForward(float* out, float* lse, const float* qkv, const Attentio
   LOOM_RETURN_IF_ERROR(CheckShape(s, "AttentionForward"));
   if (s.batch == 0 || s.seq == 0 || s.heads == 0) return Status::Ok();
   const int64_t hd = s.head_dim;
-  const size_t smem = sizeof(float) * static_cast<size_t>(kTile * (hd + 1) + kTile * hd +
-                                                          kWarps * hd);
+  const size_t smem =
+      sizeof(float) * static_cast<size_t>(kTile * (hd + 1) + kTile * hd + kWarps * hd);
   LOOM_RETURN_IF_ERROR(PrepareSharedMemory(reinterpret_cast<const void*>(attention_forward_kernel),
                                            smem, "cudaFuncSetAttribute attention_forward_kernel"));
   const dim3 grid(static_cast<unsigned>((s.seq + kWarps - 1) / kWarps),
@@ -261,17 +260,17 @@ Status AttentionBackward(float* dqkv, const float* dout, const float* qkv, const
   const int64_t hd = s.head_dim;
   // dQ is summed with atomics; dK and dV are stored, but zeroing all of dqkv is simpler and cheap.
   const size_t dqkv_bytes = sizeof(float) * static_cast<size_t>(s.batch * s.seq * 3 * s.heads * hd);
-  LOOM_RETURN_IF_ERROR(internal::Check(cudaMemsetAsync(dqkv, 0, dqkv_bytes, stream),
-                                       "cudaMemsetAsync dqkv"));
-  const size_t smem = sizeof(float) * static_cast<size_t>(2 * kTile * (hd + 1) + 2 * kTile * hd +
-                                                          2 * kWarps * hd);
+  LOOM_RETURN_IF_ERROR(
+      internal::Check(cudaMemsetAsync(dqkv, 0, dqkv_bytes, stream), "cudaMemsetAsync dqkv"));
+  const size_t smem =
+      sizeof(float) * static_cast<size_t>(2 * kTile * (hd + 1) + 2 * kTile * hd + 2 * kWarps * hd);
   LOOM_RETURN_IF_ERROR(PrepareSharedMemory(reinterpret_cast<const void*>(attention_backward_kernel),
                                            smem, "cudaFuncSetAttribute attention_backward_kernel"));
   const dim3 grid(static_cast<unsigned>((s.seq + kTile - 1) / kTile),
                   static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  attention_backward_kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, out, lse,
-                                                              DimsOf(s), scale);
+  attention_backward_kernel<<<grid, kThreads, smem, stream>>>(dqkv, dout, qkv, out, lse, DimsOf(s),
+                                                              scale);
   return internal::CheckLaunch("attention_backward_kernel");
 }
 

@@ -35,8 +35,8 @@ Status CrossEntropyStats(GemmHandle& handle, float* max, float* sumexp, float* t
   const int64_t valid_rows = ValidRows(s), c = s.channels;
   for (int64_t v0 = 0; v0 < valid_rows; v0 += s.chunk) {
     const int64_t vc = std::min(s.chunk, valid_rows - v0);
-    LOOM_RETURN_IF_ERROR(GemmF32(handle, false, true, s.n, vc, c, 1.0f, x, c, wte + v0 * c, c,
-                                 0.0f, chunk_buf, vc, stream));
+    LOOM_RETURN_IF_ERROR(GemmF32(handle, false, true, s.n, vc, c, 1.0f, x, c, wte + v0 * c, c, 0.0f,
+                                 chunk_buf, vc, stream));
     LOOM_RETURN_IF_ERROR(CrossEntropyChunkStats(max, sumexp, target_logit, chunk_buf, vc, s.n, vc,
                                                 s.vocab_begin + v0, targets, stream));
   }
@@ -62,8 +62,8 @@ Status CrossEntropyBackward(GemmHandle& handle, float* dx, float* dwte, const fl
                                    1.0f, dx, c, stream));
     }
     if (dwte != nullptr) {
-      LOOM_RETURN_IF_ERROR(GemmF32(handle, true, false, vc, c, s.n, 1.0f, chunk_buf, vc, x, c,
-                                   1.0f, dwte + v0 * c, c, stream));
+      LOOM_RETURN_IF_ERROR(GemmF32(handle, true, false, vc, c, s.n, 1.0f, chunk_buf, vc, x, c, 1.0f,
+                                   dwte + v0 * c, c, stream));
     }
   }
   return Status::Ok();

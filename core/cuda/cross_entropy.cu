@@ -74,10 +74,9 @@ __global__ void ce_chunk_grad_kernel(float* logits, int64_t ld, int64_t n, int64
 Status CheckChunk(int64_t ld, int64_t n, int64_t cols, int64_t valid_cols, const char* what) {
   if (n < 0 || cols < 0 || valid_cols < 0 || valid_cols > cols || ld < cols ||
       n > int64_t{0x7fffffff}) {
-    return InvalidArgument(std::string(what) + ": bad chunk n=" + std::to_string(n) +
-                           " cols=" + std::to_string(cols) +
-                           " valid_cols=" + std::to_string(valid_cols) +
-                           " ld=" + std::to_string(ld));
+    return InvalidArgument(
+        std::string(what) + ": bad chunk n=" + std::to_string(n) + " cols=" + std::to_string(cols) +
+        " valid_cols=" + std::to_string(valid_cols) + " ld=" + std::to_string(ld));
   }
   return Status::Ok();
 }
@@ -88,8 +87,8 @@ Status CrossEntropyStatsInit(float* max, float* sumexp, float* target_logit, int
                              Stream stream) {
   LOOM_RETURN_IF_ERROR(internal::CheckElementCount(n, "CrossEntropyStatsInit"));
   if (n == 0) return Status::Ok();
-  ce_init_kernel<<<internal::GridFor(n), internal::kBlock, 0, stream>>>(max, sumexp,
-                                                                        target_logit, n);
+  ce_init_kernel<<<internal::GridFor(n), internal::kBlock, 0, stream>>>(max, sumexp, target_logit,
+                                                                        n);
   return internal::CheckLaunch("ce_init_kernel");
 }
 
@@ -112,9 +111,9 @@ Status CrossEntropyFinish(float* lse, float* loss, const float* max, const float
   return internal::CheckLaunch("ce_finish_kernel");
 }
 
-Status CrossEntropyChunkGrad(float* logits, int64_t ld, int64_t n, int64_t cols,
-                             int64_t valid_cols, int64_t col0, const int32_t* targets,
-                             const float* lse, const float* dloss, Stream stream) {
+Status CrossEntropyChunkGrad(float* logits, int64_t ld, int64_t n, int64_t cols, int64_t valid_cols,
+                             int64_t col0, const int32_t* targets, const float* lse,
+                             const float* dloss, Stream stream) {
   LOOM_RETURN_IF_ERROR(CheckChunk(ld, n, cols, valid_cols, "CrossEntropyChunkGrad"));
   LOOM_RETURN_IF_ERROR(internal::CheckElementCount(n * cols, "CrossEntropyChunkGrad"));
   if (n == 0 || cols == 0) return Status::Ok();

@@ -105,8 +105,8 @@ Status GeluForwardHost(float* out, const float* inp, int64_t n) {
   float* d = nullptr;
   const size_t bytes = static_cast<size_t>(n) * 2 * sizeof(float);
   LOOM_RETURN_IF_ERROR(internal::Check(cudaMalloc(&d, bytes), "cudaMalloc"));
-  Status st = internal::Check(cudaMemcpy(d, inp, bytes / 2, cudaMemcpyHostToDevice),
-                              "cudaMemcpy H2D");
+  Status st =
+      internal::Check(cudaMemcpy(d, inp, bytes / 2, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   if (st.ok()) st = GeluForward(d + n, d, n);
   if (st.ok()) {
     st = internal::Check(cudaMemcpy(out, d + n, bytes / 2, cudaMemcpyDeviceToHost),

@@ -51,9 +51,8 @@ __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const float*
 Status CheckShape(const EmbeddingShape& s, bool have_positions, const char* what) {
   if (s.n < 0 || s.channels <= 0 || s.vocab_rows < 0 || (!have_positions && s.seq <= 0)) {
     return InvalidArgument(std::string(what) + ": bad shape n=" + std::to_string(s.n) +
-                           " channels=" + std::to_string(s.channels) +
-                           " seq=" + std::to_string(s.seq) +
-                           " vocab_rows=" + std::to_string(s.vocab_rows));
+                           " channels=" + std::to_string(s.channels) + " seq=" +
+                           std::to_string(s.seq) + " vocab_rows=" + std::to_string(s.vocab_rows));
   }
   return internal::CheckElementCount(s.n * s.channels, what);
 }
@@ -73,8 +72,7 @@ Status EmbeddingForward(float* out, const int32_t* tokens, const int32_t* positi
 
 Status EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                          const int32_t* positions, const EmbeddingShape& s, Stream stream) {
-  LOOM_RETURN_IF_ERROR(
-      CheckShape(s, positions != nullptr || dwpe == nullptr, "EmbeddingBackward"));
+  LOOM_RETURN_IF_ERROR(CheckShape(s, positions != nullptr || dwpe == nullptr, "EmbeddingBackward"));
   if (s.n == 0 || (dwte == nullptr && dwpe == nullptr)) return Status::Ok();
   const int64_t total = s.n * s.channels;
   embedding_backward_kernel<<<internal::GridFor(total), internal::kBlock, 0, stream>>>(

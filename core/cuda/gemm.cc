@@ -74,10 +74,10 @@ Status EmptyProduct(float beta, float* c, int64_t m, int64_t n, int64_t ldc, Str
   if (beta != 0.0f) {
     return InvalidArgument(std::string(what) + ": k == 0 supports beta 0 or 1 only");
   }
-  return internal::Check(cudaMemset2DAsync(c, static_cast<size_t>(ldc) * sizeof(float), 0,
-                                           static_cast<size_t>(n) * sizeof(float),
-                                           static_cast<size_t>(m), stream),
-                         "cudaMemset2DAsync (GEMM with k == 0)");
+  return internal::Check(
+      cudaMemset2DAsync(c, static_cast<size_t>(ldc) * sizeof(float), 0,
+                        static_cast<size_t>(n) * sizeof(float), static_cast<size_t>(m), stream),
+      "cudaMemset2DAsync (GEMM with k == 0)");
 }
 
 // The row-major GEMM as a column-major cuBLASLt matmul; see the file comment for the mapping.
@@ -94,38 +94,41 @@ Status Matmul(GemmHandle& h, cublasComputeType_t compute, cudaDataType_t ab_type
   MatmulDesc desc;
   LOOM_RETURN_IF_ERROR(
       CheckLt(cublasLtMatmulDescCreate(&desc.desc, compute, CUDA_R_32F), "MatmulDescCreate"));
-  LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                              &op_a, sizeof(op_a)),
-                               "MatmulDescSetAttribute TRANSA"));
-  LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                              &op_b, sizeof(op_b)),
-                               "MatmulDescSetAttribute TRANSB"));
+  LOOM_RETURN_IF_ERROR(CheckLt(
+      cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+      "MatmulDescSetAttribute TRANSA"));
+  LOOM_RETURN_IF_ERROR(CheckLt(
+      cublasLtMatmulDescSetAttribute(desc.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+      "MatmulDescSetAttribute TRANSB"));
   // Layouts as stored, column-major: rows x cols with leading dimension.
   Layout la, lb, lc;
-  LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatrixLayoutCreate(&la.desc, ab_type, trans_b ? u64(k) : u64(n),
-                                                          trans_b ? u64(n) : u64(k), ldb),
-                               "MatrixLayoutCreate A'"));
-  LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatrixLayoutCreate(&lb.desc, ab_type, trans_a ? u64(m) : u64(k),
-                                                          trans_a ? u64(k) : u64(m), lda),
-                               "MatrixLayoutCreate B'"));
-  LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatrixLayoutCreate(&lc.desc, CUDA_R_32F, u64(n), u64(m), ldc),
-                               "MatrixLayoutCreate C"));
+  LOOM_RETURN_IF_ERROR(
+      CheckLt(cublasLtMatrixLayoutCreate(&la.desc, ab_type, trans_b ? u64(k) : u64(n),
+                                         trans_b ? u64(n) : u64(k), ldb),
+              "MatrixLayoutCreate A'"));
+  LOOM_RETURN_IF_ERROR(
+      CheckLt(cublasLtMatrixLayoutCreate(&lb.desc, ab_type, trans_a ? u64(m) : u64(k),
+                                         trans_a ? u64(k) : u64(m), lda),
+              "MatrixLayoutCreate B'"));
+  LOOM_RETURN_IF_ERROR(
+      CheckLt(cublasLtMatrixLayoutCreate(&lc.desc, CUDA_R_32F, u64(n), u64(m), ldc),
+              "MatrixLayoutCreate C"));
 
   Preference pref;
   LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatmulPreferenceCreate(&pref.desc), "PreferenceCreate"));
   const uint64_t ws = h.workspace_bytes();
-  LOOM_RETURN_IF_ERROR(CheckLt(
-      cublasLtMatmulPreferenceSetAttribute(pref.desc, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                           sizeof(ws)),
-      "PreferenceSetAttribute MAX_WORKSPACE_BYTES"));
+  LOOM_RETURN_IF_ERROR(
+      CheckLt(cublasLtMatmulPreferenceSetAttribute(
+                  pref.desc, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+              "PreferenceSetAttribute MAX_WORKSPACE_BYTES"));
   const uint32_t align[4] = {AlignmentOf(b), AlignmentOf(a), AlignmentOf(c), AlignmentOf(c)};
   const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; i < 4; ++i) {
-    LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatmulPreferenceSetAttribute(pref.desc, align_attr[i],
-                                                                      &align[i], sizeof(align[i])),
-                                 "PreferenceSetAttribute MIN_ALIGNMENT"));
+    LOOM_RETURN_IF_ERROR(CheckLt(
+        cublasLtMatmulPreferenceSetAttribute(pref.desc, align_attr[i], &align[i], sizeof(align[i])),
+        "PreferenceSetAttribute MIN_ALIGNMENT"));
   }
 
   cublasLtMatmulHeuristicResult_t result{};
@@ -200,8 +203,8 @@ Status GemmBf16(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64
   }
   if (m == 0 || n == 0) return Status::Ok();
   if (k == 0) return EmptyProduct(beta, c, m, n, ldc, stream, "GemmBf16");
-  return Matmul(handle, CUBLAS_COMPUTE_32F, CUDA_R_16BF, trans_a, trans_b, m, n, k, 1.0f, a, lda,
-                b, ldb, beta, c, ldc, stream, "GemmBf16");
+  return Matmul(handle, CUBLAS_COMPUTE_32F, CUDA_R_16BF, trans_a, trans_b, m, n, k, 1.0f, a, lda, b,
+                ldb, beta, c, ldc, stream, "GemmBf16");
 }
 
 Status GemmF32(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -212,8 +215,8 @@ Status GemmF32(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_
   if (k == 0) return EmptyProduct(beta, c, m, n, ldc, stream, "GemmF32");
   const cublasComputeType_t compute =
       handle.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  return Matmul(handle, compute, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                beta, c, ldc, stream, "GemmF32");
+  return Matmul(handle, compute, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                c, ldc, stream, "GemmF32");
 }
 
 }  // namespace loom::cuda

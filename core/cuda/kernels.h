@@ -64,9 +64,9 @@ Status SumSquaresAccumulate(double* total, const float* x, int64_t n, Stream str
 // ------------------------------------------------------------------ layernorm (layernorm.h)
 // Rows of c channels, biased variance, out = (x - mean) * rstd * weight + bias. Overwrites out and
 // (when not null) mean[n] and rstd[n].
-Status LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
-                        const float* weight, const float* bias, int64_t n, int64_t c,
-                        float eps = 1e-5f, Stream stream = nullptr);
+Status LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                        const float* bias, int64_t n, int64_t c, float eps = 1e-5f,
+                        Stream stream = nullptr);
 // The same with `out` rounded to bf16 bits (the GEMM input under `precision: bf16`); mean and rstd
 // stay fp32.
 Status LayerNormForwardBf16(uint16_t* out, float* mean, float* rstd, const float* inp,
@@ -126,8 +126,8 @@ Status CrossEntropyFinish(float* lse, float* loss, const float* max, const float
                           const float* target_logit, int64_t n, Stream stream = nullptr);
 // In place, logits become dlogits: dloss[i] * (exp(z - lse[i]) - onehot(targets[i] - col0)) for
 // columns below valid_cols, 0 for the padding columns [valid_cols, cols).
-Status CrossEntropyChunkGrad(float* logits, int64_t ld, int64_t n, int64_t cols,
-                             int64_t valid_cols, int64_t col0, const int32_t* targets,
-                             const float* lse, const float* dloss, Stream stream = nullptr);
+Status CrossEntropyChunkGrad(float* logits, int64_t ld, int64_t n, int64_t cols, int64_t valid_cols,
+                             int64_t col0, const int32_t* targets, const float* lse,
+                             const float* dloss, Stream stream = nullptr);
 
 }  // namespace loom::cuda

@@ -17,8 +17,12 @@ constexpr int kRowsPerBlock = 8;  // warps per block in the row kernels
 constexpr int kColTile = 32;      // columns per block in the column-sum kernel
 constexpr int kColLanes = 8;      // row lanes per column in the column-sum kernel
 
-__device__ __forceinline__ void Store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void Store(uint16_t* p, float v) { *p = internal::FloatToBf16Bits(v); }
+__device__ __forceinline__ void Store(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void Store(uint16_t* p, float v) {
+  *p = internal::FloatToBf16Bits(v);
+}
 
 // ---------------------------------------------------------------- kernels
 template <typename OutT>
@@ -128,15 +132,14 @@ Status LaunchForward(OutT* out, float* mean, float* rstd, const float* inp, cons
 
 }  // namespace
 
-Status LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
-                        const float* weight, const float* bias, int64_t n, int64_t c, float eps,
-                        Stream stream) {
+Status LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                        const float* bias, int64_t n, int64_t c, float eps, Stream stream) {
   return LaunchForward(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
 }
 
 Status LayerNormForwardBf16(uint16_t* out, float* mean, float* rstd, const float* inp,
-                            const float* weight, const float* bias, int64_t n, int64_t c,
-                            float eps, Stream stream) {
+                            const float* weight, const float* bias, int64_t n, int64_t c, float eps,
+                            Stream stream) {
   return LaunchForward(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
 }
 

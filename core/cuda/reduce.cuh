@@ -31,7 +31,9 @@ __device__ T BlockReduce(T v, Op op, T identity, T* scratch /* [32] shared */) {
 
 struct SumOp {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }

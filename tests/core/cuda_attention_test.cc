@@ -37,11 +37,11 @@ std::string Name(const AttentionShape& s) {
 
 const std::vector<AttentionShape>& Shapes() {
   static const std::vector<AttentionShape> shapes = {
-      Shape(2, 37, 3, 24),  // partial tiles everywhere, hd < 32 (idle lanes)
-      Shape(1, 70, 2, 64),  // GPT-2's head size, three key tiles
-      Shape(1, 1, 1, 8),    // a single token
-      Shape(1, 45, 1, 200), // hd not a multiple of 32, > 48 KiB of shared memory in the backward
-      Shape(2, 33, 2, 256), // the largest head supported
+      Shape(2, 37, 3, 24),   // partial tiles everywhere, hd < 32 (idle lanes)
+      Shape(1, 70, 2, 64),   // GPT-2's head size, three key tiles
+      Shape(1, 1, 1, 8),     // a single token
+      Shape(1, 45, 1, 200),  // hd not a multiple of 32, > 48 KiB of shared memory in the backward
+      Shape(2, 33, 2, 256),  // the largest head supported
   };
   return shapes;
 }
@@ -86,7 +86,8 @@ TEST(CudaAttention, FutureIsMasked) {
   LOOM_ASSERT_OK(cuda::AttentionForward(d_out.get(), d_lse.get(), d_qkv.get(), s));
   LOOM_ASSERT_OK_AND_ASSIGN(auto out2, d_out.Download());
   LOOM_ASSERT_OK_AND_ASSIGN(auto lse2, d_lse.Download());
-  for (int64_t i = 0; i < p * c; ++i) ASSERT_EQ(out1[i], out2[i]) << "row " << i / c << " saw the future";
+  for (int64_t i = 0; i < p * c; ++i)
+    ASSERT_EQ(out1[i], out2[i]) << "row " << i / c << " saw the future";
   for (int64_t h = 0; h < s.heads; ++h) {
     for (int64_t i = 0; i < p; ++i) ASSERT_EQ(lse1[h * t + i], lse2[h * t + i]) << "lse row " << i;
   }
@@ -125,8 +126,8 @@ TEST(CudaAttention, BackwardMatchesCpu) {
   }
 }
 
+// Checked before anything touches the device: runs without a GPU too.
 TEST(CudaAttention, UnsupportedHeadDimIsRefused) {
-  LOOM_REQUIRE_GPU();
   const AttentionShape s = Shape(1, 4, 1, cuda::kMaxAttentionHeadDim + 1);
   const Status st = cuda::AttentionForward(nullptr, nullptr, nullptr, s);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();

@@ -1,7 +1,8 @@
 // Cross-entropy on the GPU: the chunk kernels against a double reference (padding columns,
 // targets inside and outside the chunk, leading dimension wider than the chunk, two chunks folded
 // online), and the composed CrossEntropyStats / CrossEntropyBackward (cuBLASLt fp32 GEMMs) against
-// the CPU functions on a vocabulary shard with padded rows and a chunk size that does not divide it.
+// the CPU functions on a vocabulary shard with padded rows and a chunk size that does not divide
+// it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,8 +69,8 @@ TEST(CudaCrossEntropy, ChunkKernelsMatchDoubleReference) {
     LOOM_ASSERT_OK(cuda::CrossEntropyChunkStats(d_max.get(), d_sum.get(), d_tl.get(), d_logits[ch],
                                                 ld, n, valid[ch], col0[ch], d_tgt.get()));
   }
-  LOOM_ASSERT_OK(cuda::CrossEntropyFinish(d_lse.get(), d_loss.get(), d_max.get(), d_sum.get(),
-                                          d_tl.get(), n));
+  LOOM_ASSERT_OK(
+      cuda::CrossEntropyFinish(d_lse.get(), d_loss.get(), d_max.get(), d_sum.get(), d_tl.get(), n));
   LOOM_ASSERT_OK_AND_ASSIGN(auto g_max, d_max.Download());
   LOOM_ASSERT_OK_AND_ASSIGN(auto g_sum, d_sum.Download());
   LOOM_ASSERT_OK_AND_ASSIGN(auto g_tl, d_tl.Download());
@@ -82,8 +83,8 @@ TEST(CudaCrossEntropy, ChunkKernelsMatchDoubleReference) {
   ExpectAllClose(g_loss, ref_loss, 1e-5, 1e-5, "loss");
 
   // dlogits of chunk 1 in place: padding columns become 0, the gap [cols, ld) stays untouched.
-  LOOM_ASSERT_OK(cuda::CrossEntropyChunkGrad(d_l1.get(), ld, n, cols, valid1, col0[1],
-                                             d_tgt.get(), d_lse.get(), d_dloss.get()));
+  LOOM_ASSERT_OK(cuda::CrossEntropyChunkGrad(d_l1.get(), ld, n, cols, valid1, col0[1], d_tgt.get(),
+                                             d_lse.get(), d_dloss.get()));
   LOOM_ASSERT_OK_AND_ASSIGN(auto g_grad, d_l1.Download());
   std::vector<double> ref_grad(n * ld);
   for (int64_t i = 0; i < n; ++i) {
@@ -99,8 +100,8 @@ TEST(CudaCrossEntropy, ChunkKernelsMatchDoubleReference) {
   }
   ExpectAllClose(g_grad, ref_grad, 1e-5, 1e-6, "dlogits");
   // A chunk with nothing valid folds in nothing.
-  LOOM_ASSERT_OK(cuda::CrossEntropyChunkStats(d_max.get(), d_sum.get(), d_tl.get(), d_l0.get(),
-                                              ld, n, 0, 0, d_tgt.get()));
+  LOOM_ASSERT_OK(cuda::CrossEntropyChunkStats(d_max.get(), d_sum.get(), d_tl.get(), d_l0.get(), ld,
+                                              n, 0, 0, d_tgt.get()));
   LOOM_ASSERT_OK_AND_ASSIGN(auto g_sum2, d_sum.Download());
   EXPECT_EQ(g_sum2, g_sum);
 }
@@ -116,10 +117,10 @@ TEST(CudaCrossEntropy, ComposedMatchesCpu) {
   LOOM_REQUIRE_GPU();
   LOOM_ASSERT_OK_AND_ASSIGN(auto handle, cuda::GemmHandle::Create());
   const int64_t n = 19, c = 48;
-  for (const ShardCase sc : {ShardCase{64, 100, 150, 32},   // 86 valid rows: 32 + 32 + 22; padding
-                             ShardCase{0, 70, 70, 4096},    // one chunk, no padding
-                             ShardCase{0, 70, 70, 1},       // a chunk per row
-                             ShardCase{150, 10, 150, 8}}) { // only padding: nothing to do
+  for (const ShardCase sc : {ShardCase{64, 100, 150, 32},    // 86 valid rows: 32 + 32 + 22; padding
+                             ShardCase{0, 70, 70, 4096},     // one chunk, no padding
+                             ShardCase{0, 70, 70, 1},        // a chunk per row
+                             ShardCase{150, 10, 150, 8}}) {  // only padding: nothing to do
     VocabShard s;
     s.n = n;
     s.channels = c;
@@ -188,8 +189,8 @@ TEST(CudaCrossEntropy, ComposedMatchesCpu) {
     CrossEntropyBackward(dx.data(), dwte.data(), x.data(), wte.data(), targets.data(), lse.data(),
                          dloss.data(), s, chunk_buf.data());
     LOOM_ASSERT_OK(cuda::CrossEntropyBackward(handle, d_dx.get(), d_dwte.get(), d_x.get(),
-                                              d_wte.get(), d_tgt.get(), d_lse.get(),
-                                              d_dloss.get(), s, d_buf.get()));
+                                              d_wte.get(), d_tgt.get(), d_lse.get(), d_dloss.get(),
+                                              s, d_buf.get()));
     LOOM_ASSERT_OK_AND_ASSIGN(auto g_dx, d_dx.Download());
     LOOM_ASSERT_OK_AND_ASSIGN(auto g_dwte, d_dwte.Download());
     ExpectAllClose(g_dx, dx, 1e-4, 1e-5, "dx " + what);

@@ -37,10 +37,10 @@ std::vector<Case> Cases() {
   std::vector<Case> cases;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      cases.push_back({ta, tb, 37, 29, 45, 3, 0});   // odd sizes, odd leading dimensions
-      cases.push_back({ta, tb, 64, 48, 40, 8, 0});   // tensor-core friendly, padded by 8
-      cases.push_back({ta, tb, 33, 17, 70, 0, 1});   // tight, misaligned by one element
-      cases.push_back({ta, tb, 1, 130, 9, 2, 0});    // a single row
+      cases.push_back({ta, tb, 37, 29, 45, 3, 0});  // odd sizes, odd leading dimensions
+      cases.push_back({ta, tb, 64, 48, 40, 8, 0});  // tensor-core friendly, padded by 8
+      cases.push_back({ta, tb, 33, 17, 70, 0, 1});  // tight, misaligned by one element
+      cases.push_back({ta, tb, 1, 130, 9, 2, 0});   // a single row
     }
   }
   return cases;
@@ -48,13 +48,17 @@ std::vector<Case> Cases() {
 
 // Element (r, col) of op(X) where X is stored row-major with leading dimension ld.
 template <typename T>
-double OpAt(const std::vector<T>& x, bool trans, int64_t ld, int64_t r, int64_t col,
-            int64_t offset, double (*to_double)(T)) {
+double OpAt(const std::vector<T>& x, bool trans, int64_t ld, int64_t r, int64_t col, int64_t offset,
+            double (*to_double)(T)) {
   return to_double(x[offset + (trans ? col * ld + r : r * ld + col)]);
 }
 
-double FromBf16(uint16_t h) { return Bf16ToFloat(h); }
-double FromF32(float f) { return f; }
+double FromBf16(uint16_t h) {
+  return Bf16ToFloat(h);
+}
+double FromF32(float f) {
+  return f;
+}
 
 // Checks C against alpha * op(A) op(B) + beta * C0 in double; the tolerance scales with
 // sum_k |a b| (what fp32 accumulation errors are proportional to) plus |beta c0|. The padding
@@ -145,8 +149,8 @@ TEST(CudaGemm, F32MatchesDoubleReference) {
   ASSERT_FALSE(handle.allow_tf32());  // full fp32 by default: the tolerance below relies on it
   uint64_t seed = 500;
   for (const Case& c : Cases()) {
-    for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{1.0f, 1.0f},
-                               std::pair{0.5f, 0.25f}, std::pair{-2.0f, 1.0f}}) {
+    for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{1.0f, 1.0f}, std::pair{0.5f, 0.25f},
+                               std::pair{-2.0f, 1.0f}}) {
       const Stored sa = StoredShape(c.ta, c.m, c.k, c.pad), sb = StoredShape(c.tb, c.k, c.n, c.pad);
       const int64_t ldc = c.n + c.pad;
       const auto a = testing::RandomVector<float>(c.offset + sa.rows * sa.ld, ++seed);
@@ -157,9 +161,8 @@ TEST(CudaGemm, F32MatchesDoubleReference) {
       LOOM_ASSERT_OK_AND_ASSIGN(auto dc, DeviceBuffer<float>::From(c0));
       const std::string what = "GemmF32 " + Name(c) + " alpha=" + std::to_string(alpha) +
                                " beta=" + std::to_string(beta);
-      const Status st = cuda::GemmF32(handle, c.ta, c.tb, c.m, c.n, c.k, alpha,
-                                      da.get() + c.offset, sa.ld, db.get() + c.offset, sb.ld, beta,
-                                      dc.get(), ldc);
+      const Status st = cuda::GemmF32(handle, c.ta, c.tb, c.m, c.n, c.k, alpha, da.get() + c.offset,
+                                      sa.ld, db.get() + c.offset, sb.ld, beta, dc.get(), ldc);
       ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
       LOOM_ASSERT_OK_AND_ASSIGN(auto got, dc.Download());
       CheckResult<float>(c, a, sa.ld, b, sb.ld, FromF32, alpha, beta, c0, got, ldc, 1e-5, what);

@@ -91,8 +91,8 @@ TEST(CudaKernels, GeluForwardBf16MatchesCpu) {
   int64_t exact = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int diff = std::abs(int(gpu[i]) - int(cpu[i]));
-    ASSERT_LE(diff, 1) << "element " << i << " x=" << x[i] << " gpu bits " << gpu[i]
-                       << " cpu bits " << cpu[i];
+    ASSERT_LE(diff, 1) << "element " << i << " x=" << x[i] << " gpu bits " << gpu[i] << " cpu bits "
+                       << cpu[i];
     exact += diff == 0;
   }
   EXPECT_GE(exact, n * 99 / 100) << "more than 1% of the bf16 values are neighbours, not equal";
@@ -131,11 +131,11 @@ TEST(CudaKernels, ResidualMatchesCpu) {
 TEST(CudaKernels, CastToBf16MatchesCpuBitForBit) {
   LOOM_REQUIRE_GPU();
   std::vector<float> x = testing::RandomVector<float>(5003, 8, 10.0);
-  for (uint32_t bits : {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80c000u,
-                        0x3f807fffu, 0x3fff8000u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u,
-                        0x00000001u, 0x00008000u, 0x00018000u, 0x807fffffu, 0x7f800000u,
-                        0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffc00001u, 0x7fffffffu,
-                        0xff80ffffu}) {
+  for (uint32_t bits :
+       {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80c000u, 0x3f807fffu,
+        0x3fff8000u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x00000001u, 0x00008000u,
+        0x00018000u, 0x807fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u,
+        0xffc00001u, 0x7fffffffu, 0xff80ffffu}) {
     x.push_back(testing::FloatFromBits(bits));
   }
   const int64_t n = static_cast<int64_t>(x.size());
@@ -188,8 +188,8 @@ TEST(CudaKernels, AdamWMatchesCpu) {
     if (step == 2) {
       LOOM_ASSERT_OK(cuda::AdamWUpdate(dp.get(), dg.get(), dm.get(), dv.get(), n, prm, nullptr));
     } else {
-      LOOM_ASSERT_OK(cuda::AdamWUpdate(dp.get(), dg.get(), dm.get(), dv.get(), n, prm.lr,
-                                       prm.beta1, prm.beta2, prm.eps, prm.weight_decay, step));
+      LOOM_ASSERT_OK(cuda::AdamWUpdate(dp.get(), dg.get(), dm.get(), dv.get(), n, prm.lr, prm.beta1,
+                                       prm.beta2, prm.eps, prm.weight_decay, step));
     }
   }
   LOOM_ASSERT_OK_AND_ASSIGN(auto p_gpu, dp.Download());

@@ -147,10 +147,10 @@ TEST(CudaLayer, EmbeddingMatchesCpu) {
   const int64_t n = batch * seq;
   for (const EmbCase ec : {EmbCase{false, true, 0, vocab}, EmbCase{true, true, 10, 20},
                            EmbCase{false, false, 30, 20}, EmbCase{true, false, 0, vocab}}) {
-    const std::string what = std::string("positions ") + (ec.explicit_positions ? "given" : "implicit") +
-                             (ec.with_wpe ? ", wpe" : ", no wpe") +
-                             ", shard [" + std::to_string(ec.vocab_begin) + ", +" +
-                             std::to_string(ec.vocab_rows) + ")";
+    const std::string what =
+        std::string("positions ") + (ec.explicit_positions ? "given" : "implicit") +
+        (ec.with_wpe ? ", wpe" : ", no wpe") + ", shard [" + std::to_string(ec.vocab_begin) +
+        ", +" + std::to_string(ec.vocab_rows) + ")";
     EmbeddingShape s;
     s.n = n;
     s.seq = seq;

@@ -17,21 +17,21 @@
 #include "core/status.h"
 
 // Every test that needs a GPU starts with this: without one it is skipped, saying why.
-#define LOOM_REQUIRE_GPU()                                                  \
-  if (::loom::cuda::DeviceCount() == 0) {                                   \
-    GTEST_SKIP() << "no CUDA device (or driver) on this machine";           \
+#define LOOM_REQUIRE_GPU()                                        \
+  if (::loom::cuda::DeviceCount() == 0) {                         \
+    GTEST_SKIP() << "no CUDA device (or driver) on this machine"; \
   }
 
-#define LOOM_ASSERT_OK(expr)                               \
-  do {                                                     \
-    const ::loom::Status loom_st_ = (expr);                \
+#define LOOM_ASSERT_OK(expr)                                            \
+  do {                                                                  \
+    const ::loom::Status loom_st_ = (expr);                             \
     ASSERT_TRUE(loom_st_.ok()) << #expr << ": " << loom_st_.ToString(); \
   } while (0)
 
 // `LOOM_ASSERT_OK_AND_ASSIGN(auto x, ResultExpr)`: declares x from the value or fails the test.
-#define LOOM_ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)                        \
-  auto tmp = (expr);                                                           \
-  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status().ToString();           \
+#define LOOM_ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)              \
+  auto tmp = (expr);                                                 \
+  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status().ToString(); \
   lhs = std::move(tmp).value()
 #define LOOM_ASSERT_OK_AND_ASSIGN(lhs, expr) \
   LOOM_ASSERT_OK_AND_ASSIGN_IMPL_(LOOM_CONCAT_(loom_test_result_, __LINE__), lhs, expr)
@@ -126,9 +126,8 @@ void ExpectAllClose(const std::vector<A>& got, const std::vector<B>& want, doubl
     ++bad;
     if (!(err <= worst)) worst = err;
   }
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
-                     << " elements off (rtol " << rtol << ", atol " << atol
-                     << "), largest error " << worst << first;
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off (rtol "
+                     << rtol << ", atol " << atol << "), largest error " << worst << first;
 }
 
 }  // namespace loom::testing
