@@ -1,10 +1,12 @@
-// CUDA twins of the element-wise CPU kernels and device discovery. Built only when the CUDA
-// toolkit is found (LOOM_CUDA=AUTO|ON); nothing in the CPU build includes this header.
-// All functions return a Status instead of aborting; launches are checked.
+// CUDA devices: discovery, selection per local rank and stream synchronisation. Built only when
+// the CUDA toolkit is found (LOOM_CUDA=AUTO|ON); needs no CUDA header (see stream.h).
+// Every function returns a Status instead of aborting.
+//
+// Kept for existing callers: this header also declares the kernel launchers (kernels.h).
 #pragma once
 
-#include <cstdint>
-
+#include "core/cuda/kernels.h"
+#include "core/cuda/stream.h"
 #include "core/status.h"
 
 namespace loom::cuda {
@@ -12,14 +14,20 @@ namespace loom::cuda {
 // Number of usable GPUs; 0 (not an error) when the driver or devices are absent.
 int DeviceCount();
 
-// Device-memory versions of core/kernels/elementwise.h and optimizer.h (float). Pointers are
-// device pointers; the calls are synchronous on the default stream.
-Status GeluForward(float* out, const float* inp, int64_t n);
-Status GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
-Status AdamWUpdate(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
-                   float beta1, float beta2, float eps, float weight_decay, int64_t step);
+// The process's rank among the processes of its node, from the first of these variables that is
+// set: OMPI_COMM_WORLD_LOCAL_RANK (Open MPI's mpirun), SLURM_LOCALID (srun), LOCAL_RANK (torchrun
+// and most launchers). 0 when none is set (a single process per node). InvalidArgument naming the
+// variable when its value is not a non-negative integer. Reads the environment only.
+Result<int> LocalRankFromEnv();
 
-// Round trip through device memory: host in -> GELU on the GPU -> host out (used by tests).
-Status GeluForwardHost(float* out, const float* inp, int64_t n);
+// Makes device (local_rank % DeviceCount()) current for the calling thread (cudaSetDevice) and
+// returns its index, so ranks sharing a node spread over its GPUs (and wrap around when there are
+// more ranks than GPUs). FailedPrecondition naming the rank and the device count when there is no
+// device (or no driver); InvalidArgument for a negative rank.
+Result<int> SelectDevice(int local_rank);
+
+// Waits until all work queued on `stream` has finished; reports errors of that work (a kernel
+// that faulted after its launch was checked surfaces here).
+Status Synchronize(Stream stream = nullptr);
 
 }  // namespace loom::cuda
