@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds Loom's GPU tests and benchmarks here and gathers them, with the shared libraries a GPU
+# machine's CUDA image lacks, into one folder to carry there; deploy/gpu/check.sh (copied into
+# the folder) runs them on that machine. The build is portable (no -march=native: the GPU
+# machine's CPU differs), for sm_80 and sm_90, without oneDNN (a 38 MB library the GPU code does
+# not use). CUDA's own libraries (cudart, cuBLAS, cuBLASLt, NCCL) are not carried: the GPU
+# machine has them (its CUDA toolkit and its Python's nvidia-* packages).
+# Usage: deploy/gpu/bundle.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR defaults to build-gpu/)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: bundle.sh OUT_DIR [BUILD_DIR]}
+build=${2:-$root/build-gpu}
+[[ -x /usr/local/cuda/bin/nvcc ]] || { echo "bundle.sh: no nvcc in /usr/local/cuda" >&2; exit 2; }
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_NATIVE=OFF \
+  -DLOOM_DNNL=OFF -DLOOM_WERROR=ON > "$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log"; exit 1; }
+# Every executable behind a test labelled gpu, and the GPU benchmarks.
+mapfile -t tests < <(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p' \
+                     | sed 's/_np[0-9]*$//' | sort -u)
+targets=("${tests[@]}")
+if ninja -C "$build" -t targets all | grep -q "^gpu_step_bench:"; then targets+=(gpu_step_bench); fi
+ninja -C "$build" "${targets[@]}"
+rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
+for t in "${targets[@]}"; do
+  f=$(find "$build" -maxdepth 2 -type f -name "$t" -perm -u+x | head -1)
+  [[ -n $f ]] || { echo "bundle.sh: built $t but cannot find it" >&2; exit 1; }
+  cp "$f" "$out/bin/"
+done
+# The libraries they load that are neither glibc's nor CUDA's.
+for f in "$out"/bin/*; do
+  ldd "$f" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libgcc_s.so*) ;;
+    libcuda.so*|libcudart.so*|libcublas*|libnccl.so*|libnvidia*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+cp "$root/deploy/gpu/check.sh" "$out/"
+du -sh "$out"
+echo "bundle in $out: $(ls "$out/bin" | tr '\n' ' ')"

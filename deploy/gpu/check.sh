@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# On a GPU machine: runs every GPU test and benchmark of a bundle made by deploy/gpu/bundle.sh
+# and writes four files to $OUT (./gpu-results without it): machine.txt (nvidia-smi, the
+# libraries found), tests.log (every test's output), bench.txt (the benchmarks'), summary.txt
+# (one line per program with its exit status). Each program has a time limit; the script's own
+# exit status is 1 when a test failed. Usage: BUNDLE/check.sh [BUNDLE]
+set -uo pipefail
+bundle=$(cd "${1:-$(dirname "$0")}" && pwd)
+out=${OUT:-gpu-results}
+mkdir -p "$out"
+# CUDA's libraries: the toolkit's, then the Python packages' (nvidia-nccl-cu13 and friends).
+libs="$bundle/lib"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [[ -d $d ]] && libs+=":$d"; done
+py_libs=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+dirs = set()
+for sp in site.getsitepackages():
+    for lib in glob.glob(os.path.join(sp, "nvidia", "*", "lib")):
+        dirs.add(lib)
+print(":".join(sorted(dirs)))
+PY
+)
+[[ -n $py_libs ]] && libs+=":$py_libs"
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+{
+  date -u
+  nvidia-smi 2>&1 | head -20
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for f in "$bundle"/bin/*; do
+    missing=$(ldd "$f" 2>&1 | grep "not found")
+    [[ -n $missing ]] && echo "$(basename "$f"): $missing"
+  done
+} > "$out/machine.txt" 2>&1
+: > "$out/tests.log"
+: > "$out/summary.txt"
+failed=0
+for t in "$bundle"/bin/*_test; do
+  name=$(basename "$t")
+  echo "===== $name" >> "$out/tests.log"
+  start=$(date +%s)
+  timeout 300 "$t" --gtest_color=no >> "$out/tests.log" 2>&1
+  rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - start )) s" >> "$out/summary.txt"
+  [[ $rc -ne 0 ]] && failed=1
+done
+: > "$out/bench.txt"
+for b in "$bundle"/bin/*_bench; do
+  [[ -x $b ]] || continue
+  for precision in bf16 fp32; do
+    echo "===== $(basename "$b") --precision $precision" >> "$out/bench.txt"
+    PYTHONUNBUFFERED=1 timeout 420 "$b" --precision "$precision" >> "$out/bench.txt" 2>&1
+    echo "$(basename "$b") --precision $precision rc=$?" >> "$out/summary.txt"
+  done
+done
+cat "$out/summary.txt"
+exit $failed
