@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 namespace loom {
 namespace {
@@ -38,6 +40,29 @@ struct Enumerated {
   Candidate c;
   double lower_bound = 0;
 };
+
+// Why candidates were skipped, kept only when no layout survived, so that the error names the
+// rules that failed (the first few distinct ones, in the order the search met them).
+class SkipLog {
+ public:
+  void Add(std::string why) {
+    if (reasons_.size() < 4 && std::find(reasons_.begin(), reasons_.end(), why) == reasons_.end()) {
+      reasons_.push_back(std::move(why));
+    }
+  }
+  std::string Text() const {
+    std::string out;
+    for (const std::string& r : reasons_) out += (out.empty() ? "" : "; ") + r;
+    return out;
+  }
+
+ private:
+  std::vector<std::string> reasons_;
+};
+
+std::string N(int64_t v) {
+  return std::to_string(v);
+}
 
 }  // namespace
 
@@ -79,57 +104,121 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
   if (job.selective_recompute) modes.push_back(Recompute::kSelective);
   if (job.recompute) modes = {*job.recompute};
 
-  for (int tp : Choices(job.tp, tps)) {
-    for (int cp : Choices(job.cp, Divisors(world / tp, std::max<int64_t>(1, job.seq / 2)))) {
-      if (cp > 1 && job.seq % (2 * cp) != 0) continue;
-      for (int pp : Choices(job.pp, Divisors(m.layers, world))) {
-        const int64_t mp = static_cast<int64_t>(tp) * cp * pp;
-        if (world % mp != 0) continue;
-        const int dp = static_cast<int>(world / mp);
-        if ((job.dp && *job.dp != dp) || job.global_batch % dp != 0) continue;
-        const int64_t per_rank = job.global_batch / dp;
-        for (int mb : Choices(job.micro_batch, Divisors(per_rank, kMaxMicroBatch))) {
-          if (per_rank % mb != 0) continue;
-          const int64_t micro = per_rank / mb;
-          // (schedule, vpp) pairs.
-          std::vector<std::pair<ScheduleKind, int>> scheds;
-          for (int vpp : Choices(job.vpp, Divisors(m.layers / pp, m.layers / pp))) {
-            if (m.layers % (static_cast<int64_t>(pp) * vpp) != 0) continue;
-            ScheduleKind kind = vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
-            if (job.schedule) kind = *job.schedule;
-            if (vpp > 1 && (pp < 2 || kind != ScheduleKind::kInterleaved || micro % pp != 0)) {
+  // Every candidate the runtime would take, priced for memory; with `log`, only why candidates
+  // were skipped (the second pass when nothing survived the first).
+  auto enumerate = [&](SkipLog* log) -> Status {
+    auto skip = [log](auto&& why) {
+      if (log != nullptr) log->Add(why());
+    };
+    const std::string world_s = N(world) + " devices";
+    for (int tp : Choices(job.tp, tps)) {
+      if (world % tp != 0) {
+        skip([&] { return "tp (" + N(tp) + ") does not divide the " + world_s; });
+        continue;
+      }
+      for (int cp : Choices(job.cp, Divisors(world / tp, std::max<int64_t>(1, job.seq / 2)))) {
+        if (cp > 1 && job.seq % (2 * cp) != 0) {
+          skip([&] {
+            return "data.seq (" + N(job.seq) + ") must be divisible by 2*cp (" + N(2 * cp) +
+                   ") for the load-balanced causal split";
+          });
+          continue;
+        }
+        for (int pp : Choices(job.pp, Divisors(m.layers, world))) {
+          const int64_t mp = static_cast<int64_t>(tp) * cp * pp;
+          if (world % mp != 0) {
+            skip([&] {
+              return "tp*cp*pp = " + N(tp) + "*" + N(cp) + "*" + N(pp) + " = " + N(mp) +
+                     " does not divide the " + world_s;
+            });
+            continue;
+          }
+          const int dp = static_cast<int>(world / mp);
+          if (job.dp && *job.dp != dp) {
+            skip([&] {
+              return "parallel.dp is " + N(*job.dp) + " but the " + world_s + " over tp*cp*pp = " +
+                     N(mp) + " leave dp = " + N(dp);
+            });
+            continue;
+          }
+          if (job.global_batch % dp != 0) {
+            skip([&] {
+              return "data.global_batch (" + N(job.global_batch) + ") must be divisible by dp (" +
+                     N(dp) + ")";
+            });
+            continue;
+          }
+          const int64_t per_rank = job.global_batch / dp;
+          for (int mb : Choices(job.micro_batch, Divisors(per_rank, kMaxMicroBatch))) {
+            if (per_rank % mb != 0) {
+              skip([&] {
+                return "data.micro_batch (" + N(mb) + ") must divide global_batch/dp = " +
+                       N(job.global_batch) + "/" + N(dp) + " = " + N(per_rank) +
+                       " (leave it out and the planner chooses it)";
+              });
               continue;
             }
-            if (vpp == 1 && kind == ScheduleKind::kInterleaved) continue;
-            scheds.push_back({kind, vpp});
-          }
-          for (auto [kind, vpp] : scheds) {
-            for (int zero : Choices(job.zero, std::vector<int>{0, 1, 2, 3})) {
-              if (!job.zero && zero > 0 && dp * cp == 1) continue;  // nothing to shard
-              std::vector<int> sps{0};
-              if (tp > 1 && (job.seq / cp) % tp == 0) sps.push_back(1);
-              if (job.sp) sps = {*job.sp ? 1 : 0};
-              for (int sp : sps) {
-                for (Recompute rc : modes) {
-                  Candidate c;
-                  c.layout = Layout{tp, cp, pp, vpp, dp, zero, sp == 1};
-                  c.micro_batch = mb;
-                  c.recompute = rc;
-                  c.schedule = kind;
-                  // The runtime's own checks (parallel/layout.h): fixed fields skip the filters
-                  // above, and nothing the workers would refuse may be proposed.
-                  if (!c.layout.Validate(world, constraints).ok()) continue;
-                  ++res.stats.enumerated;
-                  LOOM_ASSIGN_OR_RETURN(Prediction mem, model.Memory(c));
-                  if (!mem.fits()) {
-                    ++res.stats.rejected_memory;
-                    if (!res.closest_rejected ||
-                        mem.peak_memory < res.closest_rejected->peak_memory) {
-                      res.closest_rejected = mem;
+            const int64_t micro = per_rank / mb;
+            // (schedule, vpp) pairs.
+            std::vector<std::pair<ScheduleKind, int>> scheds;
+            for (int vpp : Choices(job.vpp, Divisors(m.layers / pp, m.layers / pp))) {
+              if (m.layers % (static_cast<int64_t>(pp) * vpp) != 0) {
+                skip([&] {
+                  return "model.layers (" + N(m.layers) + ") must be divisible by pp*vpp (" +
+                         N(pp) + "*" + N(vpp) + " = " + N(int64_t{pp} * vpp) +
+                         "): every pipeline stage holds the same number of layers";
+                });
+                continue;
+              }
+              ScheduleKind kind = vpp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+              if (job.schedule) kind = *job.schedule;
+              if (vpp > 1 && (pp < 2 || kind != ScheduleKind::kInterleaved || micro % pp != 0)) {
+                skip([&] {
+                  return "vpp " + N(vpp) + " needs pp >= 2 (pp " + N(pp) +
+                         "), the interleaved schedule and a number of micro-batches (" +
+                         N(micro) + ") divisible by pp";
+                });
+                continue;
+              }
+              if (vpp == 1 && kind == ScheduleKind::kInterleaved) {
+                skip([] { return std::string("the interleaved schedule needs vpp > 1"); });
+                continue;
+              }
+              scheds.push_back({kind, vpp});
+            }
+            for (auto [kind, vpp] : scheds) {
+              for (int zero : Choices(job.zero, std::vector<int>{0, 1, 2, 3})) {
+                if (!job.zero && zero > 0 && dp * cp == 1) continue;  // nothing to shard
+                std::vector<int> sps{0};
+                if (tp > 1 && (job.seq / cp) % tp == 0) sps.push_back(1);
+                if (job.sp) sps = {*job.sp ? 1 : 0};
+                for (int sp : sps) {
+                  for (Recompute rc : modes) {
+                    Candidate c;
+                    c.layout = Layout{tp, cp, pp, vpp, dp, zero, sp == 1};
+                    c.micro_batch = mb;
+                    c.recompute = rc;
+                    c.schedule = kind;
+                    // The runtime's own checks (parallel/layout.h): fixed fields skip the
+                    // filters above, and nothing the workers would refuse may be proposed.
+                    const Status valid = c.layout.Validate(world, constraints);
+                    if (!valid.ok()) {
+                      skip([&] { return valid.message(); });
+                      continue;
                     }
-                    continue;
+                    if (log != nullptr) continue;
+                    ++res.stats.enumerated;
+                    LOOM_ASSIGN_OR_RETURN(Prediction mem, model.Memory(c));
+                    if (!mem.fits()) {
+                      ++res.stats.rejected_memory;
+                      if (!res.closest_rejected ||
+                          mem.peak_memory < res.closest_rejected->peak_memory) {
+                        res.closest_rejected = mem;
+                      }
+                      continue;
+                    }
+                    fits.push_back({c, model.LowerBound(c)});
                   }
-                  fits.push_back({c, model.LowerBound(c)});
                 }
               }
             }
@@ -137,7 +226,9 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
         }
       }
     }
-  }
+    return Status::Ok();
+  };
+  LOOM_RETURN_IF_ERROR(enumerate(nullptr));
   std::sort(fits.begin(), fits.end(),
             [](const Enumerated& a, const Enumerated& b) { return a.lower_bound < b.lower_bound; });
   for (const Enumerated& e : fits) {
@@ -158,10 +249,16 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (res.plans.empty()) {
     if (res.stats.enumerated == 0) {
-      return InvalidArgument("no layout satisfies the job's constraints on " +
-                             std::to_string(world) + " devices (check that the fixed parallel " +
-                             "fields, model.heads, model.layers, data.seq and " +
-                             "data.global_batch divide as required)");
+      SkipLog log;
+      LOOM_RETURN_IF_ERROR(enumerate(&log));
+      std::string why = log.Text();
+      if (why.empty()) {
+        why = "no tensor-parallel size divides both model.heads (" + N(m.heads) +
+              ") and the MLP width (" + N(m.ffn()) + ") within a node of " +
+              N(place.ranks_per_node) + " ranks";
+      }
+      return InvalidArgument("no layout satisfies the job's constraints on " + N(world) +
+                             " devices: " + why);
     }
     const Prediction& r = *res.closest_rejected;
     return InvalidArgument(

@@ -109,12 +109,45 @@ TEST(Search, ImpossibleConstraintsAreExplained) {
   Result<SearchResult> r = SearchPlans(job, local, Calibration{}, 5);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no layout satisfies"), std::string::npos);
+  EXPECT_NE(r.status().message().find("tp (3) does not divide the 2 devices"), std::string::npos)
+      << r.status().message();
   // A fixed tp that fits the ranks but not the heads is refused by the runtime's own checks.
   PlanJob heads = Small();
   heads.model.heads = 1;
   heads.model.hidden = 255;
   heads.tp = 2;
   EXPECT_FALSE(SearchPlans(heads, local, Calibration{}, 5).ok());
+}
+
+// The rule that failed is named, not a list of fields to check (issue: Llama 3 405B's 126 layers
+// on 16 stages; the demo job with dp fixed and micro_batch = global_batch).
+TEST(Search, TheFailedDivisibilityRuleIsNamed) {
+  const Cluster h100 = LoadShippedCluster("dgx-a100.yaml");
+  PlanJob deep = MegatronJob(16, 4096, 126, 256, 64);
+  deep.pp = 16;
+  Result<SearchResult> r = SearchPlans(deep, h100, Calibration{}, 5);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*1 = 16)"),
+            std::string::npos)
+      << r.status().message();
+  const Cluster local = LoadShippedCluster("localhost.yaml");
+  PlanJob demo = Small();
+  demo.micro_batch = 16;  // = global_batch
+  demo.dp = 2;
+  demo.tp = demo.cp = demo.pp = 1;
+  Result<SearchResult> d = SearchPlans(demo, local, Calibration{}, 5);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("data.micro_batch (16) must divide global_batch/dp = 16/2 = 8"),
+            std::string::npos)
+      << d.status().message();
+  PlanJob seq = Small();
+  seq.cp = 2;
+  seq.seq = 126;  // not a multiple of 2*cp
+  Result<SearchResult> c = SearchPlans(seq, local, Calibration{}, 5);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("data.seq (126) must be divisible by 2*cp (4)"),
+            std::string::npos)
+      << c.status().message();
 }
 
 TEST(Search, ReportsNameEveryPart) {
