@@ -268,6 +268,18 @@ Result<const Bf16*> Gpt::W16(int index) {
   return t.data<Bf16>();
 }
 
+Result<const Bf16*> Gpt::Wte16() {
+  if (wte_ >= 0) return W16(wte_);
+  // A head chunk without the embedding: the first chunk's wte copy changes every step and is
+  // cast at each use (vocab/tp x hidden elements, next to the head's GEMMs).
+  const int64_t numel = vl_ * config_.hidden;
+  if (!tied_w16_.defined()) {
+    LOOM_ASSIGN_OR_RETURN(tied_w16_, Tensor::Zeros({numel}, DType::kBF16, MemTag::kParams));
+  }
+  CastToBf16(tied_wte_, tied_w16_.data<Bf16>(), numel);
+  return tied_w16_.data<Bf16>();
+}
+
 void Gpt::DropLayerW16(int layer) {
   if (!bf16() || rt_.keep_bf16_weights || w16_.empty()) return;
   for (int k : {kQkvW, kProjW, kFcW, kFcProjW}) w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
@@ -386,8 +398,15 @@ Result<double> Gpt::HeadForward(Slot& slot, const int32_t* targets) {
   float* loss = ce_dloss_.data<float>();  // reused as per-token loss here
   const CrossEntropyBuffers buf{ce_stats_.data<float>(), ce_chunk_.data<float>(),
                                 slot.ce_lse.data<float>(), loss};
-  LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(tp_, Shard(), slot.lnf.data<float>(), Wte(),
-                                                        slot.targets.data(), buf));
+  if (bf16()) {
+    CastToBf16(slot.lnf.data<float>(), lnf16_.data<Bf16>(), n * c);
+    LOOM_ASSIGN_OR_RETURN(const Bf16* w16, Wte16());
+    LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(tp_, Shard(), lnf16_.data<Bf16>(), w16,
+                                                          slot.targets.data(), buf));
+  } else {
+    LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(
+        tp_, Shard(), slot.lnf.data<float>(), Wte(), slot.targets.data(), buf));
+  }
   double total = 0;
   for (int64_t i = 0; i < n; ++i) total += loss[i];
   return total;
@@ -419,9 +438,18 @@ Status Gpt::HeadBackward(Slot& slot, float dloss, float* dresid, bool last_micro
   float* dlnf = dln_.data<float>();
   std::fill(dlnf, dlnf + n * c, 0.0f);
   float* dlnf_local = tp_.size() > 1 ? dln_local_.data<float>() : dlnf;
-  LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyBackward(
-      tp_, rows_, Shard(), slot.lnf.data<float>(), Wte(), slot.targets.data(),
-      slot.ce_lse.data<float>(), dl, ce_chunk_.data<float>(), dlnf, DWte(), dlnf_local));
+  if (bf16()) {
+    CastToBf16(slot.lnf.data<float>(), lnf16_.data<Bf16>(), n * c);
+    LOOM_ASSIGN_OR_RETURN(const Bf16* w16, Wte16());
+    LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyBackward(
+        tp_, rows_, Shard(), lnf16_.data<Bf16>(), w16, slot.targets.data(),
+        slot.ce_lse.data<float>(), dl, ce_chunk_.data<float>(), ce_chunk16_.data<Bf16>(), dlnf,
+        DWte(), dlnf_local));
+  } else {
+    LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyBackward(
+        tp_, rows_, Shard(), slot.lnf.data<float>(), Wte(), slot.targets.data(),
+        slot.ce_lse.data<float>(), dl, ce_chunk_.data<float>(), dlnf, DWte(), dlnf_local));
+  }
   std::fill(dresid, dresid + nl * c, 0.0f);
   LayerNormBackward(dresid, G(lnf_), G(lnf_ + 1), dlnf_local,
                     slot.resid[chunk_.num_layers].data<float>(), P(lnf_),

@@ -8,7 +8,7 @@
 //
 // Activation plan, per layer and micro-batch of N = B*T tokens, Nl = N/tp with SP else N,
 // C = hidden, Cl = C/tp, Fl = 4C/tp (floats; under bf16 the ln_1, ln_2 and gelu outputs are
-// bf16):
+// bf16; so are the head's GEMMs):
 //   kept (recompute = none): ln_1 out N*C, LN stats 2Nl (x2 norms), qkv 3N*Cl, attention out
 //     N*Cl, attention lse B*(H/tp)*T, residual after attention Nl*C, ln_2 out N*C, fc N*Fl,
 //     gelu N*Fl
@@ -151,6 +151,8 @@ class Gpt {
                      int64_t in_local);
   // bf16 copy of parameter `index`, cast from the store's fp32 values when they changed.
   Result<const Bf16*> W16(int index);
+  // bf16 copy of the (tied) embedding the head multiplies by.
+  Result<const Bf16*> Wte16();
   // Under keep_bf16_weights = false: drops the layer's bf16 copies (its bucket was released).
   void DropLayerW16(int layer);
   // Attention of the current micro-batch: local, or ring attention across cp.
@@ -189,6 +191,7 @@ class Gpt {
   // bf16 only: the norm output before rounding [Nl, C] fp32, its bf16 local rows under SP, the
   // attention output in bf16 [N, Cl], and the output gradients cast for the GEMMs.
   Tensor ln32_, ln16_local_, att16_, dy16_;
+  Tensor lnf16_, ce_chunk16_, tied_w16_;  // the head's: final norm output, dlogits chunk, wte
   std::vector<Tensor> w16_;             // per parameter index (weights only)
   std::vector<int64_t> w16_version_;    // the store's params_version() they were cast at
 };

@@ -50,6 +50,10 @@ Status Gpt::AllocateScratch() {
     LOOM_ASSIGN_OR_RETURN(att16_, act16({n, cl_}));
     // Row-parallel backward: [full + local, C] (core/../linear.h); column: [full, 3Cl or Fl].
     LOOM_ASSIGN_OR_RETURN(dy16_, act16({std::max({(n + nl) * c, n * 3 * cl_, n * fl_})}));
+    if (chunk_.head) {
+      LOOM_ASSIGN_OR_RETURN(lnf16_, act16({n, c}));
+      LOOM_ASSIGN_OR_RETURN(ce_chunk16_, act16({n, std::min(rt_.vocab_chunk, vl_)}));
+    }
   }
   return Status::Ok();
 }

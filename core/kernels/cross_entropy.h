@@ -11,6 +11,9 @@
 
 #include <cstdint>
 
+#include "core/kernels/bf16.h"
+#include "core/status.h"
+
 namespace loom {
 
 struct VocabShard {
@@ -39,5 +42,16 @@ void CrossEntropyFinish(T* lse, T* loss, const T* max, const T* sumexp, const T*
 template <typename T>
 void CrossEntropyBackward(T* dx, T* dwte, const T* x, const T* wte, const int32_t* targets,
                           const T* lse, const T* dloss, const VocabShard& s, T* chunk_buf);
+
+// bf16 compute (`precision: bf16`): the same with x and the embedding shard in bf16, their
+// products accumulated in fp32 (GemmBf16); logits, statistics and gradients stay fp32. The
+// backward casts each chunk's dlogits into `chunk16` (n * chunk bf16) for its two GEMMs.
+// Errors: Unimplemented where the build has no bf16 GEMM.
+Status CrossEntropyStatsBf16(float* max, float* sumexp, float* target_logit, const Bf16* x,
+                             const Bf16* wte, const int32_t* targets, const VocabShard& s,
+                             float* chunk_buf);
+Status CrossEntropyBackwardBf16(float* dx, float* dwte, const Bf16* x, const Bf16* wte,
+                                const int32_t* targets, const float* lse, const float* dloss,
+                                const VocabShard& s, float* chunk_buf, Bf16* chunk16);
 
 }  // namespace loom

@@ -33,14 +33,13 @@ Status VocabParallelEmbeddingBackward(const TensorParallel& tp, const TokenRows&
   return Status::Ok();
 }
 
-Status VocabParallelCrossEntropyForward(const TensorParallel& tp, const VocabShard& shard,
-                                        const float* x, const float* wte, const int32_t* targets,
-                                        const CrossEntropyBuffers& buf) {
-  const int64_t n = shard.n;
+namespace {
+
+// Combines the shards' statistics in buf.stats across tp and finishes lse and loss.
+Status CombineShards(const TensorParallel& tp, int64_t n, const CrossEntropyBuffers& buf) {
   float* mx = buf.stats;
   float* sum = mx + n;
   float* zt = sum + n;
-  CrossEntropyStats(mx, sum, zt, x, wte, targets, shard, buf.chunk);
   if (tp.size() > 1) {
     // Combine each shard's max and rescaled sum-exp across tp; the target logit lives in one shard.
     std::vector<float> local_max(mx, mx + n);
@@ -54,6 +53,36 @@ Status VocabParallelCrossEntropyForward(const TensorParallel& tp, const VocabSha
   }
   CrossEntropyFinish(buf.lse, buf.loss, mx, sum, zt, n);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status VocabParallelCrossEntropyForward(const TensorParallel& tp, const VocabShard& shard,
+                                        const float* x, const float* wte, const int32_t* targets,
+                                        const CrossEntropyBuffers& buf) {
+  const int64_t n = shard.n;
+  CrossEntropyStats(buf.stats, buf.stats + n, buf.stats + 2 * n, x, wte, targets, shard,
+                    buf.chunk);
+  return CombineShards(tp, n, buf);
+}
+
+Status VocabParallelCrossEntropyForward(const TensorParallel& tp, const VocabShard& shard,
+                                        const Bf16* x, const Bf16* wte, const int32_t* targets,
+                                        const CrossEntropyBuffers& buf) {
+  const int64_t n = shard.n;
+  LOOM_RETURN_IF_ERROR(CrossEntropyStatsBf16(buf.stats, buf.stats + n, buf.stats + 2 * n, x, wte,
+                                             targets, shard, buf.chunk));
+  return CombineShards(tp, n, buf);
+}
+
+Status VocabParallelCrossEntropyBackward(const TensorParallel& tp, const TokenRows& rows,
+                                         const VocabShard& shard, const Bf16* x, const Bf16* wte,
+                                         const int32_t* targets, const float* lse,
+                                         const float* dloss, float* chunk, Bf16* chunk16,
+                                         float* dx_full, float* dwte, float* dx_local) {
+  LOOM_RETURN_IF_ERROR(
+      CrossEntropyBackwardBf16(dx_full, dwte, x, wte, targets, lse, dloss, shard, chunk, chunk16));
+  return ReduceTokens(tp, rows, dx_full, dx_local, shard.channels);
 }
 
 Status VocabParallelCrossEntropyBackward(const TensorParallel& tp, const TokenRows& rows,

@@ -51,4 +51,15 @@ Status VocabParallelCrossEntropyBackward(const TensorParallel& tp, const TokenRo
                                          const float* dloss, float* chunk, float* dx_full,
                                          float* dwte, float* dx_local);
 
+// bf16 compute (`precision: bf16`): x and the shard of wte in bf16 (core/kernels/cross_entropy.h);
+// `chunk16` holds [n, min(shard.chunk, shard.rows)] bf16 for the backward's dlogits.
+Status VocabParallelCrossEntropyForward(const TensorParallel& tp, const VocabShard& shard,
+                                        const Bf16* x, const Bf16* wte, const int32_t* targets,
+                                        const CrossEntropyBuffers& buf);
+Status VocabParallelCrossEntropyBackward(const TensorParallel& tp, const TokenRows& rows,
+                                         const VocabShard& shard, const Bf16* x, const Bf16* wte,
+                                         const int32_t* targets, const float* lse,
+                                         const float* dloss, float* chunk, Bf16* chunk16,
+                                         float* dx_full, float* dwte, float* dx_local);
+
 }  // namespace loom
