@@ -83,7 +83,8 @@ Status Communicator::Check(const Request& req, const CallOptions& o) const {
     return InvalidArgument(std::string("dtype ") + DTypeName(s.dtype) +
                            " is not carried by communicators (F32, BF16, F16, I32, U8)");
   }
-  if (!backend_->CanServe(s.device)) {
+  // A barrier moves no buffer: every backend serves it, whatever device it carries.
+  if (s.op != CommOp::kBarrier && !backend_->CanServe(s.device)) {
     return FailedPrecondition(std::string("the ") + BackendKindName(backend_->kind()) +
                               " backend cannot serve device " + DeviceName(s.device));
   }

@@ -221,10 +221,24 @@ class NcclEngine {
       st = CudaError(err, "events of " + job.call->what());
     } else {
       ncclResult_t r = job.launch(stream_);
-      // Non-blocking communicators may still be enqueueing: wait until NCCL has taken the call.
-      while (r == ncclInProgress) ncclCommGetAsyncError(job.comm, &r);
+      // A non-blocking communicator may still be enqueueing (NCCL connects lazily: a first call
+      // waits for its peers): wait until NCCL has taken the call, unless the rank gives up or
+      // the engine stops meanwhile.
+      while (r == ncclInProgress) {
+        if (ctx_->Abandoned() || ctx_->Cancelled() || StopRequested()) {
+          job.call->Leave();
+          cudaEventDestroy(start);
+          cudaEventDestroy(end);
+          AbortAll();  // this call's communicator too
+          job.call->Complete(ctx_->AbandonedError(job.call->what()));
+          return;
+        }
+        std::this_thread::yield();
+        ncclCommGetAsyncError(job.comm, &r);
+      }
       if (r != ncclSuccess) {
         st = NcclError(r, job.call->what(), job.comm);
+        AbortComm(job.comm);  // after an error NCCL's communicator is unusable
       } else if ((err = cudaEventRecord(end, stream_)) != cudaSuccess) {
         st = CudaError(err, "cudaEventRecord after " + job.call->what());
       }
@@ -249,7 +263,14 @@ class NcclEngine {
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(f.comm, &async);
         if (async == ncclSuccess || async == ncclInProgress) return;
+        // A failed communicator's kernel may never end, and every later call waits behind it
+        // on the one stream: fail this call with NCCL's words, abort, fail the rest.
         f.call->Complete(NcclError(async, f.call->what(), f.comm));
+        cudaEventDestroy(f.start);
+        cudaEventDestroy(f.end);
+        in_flight_.pop_front();
+        AbortAll();
+        return;
       } else if (q != cudaSuccess) {
         f.call->Complete(CudaError(q, f.call->what()));
       } else {
@@ -259,6 +280,15 @@ class NcclEngine {
       cudaEventDestroy(f.end);
       in_flight_.pop_front();
     }
+  }
+
+  bool StopRequested() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
+  void AbortComm(ncclComm_t c) {
+    if (aborted_comms_.insert(c).second) (void)ncclCommAbort(c);
   }
 
   // The rank gave up (a deadline passed) or is being stopped: no NCCL kernel may wait for a lost
@@ -271,9 +301,7 @@ class NcclEngine {
       std::lock_guard<std::mutex> lock(mu_);
       comms.insert(comms.end(), known_.begin(), known_.end());
     }
-    for (ncclComm_t c : comms) {
-      if (aborted_comms_.insert(c).second) ncclCommAbort(c);
-    }
+    for (ncclComm_t c : comms) AbortComm(c);
     for (InFlight& f : in_flight_) {
       f.call->Complete(ctx_->AbandonedError(f.call->what()));
       cudaEventDestroy(f.start);
@@ -287,7 +315,20 @@ class NcclEngine {
       std::lock_guard<std::mutex> lock(mu_);
       known_.erase(comm);
     }
-    if (aborted_comms_.count(comm) == 0) ncclCommDestroy(comm);
+    if (aborted_comms_.erase(comm) != 0) return;  // aborted: NCCL freed it
+    // A non-blocking communicator finalizes in the background: wait (against the deadline) for
+    // it to flush, then free it; one that does not finish in time is aborted instead.
+    ncclResult_t r = ncclCommFinalize(comm);
+    const int64_t deadline = NowNs() + ctx_->default_timeout().count() * int64_t{1000000};
+    while (r == ncclInProgress && NowNs() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ncclCommGetAsyncError(comm, &r);
+    }
+    if (r == ncclSuccess) {
+      (void)ncclCommDestroy(comm);
+    } else {
+      (void)ncclCommAbort(comm);
+    }
   }
 
   const int device_;
@@ -322,7 +363,7 @@ class NcclGroup : public GroupTransport {
 
   void Submit(std::shared_ptr<CommCall> call) override {
     const CallSpec& s = call->spec();
-    if (s.device != Device::kCuda) {
+    if (s.op != CommOp::kBarrier && s.device != Device::kCuda) {
       call->Reject(InvalidArgument(call->what() + ": the nccl backend serves device memory only"));
       return;
     }

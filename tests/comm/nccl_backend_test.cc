@@ -162,6 +162,9 @@ TEST_F(NcclBackendTest, OrderedAfterTheComputeStream) {
   const size_t n = size_t{64} << 20;
   DeviceVector<float> in(std::vector<float>(n, 5.0f));
   DeviceVector<float> out(std::vector<float>(n * size(), -1.0f));
+  // Pageable copies may return before their last chunk lands, and neither stream below waits
+  // for the legacy stream: let the fills finish first.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cudaMemsetAsync(in.get(), 0, n * sizeof(float), compute), cudaSuccess);
   static const float kOne = 1.0f;
   ASSERT_EQ(cudaMemcpyAsync(in.get() + (n - 1), &kOne, 4, cudaMemcpyHostToDevice, compute),
