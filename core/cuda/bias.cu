@@ -58,8 +58,8 @@ Status AddBiasResidual(float* out, const float* bias, const float* resid, int64_
   LOOM_RETURN_IF_ERROR(CheckShape(n, c, "AddBiasResidual"));
   LOOM_RETURN_IF_ERROR(internal::CheckElementCount(n * c, "AddBiasResidual"));
   if (n == 0) return Status::Ok();
-  add_bias_residual_kernel<<<internal::GridFor(n * c), internal::kBlock, 0, stream>>>(
-      out, bias, resid, n, c);
+  add_bias_residual_kernel<<<internal::GridFor(n * c), internal::kBlock, 0, stream>>>(out, bias,
+                                                                                      resid, n, c);
   return internal::CheckLaunch("add_bias_residual_kernel");
 }
 

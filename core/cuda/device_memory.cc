@@ -57,8 +57,7 @@ Result<void*> DeviceMemory::Malloc(size_t bytes) {
     // CheckLaunch reads: clear it, the caller gets it here.
     (void)cudaGetLastError();
     return Internal("cudaMalloc of " + std::to_string(bytes) + " bytes on " + name_ +
-                             " failed: " + cudaGetErrorString(err) + " (" + cudaGetErrorName(err) +
-                             ")");
+                    " failed: " + cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")");
   }
   return p;
 }

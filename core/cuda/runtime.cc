@@ -67,7 +67,8 @@ Result<DeviceInfo> CurrentDeviceInfo() {
   info.minor = prop.minor;
   info.multiprocessors = prop.multiProcessorCount;
   size_t free_bytes = 0, total_bytes = 0;
-  LOOM_RETURN_IF_ERROR(internal::Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  LOOM_RETURN_IF_ERROR(
+      internal::Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   info.total_bytes = static_cast<int64_t>(total_bytes);
   info.free_bytes = static_cast<int64_t>(free_bytes);
   return info;

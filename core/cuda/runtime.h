@@ -47,7 +47,7 @@ Status FillZero(void* dst, size_t bytes, Stream stream);
 
 struct DeviceInfo {
   int index = -1;
-  std::string name;  // cudaDeviceProp::name, e.g. "NVIDIA H100 80GB HBM3"
+  std::string name;          // cudaDeviceProp::name, e.g. "NVIDIA H100 80GB HBM3"
   int major = 0, minor = 0;  // compute capability
   int multiprocessors = 0;
   int64_t total_bytes = 0;  // global memory

@@ -19,8 +19,7 @@ Status AddBiasResidual(float* out, const float* bias, const float* resid, int64_
 
 // dbias[j] += sum over rows i < n of dout[i, j] (row-major [n, c]). Deterministic: each column is
 // summed by one block in a fixed order (no atomics), so repeated runs agree bit for bit.
-Status BiasBackward(float* dbias, const float* dout, int64_t n, int64_t c,
-                    Stream stream = nullptr);
+Status BiasBackward(float* dbias, const float* dout, int64_t n, int64_t c, Stream stream = nullptr);
 
 // x[i] = value for i < n (overwrites).
 Status Fill(float* x, float value, int64_t n, Stream stream = nullptr);

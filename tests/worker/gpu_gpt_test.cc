@@ -240,8 +240,9 @@ TEST(GpuGpt, Bf16TracksCpu) {
     cpu16 = MakeCpu(Precision::kBf16);
     ASSERT_TRUE(cpu16);
   } else {
-    std::printf("note: this build has no CPU bf16 GEMM (oneDNN): the comparison with the CPU bf16 "
-                "model is skipped\n");
+    std::printf(
+        "note: this build has no CPU bf16 GEMM (oneDNN): the comparison with the CPU bf16 "
+        "model is skipped\n");
   }
   const double lr = 1e-3;
   double first = 0, last = 0;
@@ -316,11 +317,10 @@ TEST(GpuGpt, RejectsBadArguments) {
                 .code(),
             StatusCode::kInvalidArgument);
   batch.targets[5] = static_cast<int32_t>(kModel.vocab);
-  EXPECT_EQ(
-      gpu->ForwardBackward(batch.tokens.data(), batch.targets.data(), kBatch, kSeq, dloss)
-          .status()
-          .code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu->ForwardBackward(batch.tokens.data(), batch.targets.data(), kBatch, kSeq, dloss)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -118,7 +118,9 @@ Status GpuGpt::Allocate() {
   const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden, f = config_.ffn();
   const int64_t lse_n = rt_.micro_batch * config_.heads * rt_.seq;
   const size_t gemm_in = bf16() ? 2 : 4;  // bytes per element of the GEMM inputs kept
-  auto f32 = [&](int64_t elems) { return Alloc(static_cast<size_t>(elems) * 4, MemTag::kActivations); };
+  auto f32 = [&](int64_t elems) {
+    return Alloc(static_cast<size_t>(elems) * 4, MemTag::kActivations);
+  };
   auto in = [&](int64_t elems) {
     return Alloc(static_cast<size_t>(elems) * gemm_in, MemTag::kActivations);
   };
@@ -148,8 +150,8 @@ Status GpuGpt::Allocate() {
   LOOM_ASSIGN_OR_RETURN(b.lnf, f32(n * c));
   LOOM_ASSIGN_OR_RETURN(b.lnf_mean, f32(n));
   LOOM_ASSIGN_OR_RETURN(b.lnf_rstd, f32(n));
-  for (DeviceBlock* d : {&b.ce_max, &b.ce_sumexp, &b.ce_target, &b.ce_lse, &b.ce_loss,
-                         &b.ce_dloss}) {
+  for (DeviceBlock* d :
+       {&b.ce_max, &b.ce_sumexp, &b.ce_target, &b.ce_lse, &b.ce_loss, &b.ce_dloss}) {
     LOOM_ASSIGN_OR_RETURN(*d, f32(n));
   }
   LOOM_ASSIGN_OR_RETURN(b.ce_chunk, f32(n * std::min(rt_.vocab_chunk, config_.vocab)));
@@ -160,8 +162,8 @@ Status GpuGpt::Allocate() {
   LOOM_ASSIGN_OR_RETURN(b.dfc, f32(n * f));
   if (bf16()) {
     LOOM_ASSIGN_OR_RETURN(b.att16, Alloc(static_cast<size_t>(n * c) * 2, MemTag::kActivations));
-    LOOM_ASSIGN_OR_RETURN(b.dy16, Alloc(static_cast<size_t>(n * std::max(3 * c, f)) * 2,
-                                        MemTag::kActivations));
+    LOOM_ASSIGN_OR_RETURN(
+        b.dy16, Alloc(static_cast<size_t>(n * std::max(3 * c, f)) * 2, MemTag::kActivations));
   }
   return Synchronize();  // the fills above: report a fault here rather than in the first step
 }

@@ -45,7 +45,7 @@
 #include "model/layout.h"
 #include "parallel/zero/param_store.h"  // AdamWConfig
 #include "worker/cuda/device_block.h"
-#include "worker/gpt.h"                 // ModelRuntime
+#include "worker/gpt.h"  // ModelRuntime
 
 namespace loom {
 
@@ -142,8 +142,8 @@ class GpuGpt {
   AdamWConfig adamw_;
   ParamLayout layout_;
   int wte_ = -1, wpe_ = -1, lnf_ = -1;
-  std::vector<int> layer_base_;       // index of h.{l}.ln_1.weight
-  std::vector<int64_t> w16_offset_;   // per parameter: offset in w16_, -1 for non-matrices
+  std::vector<int> layer_base_;      // index of h.{l}.ln_1.weight
+  std::vector<int64_t> w16_offset_;  // per parameter: offset in w16_, -1 for non-matrices
   int64_t w16_elements_ = 0;
   std::vector<OptRun> opt_runs_;
   int64_t steps_ = 0;

@@ -24,9 +24,9 @@ struct GpuGpt::LayerActs {
 };
 
 struct GpuGpt::Buffers {
-  std::vector<DeviceBlock> resid;  // layers + 1 residual-stream tensors [N, C]; 0: embeddings
-  std::vector<LayerActs> acts;     // per layer
-  DeviceBlock tokens, targets;     // int32 [N], copied from the host per micro-batch
+  std::vector<DeviceBlock> resid;       // layers + 1 residual-stream tensors [N, C]; 0: embeddings
+  std::vector<LayerActs> acts;          // per layer
+  DeviceBlock tokens, targets;          // int32 [N], copied from the host per micro-batch
   DeviceBlock lnf, lnf_mean, lnf_rstd;  // final norm [N, C], [N], [N]
   // Cross-entropy: running statistics, lse and per-token loss of the forward, per-token dloss of
   // the backward [N] each, and one chunk of logits [N, min(vocab_chunk, vocab)].

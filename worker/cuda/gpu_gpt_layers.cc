@@ -93,8 +93,7 @@ Status GpuGpt::LinearBackward(int w, const float* dy, const void* x, float* dx, 
                                          0.0f, dx, in, stream()));
     }
     LOOM_RETURN_IF_ERROR(cuda::GemmF32(gemm_, true, false, out, in, n, 1.0f, dy, out,
-                                       static_cast<const float*>(x), in, 1.0f, G(w), in,
-                                       stream()));
+                                       static_cast<const float*>(x), in, 1.0f, G(w), in, stream()));
   }
   return cuda::BiasBackward(G(w + 1), dy, n, out, stream());
 }
@@ -113,14 +112,14 @@ Status GpuGpt::LayerForward(int layer, LayerActs& a, const float* x, float* out)
   };
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))) + bias
   LOOM_RETURN_IF_ERROR(ln_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, kLn1W));
-  LOOM_RETURN_IF_ERROR(LinearForward(LayerParam(layer, kQkvW), a.ln1.as<void>(), a.qkv.as<float>(),
-                                     c, 3 * c));
-  LOOM_RETURN_IF_ERROR(cuda::AddBiasResidual(a.qkv.as<float>(), p(kQkvB), nullptr, n, 3 * c,
-                                             stream()));
-  const AttentionShape as{b_, t_, config_.heads, config_.head_dim(), rt_.attn_block_q,
-                          rt_.attn_block_k};
   LOOM_RETURN_IF_ERROR(
-      cuda::AttentionForward(a.att.as<float>(), a.lse.as<float>(), a.qkv.as<float>(), as, stream()));
+      LinearForward(LayerParam(layer, kQkvW), a.ln1.as<void>(), a.qkv.as<float>(), c, 3 * c));
+  LOOM_RETURN_IF_ERROR(
+      cuda::AddBiasResidual(a.qkv.as<float>(), p(kQkvB), nullptr, n, 3 * c, stream()));
+  const AttentionShape as{
+      b_, t_, config_.heads, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
+  LOOM_RETURN_IF_ERROR(cuda::AttentionForward(a.att.as<float>(), a.lse.as<float>(),
+                                              a.qkv.as<float>(), as, stream()));
   const void* att_in = a.att.as<void>();
   if (bf16()) {
     LOOM_RETURN_IF_ERROR(
@@ -168,8 +167,8 @@ Status GpuGpt::LayerBackward(int layer, LayerActs& a, const float* x, float* dre
   }
   float* datt = buf_->datt.as<float>();
   LOOM_RETURN_IF_ERROR(LinearBackward(LayerParam(layer, kProjW), dresid, att_in, datt, c, c));
-  const AttentionShape as{b_, t_, config_.heads, config_.head_dim(), rt_.attn_block_q,
-                          rt_.attn_block_k};
+  const AttentionShape as{
+      b_, t_, config_.heads, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   float* dqkv = buf_->dqkv.as<float>();
   LOOM_RETURN_IF_ERROR(cuda::AttentionBackward(dqkv, datt, a.qkv.as<float>(), a.att.as<float>(),
                                                a.lse.as<float>(), as, stream()));
@@ -193,8 +192,8 @@ Status GpuGpt::Forward() {
   // Head: final norm, then the loss against the tied embedding, chunk by chunk.
   const float* last = b.resid[static_cast<size_t>(config_.layers)].as<float>();
   LOOM_RETURN_IF_ERROR(cuda::LayerNormForward(b.lnf.as<float>(), b.lnf_mean.as<float>(),
-                                              b.lnf_rstd.as<float>(), last, P(lnf_), P(lnf_ + 1),
-                                              n, c, 1e-5f, stream()));
+                                              b.lnf_rstd.as<float>(), last, P(lnf_), P(lnf_ + 1), n,
+                                              c, 1e-5f, stream()));
   const VocabShard shard{n, c, 0, config_.vocab, config_.vocab, rt_.vocab_chunk};
   LOOM_RETURN_IF_ERROR(cuda::CrossEntropyStats(gemm_, b.ce_max.as<float>(), b.ce_sumexp.as<float>(),
                                                b.ce_target.as<float>(), b.lnf.as<float>(), P(wte_),
@@ -220,8 +219,8 @@ Status GpuGpt::Backward(float dloss) {
   LOOM_RETURN_IF_ERROR(cuda::FillZero(dresid, rows_bytes, stream()));
   const float* last = b.resid[static_cast<size_t>(config_.layers)].as<float>();
   LOOM_RETURN_IF_ERROR(cuda::LayerNormBackward(dresid, G(lnf_), G(lnf_ + 1), dln, last, P(lnf_),
-                                               b.lnf_mean.as<float>(), b.lnf_rstd.as<float>(), n,
-                                               c, stream()));
+                                               b.lnf_mean.as<float>(), b.lnf_rstd.as<float>(), n, c,
+                                               stream()));
   for (int l = static_cast<int>(config_.layers) - 1; l >= 0; --l) {
     const size_t i = static_cast<size_t>(l);
     LOOM_RETURN_IF_ERROR(LayerBackward(l, b.acts[i], b.resid[i].as<float>(), dresid));
