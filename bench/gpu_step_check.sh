@@ -7,7 +7,7 @@
 #   bench/gpu_step_check.sh                    # from the repository root
 #   BUILD=build BENCH_ARGS="--batch 4" bench/gpu_step_check.sh
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build-gpu}
 GEN="Unix Makefiles"
 command -v ninja >/dev/null 2>&1 && GEN=Ninja
