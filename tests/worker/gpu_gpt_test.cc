@@ -248,7 +248,7 @@ TEST(GpuGpt, Bf16TracksCpu) {
   double first = 0, last = 0;
   for (int step = 0; step < 20; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
-    const Batch batch = MakeBatch(100 + step % 4);  // a few batches again and again: loss falls
+    const Batch batch = MakeBatch(100 + step % 4);  // 4 batches again and again: the loss falls
     const double ref32 = cpu32->Step(batch, lr, nullptr, nullptr);
     auto loss = gpu->ForwardBackward(batch.tokens.data(), batch.targets.data(), kBatch, kSeq,
                                      1.0f / static_cast<float>(kBatch * kSeq));
@@ -262,7 +262,9 @@ TEST(GpuGpt, Bf16TracksCpu) {
     if (step == 0) first = *loss;
     last = *loss;
   }
-  EXPECT_LT(last, first);  // it trains
+  // It trains, so the 2% bound means something: on the CPU the fp32 loss falls by 12% over these
+  // steps, and CPU bf16 stays within 4e-5 of it.
+  EXPECT_LT(last, 0.95 * first);
 }
 
 TEST(GpuGpt, MemoryIsAccountedByCategory) {
