@@ -11,6 +11,8 @@
 // look-ups, biases and norms not) and attention = 6 * layers * batch * seq^2 * hidden (QK^T and
 // AV, forward and backward, half of the square by causality) -- bench/train_step_bench.cc's count.
 // The peak is a flag (dense tensor-core bf16, TF32, or fp32 non-tensor), H100 SXM by default.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -61,6 +63,14 @@ std::string LastLine(const std::string& text) {
   return nl == std::string::npos ? s : s.substr(nl + 1);
 }
 
+// The first of `candidates` that exists ("" when none does).
+std::string FirstExisting(const std::vector<std::string>& candidates) {
+  for (const std::string& c : candidates) {
+    if (!c.empty() && access(c.c_str(), R_OK) == 0) return c;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,7 +79,7 @@ int main(int argc, char** argv) {
   int64_t layers = 12, hidden = 768, heads = 12, seq = 1024, batch = 8, vocab = 50257;
   int64_t vocab_chunk = 8192;
   int warmup = 3, steps = 10;
-  std::string precision_name = "bf16", tf32 = "auto";
+  std::string precision_name = "bf16", tf32 = "off", torch_script, python;
   double peak_bf16 = 989, peak_tf32 = 494, peak_fp32 = 67;
   bool skip_torch = false;
   app.add_option("--layers", layers);
@@ -80,10 +90,12 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", vocab);
   app.add_option("--vocab-chunk", vocab_chunk, "vocabulary rows per cross-entropy chunk");
   app.add_option("--precision", precision_name)->check(CLI::IsMember({"fp32", "bf16"}));
-  app.add_option("--tf32", tf32,
-                 "TF32 for the fp32 GEMMs (auto: on under bf16, where only the head's GEMMs are "
-                 "fp32; off under fp32)")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--tf32", tf32, "TF32 for the fp32 GEMMs (fp32 precision only), also in PyTorch")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--torch-script", torch_script,
+                 "bench/torch_train_step.py (default: the source tree's, else ./bench/'s)");
+  app.add_option("--python", python,
+                 "the Python with PyTorch (default: /usr/bin/python3, else python3 on PATH)");
   app.add_option("--warmup", warmup)->check(CLI::Range(1, 1000));
   app.add_option("--steps", steps)->check(CLI::Range(1, 1000));
   app.add_option("--peak-bf16-tflops", peak_bf16, "dense bf16 peak (H100 SXM: 989)");
@@ -111,7 +123,7 @@ int main(int argc, char** argv) {
               Mib(info->total_bytes) / 1024, Mib(info->free_bytes) / 1024);
 
   const bool bf16 = precision_name == "bf16";
-  const bool use_tf32 = tf32 == "on" || (tf32 == "auto" && bf16);
+  const bool use_tf32 = tf32 == "on" && !bf16;  // no fp32 GEMM is left under bf16
   const loom::ModelConfig mc{vocab, seq, layers, heads, hidden};
   loom::ModelRuntime rt{batch, seq, loom::Recompute::kNone, vocab_chunk};
   rt.precision = bf16 ? loom::Precision::kBf16 : loom::Precision::kFp32;
@@ -173,12 +185,32 @@ int main(int argc, char** argv) {
               Mib(gpt->usage(loom::MemTag::kOther).current));
   gpt.reset();  // give the GPU's memory back before PyTorch runs
 
+  // The benchmark may run from a copy of the tree elsewhere (a GPU machine's bundle): the script
+  // is looked for in the source tree it was built from, then under the working directory.
+  if (torch_script.empty()) {
+    torch_script =
+        FirstExisting({LOOM_SOURCE_DIR "/bench/torch_train_step.py", "bench/torch_train_step.py"});
+  }
+  const std::string probe = " -c \"import torch; assert torch.cuda.is_available()\"";
   std::string torch_ms = "nan", ratio = "nan", out;
+  bool have_torch = false;
+  if (!skip_torch) {
+    for (const std::string& py : python.empty()
+                                     ? std::vector<std::string>{"/usr/bin/python3", "python3"}
+                                     : std::vector<std::string>{python}) {
+      if (RunCapture(py + probe, &out)) {
+        python = py;
+        have_torch = true;
+        break;
+      }
+    }
+  }
   if (skip_torch) {
     std::printf("torch: skipped (--skip-torch)\n");
-  } else if (!RunCapture("/usr/bin/python3 -c \"import torch; assert torch.cuda.is_available()\"",
-                         &out)) {
+  } else if (!have_torch) {
     std::printf("torch: PyTorch with CUDA is unavailable (%s)\n", LastLine(out).c_str());
+  } else if (torch_script.empty()) {
+    std::printf("torch: bench/torch_train_step.py not found (--torch-script to name it)\n");
   } else {
     char args[512];
     std::snprintf(args, sizeof(args),
@@ -187,13 +219,13 @@ int main(int argc, char** argv) {
                   (long long)layers, (long long)hidden, (long long)heads, (long long)seq,
                   (long long)batch, (long long)vocab, warmup, steps, bf16 ? " --autocast-bf16" : "",
                   use_tf32 ? " --tf32" : "");
-    const std::string cmd =
-        "/usr/bin/python3 " LOOM_SOURCE_DIR "/bench/torch_train_step.py" + std::string(args);
+    const std::string cmd = python + " " + torch_script + args;
     const bool ok = RunCapture(cmd, &out);
     const char* at = std::strstr(out.c_str(), "torch_ms=");
     double ms = 0;
     if (ok && at != nullptr && std::sscanf(at, "torch_ms=%lf", &ms) == 1 && ms > 0) {
-      std::printf("torch (%s): %s\n", bf16 ? "autocast bf16" : "fp32", LastLine(out).c_str());
+      std::printf("torch (%s, %s): %s\n", bf16 ? "autocast bf16" : "fp32", python.c_str(),
+                  LastLine(out).c_str());
       torch_ms = std::to_string(ms);
       ratio = std::to_string(gpu_ms / ms);
     } else {

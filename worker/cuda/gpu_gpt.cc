@@ -105,6 +105,9 @@ Status GpuGpt::Allocate() {
   }
   w16_offset_.assign(L.params.size(), -1);
   if (bf16()) {
+    // The head's GEMMs multiply by wte in bf16 too (as the CPU model's Wte16).
+    w16_offset_[static_cast<size_t>(wte_)] = 0;
+    w16_elements_ = L.params[static_cast<size_t>(wte_)].numel();
     for (int l = 0; l < config_.layers; ++l) {
       for (int k : kLayerMatrices) {
         const int index = LayerParam(l, k);
@@ -147,14 +150,15 @@ Status GpuGpt::Allocate() {
   }
   LOOM_ASSIGN_OR_RETURN(b.tokens, Alloc(static_cast<size_t>(n) * 4, MemTag::kActivations));
   LOOM_ASSIGN_OR_RETURN(b.targets, Alloc(static_cast<size_t>(n) * 4, MemTag::kActivations));
-  LOOM_ASSIGN_OR_RETURN(b.lnf, f32(n * c));
+  LOOM_ASSIGN_OR_RETURN(b.lnf, in(n * c));
   LOOM_ASSIGN_OR_RETURN(b.lnf_mean, f32(n));
   LOOM_ASSIGN_OR_RETURN(b.lnf_rstd, f32(n));
   for (DeviceBlock* d :
        {&b.ce_max, &b.ce_sumexp, &b.ce_target, &b.ce_lse, &b.ce_loss, &b.ce_dloss}) {
     LOOM_ASSIGN_OR_RETURN(*d, f32(n));
   }
-  LOOM_ASSIGN_OR_RETURN(b.ce_chunk, f32(n * std::min(rt_.vocab_chunk, config_.vocab)));
+  const int64_t chunk_elems = n * std::min(rt_.vocab_chunk, config_.vocab);
+  LOOM_ASSIGN_OR_RETURN(b.ce_chunk, f32(chunk_elems));
   LOOM_ASSIGN_OR_RETURN(b.dresid, f32(n * c));
   LOOM_ASSIGN_OR_RETURN(b.dln, f32(n * c));
   LOOM_ASSIGN_OR_RETURN(b.datt, f32(n * c));
@@ -164,6 +168,8 @@ Status GpuGpt::Allocate() {
     LOOM_ASSIGN_OR_RETURN(b.att16, Alloc(static_cast<size_t>(n * c) * 2, MemTag::kActivations));
     LOOM_ASSIGN_OR_RETURN(
         b.dy16, Alloc(static_cast<size_t>(n * std::max(3 * c, f)) * 2, MemTag::kActivations));
+    LOOM_ASSIGN_OR_RETURN(b.ce_chunk16,
+                          Alloc(static_cast<size_t>(chunk_elems) * 2, MemTag::kActivations));
   }
   return Synchronize();  // the fills above: report a fault here rather than in the first step
 }

@@ -9,8 +9,8 @@
 // CachingAllocator over device memory, accounted by MemTag:
 //   kParams      fp32 master parameters, one flat buffer in ModelLayout(config, 1)'s order and
 //                offsets (layout().total floats), + under bf16 the bf16 copies of the four matrices
-//                of every layer (c_attn, attn.c_proj, c_fc, mlp.c_proj), cast again after every
-//                change of the parameters (LoadParams, Step)
+//                of every layer (c_attn, attn.c_proj, c_fc, mlp.c_proj) and of wte (the head's),
+//                cast again after every change of the parameters (LoadParams, Step)
 //   kGrads       fp32 gradients, the same layout
 //   kOptimizer   AdamW's first and second moments, the same layout (2 x 4 bytes per parameter)
 //   kActivations everything kept between the forward and the backward (worker/gpt.h's plan with
@@ -19,10 +19,11 @@
 // The cuBLASLt workspace (gemm.h) is allocated by its handle, outside the allocator.
 //
 // Precision (ModelRuntime::precision), as the CPU model: fp32 everywhere, or bf16 where the
-// linear layers multiply bf16 inputs (the LayerNorm and GELU outputs, written in bf16 directly,
-// and the attention output cast for the projection) by the bf16 weight copies with fp32
-// accumulation; the residual stream, attention, norms, head and loss, gradients, master weights
-// and optimizer stay fp32. The head's GEMMs are fp32 in both (TF32 only if set_allow_tf32).
+// linear layers and the head multiply bf16 inputs (the LayerNorm and GELU outputs, written in bf16
+// directly, the attention output cast for the projection, each chunk's dlogits cast for the
+// head's gradient GEMMs) by the bf16 weight copies with fp32 accumulation; the residual stream,
+// attention, norm statistics, logits, softmax and loss, gradients, master weights and optimizer
+// stay fp32.
 //
 // Streams and threads: all work is queued on one stream the model owns, with one GEMM handle.
 // ForwardBackward, Step and the copies return after the device has finished what they need on
@@ -92,8 +93,8 @@ class GpuGpt {
   // AdamW updates applied so far.
   int64_t optimizer_steps() const { return steps_; }
 
-  // TF32 for the fp32 GEMMs (all of them under fp32, the head's under bf16); off by default so
-  // the fp32 path agrees with the CPU to fp32 rounding.
+  // TF32 for the fp32 GEMMs (all of them under fp32; there are none under bf16); off by default
+  // so the fp32 path agrees with the CPU to fp32 rounding.
   void set_allow_tf32(bool allow) { gemm_.set_allow_tf32(allow); }
 
   // Bytes allocated (and peak) per category; the allocator's report ("params 1.0 MiB (peak ...),

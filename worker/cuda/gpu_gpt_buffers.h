@@ -27,7 +27,7 @@ struct GpuGpt::Buffers {
   std::vector<DeviceBlock> resid;       // layers + 1 residual-stream tensors [N, C]; 0: embeddings
   std::vector<LayerActs> acts;          // per layer
   DeviceBlock tokens, targets;          // int32 [N], copied from the host per micro-batch
-  DeviceBlock lnf, lnf_mean, lnf_rstd;  // final norm [N, C], [N], [N]
+  DeviceBlock lnf, lnf_mean, lnf_rstd;  // final norm: gemm-in [N, C], [N], [N]
   // Cross-entropy: running statistics, lse and per-token loss of the forward, per-token dloss of
   // the backward [N] each, and one chunk of logits [N, min(vocab_chunk, vocab)].
   DeviceBlock ce_max, ce_sumexp, ce_target, ce_lse, ce_loss, ce_dloss, ce_chunk;
@@ -35,8 +35,8 @@ struct GpuGpt::Buffers {
   // d(qkv) [N, 3C], d(fc) [N, F].
   DeviceBlock dresid, dln, datt, dqkv, dfc;
   // bf16 only: the attention output cast for the projection [N, C]; an output gradient cast for
-  // the GEMMs [N, max(3C, F)].
-  DeviceBlock att16, dy16;
+  // the GEMMs [N, max(3C, F)]; one chunk of dlogits cast for the head's gradient GEMMs.
+  DeviceBlock att16, dy16, ce_chunk16;
 };
 
 }  // namespace loom

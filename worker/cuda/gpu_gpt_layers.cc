@@ -191,14 +191,26 @@ Status GpuGpt::Forward() {
   }
   // Head: final norm, then the loss against the tied embedding, chunk by chunk.
   const float* last = b.resid[static_cast<size_t>(config_.layers)].as<float>();
-  LOOM_RETURN_IF_ERROR(cuda::LayerNormForward(b.lnf.as<float>(), b.lnf_mean.as<float>(),
-                                              b.lnf_rstd.as<float>(), last, P(lnf_), P(lnf_ + 1), n,
-                                              c, 1e-5f, stream()));
   const VocabShard shard{n, c, 0, config_.vocab, config_.vocab, rt_.vocab_chunk};
-  LOOM_RETURN_IF_ERROR(cuda::CrossEntropyStats(gemm_, b.ce_max.as<float>(), b.ce_sumexp.as<float>(),
-                                               b.ce_target.as<float>(), b.lnf.as<float>(), P(wte_),
-                                               b.targets.as<int32_t>(), shard,
-                                               b.ce_chunk.as<float>(), stream()));
+  if (bf16()) {
+    // The norm's output is only a GEMM input: written in bf16 directly (the CPU model computes it
+    // in fp32 and rounds it the same way).
+    LOOM_RETURN_IF_ERROR(cuda::LayerNormForwardBf16(b.lnf.as<uint16_t>(), b.lnf_mean.as<float>(),
+                                                    b.lnf_rstd.as<float>(), last, P(lnf_),
+                                                    P(lnf_ + 1), n, c, 1e-5f, stream()));
+    LOOM_RETURN_IF_ERROR(cuda::CrossEntropyStatsBf16(
+        gemm_, b.ce_max.as<float>(), b.ce_sumexp.as<float>(), b.ce_target.as<float>(),
+        b.lnf.as<uint16_t>(), W16(wte_), b.targets.as<int32_t>(), shard, b.ce_chunk.as<float>(),
+        stream()));
+  } else {
+    LOOM_RETURN_IF_ERROR(cuda::LayerNormForward(b.lnf.as<float>(), b.lnf_mean.as<float>(),
+                                                b.lnf_rstd.as<float>(), last, P(lnf_), P(lnf_ + 1),
+                                                n, c, 1e-5f, stream()));
+    LOOM_RETURN_IF_ERROR(
+        cuda::CrossEntropyStats(gemm_, b.ce_max.as<float>(), b.ce_sumexp.as<float>(),
+                                b.ce_target.as<float>(), b.lnf.as<float>(), P(wte_),
+                                b.targets.as<int32_t>(), shard, b.ce_chunk.as<float>(), stream()));
+  }
   return cuda::CrossEntropyFinish(b.ce_lse.as<float>(), b.ce_loss.as<float>(), b.ce_max.as<float>(),
                                   b.ce_sumexp.as<float>(), b.ce_target.as<float>(), n, stream());
 }
@@ -213,9 +225,16 @@ Status GpuGpt::Backward(float dloss) {
   LOOM_RETURN_IF_ERROR(cuda::Fill(b.ce_dloss.as<float>(), dloss, n, stream()));
   LOOM_RETURN_IF_ERROR(cuda::FillZero(dln, rows_bytes, stream()));
   const VocabShard shard{n, c, 0, config_.vocab, config_.vocab, rt_.vocab_chunk};
-  LOOM_RETURN_IF_ERROR(cuda::CrossEntropyBackward(
-      gemm_, dln, G(wte_), b.lnf.as<float>(), P(wte_), b.targets.as<int32_t>(),
-      b.ce_lse.as<float>(), b.ce_dloss.as<float>(), shard, b.ce_chunk.as<float>(), stream()));
+  if (bf16()) {
+    LOOM_RETURN_IF_ERROR(cuda::CrossEntropyBackwardBf16(
+        gemm_, dln, G(wte_), b.lnf.as<uint16_t>(), W16(wte_), b.targets.as<int32_t>(),
+        b.ce_lse.as<float>(), b.ce_dloss.as<float>(), shard, b.ce_chunk.as<float>(),
+        b.ce_chunk16.as<uint16_t>(), stream()));
+  } else {
+    LOOM_RETURN_IF_ERROR(cuda::CrossEntropyBackward(
+        gemm_, dln, G(wte_), b.lnf.as<float>(), P(wte_), b.targets.as<int32_t>(),
+        b.ce_lse.as<float>(), b.ce_dloss.as<float>(), shard, b.ce_chunk.as<float>(), stream()));
+  }
   LOOM_RETURN_IF_ERROR(cuda::FillZero(dresid, rows_bytes, stream()));
   const float* last = b.resid[static_cast<size_t>(config_.layers)].as<float>();
   LOOM_RETURN_IF_ERROR(cuda::LayerNormBackward(dresid, G(lnf_), G(lnf_ + 1), dln, last, P(lnf_),
