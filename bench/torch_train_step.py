@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """PyTorch side of the Loom training-step benchmark.
 
-Times full float32 (or, with --autocast-bf16, CPU mixed-precision) training
-steps (zero_grad, forward, loss, backward,
-AdamW step) of the reference GPT from tests/reference/torch_gpt.py and
-prints one machine-readable line:
+Times full float32 (or, with --autocast-bf16, mixed-precision) training
+steps (zero_grad, forward, loss, backward, optional gradient clipping, AdamW
+step) of the reference GPT from tests/reference/torch_gpt.py on the CPU or,
+with --device cuda, on the current GPU (bench/gpu_step_bench.cc), and prints
+one machine-readable line:
 
   torch_ms=<median ms> threads=<N> openblas_threads=<env> peak_rss_mb=<MB>
+  [peak_gpu_mb=<MB> device=<name>]   (with --device cuda)
 
-The caller is expected to set OPENBLAS_NUM_THREADS in the environment (it is
-only reported here, since BLAS reads it at load time).
+On the GPU every timed step is bracketed by torch.cuda.synchronize(), so the
+time is the device's, not the launch queue's. The caller is expected to set
+OPENBLAS_NUM_THREADS in the environment (it is only reported here, since BLAS
+reads it at load time).
 """
 
 import argparse
@@ -45,8 +49,16 @@ def parse_args(argv):
                              "torch's default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--autocast-bf16", action="store_true",
-                        help="run the forward under torch.autocast(cpu, "
-                             "bfloat16): PyTorch's CPU mixed precision")
+                        help="run the forward under torch.autocast(<device>, "
+                             "bfloat16): PyTorch's mixed precision")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the model and the step run")
+    parser.add_argument("--tf32", action="store_true",
+                        help="allow TF32 in float32 matmuls (cuda only; "
+                             "PyTorch's default is off)")
+    parser.add_argument("--grad-clip", type=float, default=0.0,
+                        help="clip_grad_norm_ to this value before the step "
+                             "(0: no clipping, the CPU benchmark's setting)")
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be >= 1")
@@ -54,6 +66,8 @@ def parse_args(argv):
         parser.error("--threads must be >= 1")
     if args.hidden % args.heads:
         parser.error("--hidden must be divisible by --heads")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch.cuda.is_available() is False")
     return args
 
 
@@ -66,28 +80,41 @@ def main(argv=None):
     config = {"vocab": args.vocab, "max_seq": args.seq,
               "layers": args.layers, "heads": args.heads,
               "hidden": args.hidden}
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
     model = torch_gpt.GPT(config, torch_gpt.gpt2_init(config, seed=args.seed),
-                          dtype=torch.float32)
+                          dtype=torch.float32).to(device)
     # Typical GPT training hyper-parameters; they do not affect the cost.
     optimizer = torch_gpt.make_optimizer(model, lr=3e-4, betas=(0.9, 0.95),
                                          eps=1e-8, weight_decay=0.1)
-    inputs = torch.randint(0, args.vocab, (args.batch, args.seq))
-    targets = torch.randint(0, args.vocab, (args.batch, args.seq))
+    inputs = torch.randint(0, args.vocab, (args.batch, args.seq)).to(device)
+    targets = torch.randint(0, args.vocab, (args.batch, args.seq)).to(device)
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16,
+        with torch.autocast(device.type, dtype=torch.bfloat16,
                             enabled=args.autocast_bf16):
             _, loss = model(inputs, targets)
         loss.backward()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     for _ in range(args.warmup):
         train_step()
+    sync()
     times_ms = []
     for _ in range(args.steps):
+        sync()
         start = time.perf_counter()
         train_step()
+        sync()
         times_ms.append((time.perf_counter() - start) * 1e3)
 
     # ru_maxrss is in KiB on Linux.
@@ -96,7 +123,10 @@ def main(argv=None):
     print(f"torch_ms={statistics.median(times_ms):.3f} "
           f"threads={torch.get_num_threads()} "
           f"openblas_threads={openblas_threads} "
-          f"peak_rss_mb={peak_rss_mb:.1f}")
+          f"peak_rss_mb={peak_rss_mb:.1f}"
+          + (f" peak_gpu_mb={torch.cuda.max_memory_allocated() / 2**20:.1f}"
+             f" device={torch.cuda.get_device_name().replace(' ', '_')}"
+             if cuda else ""))
     return 0
 
 

@@ -69,4 +69,48 @@ Status CrossEntropyBackward(GemmHandle& handle, float* dx, float* dwte, const fl
   return Status::Ok();
 }
 
+Status CrossEntropyStatsBf16(GemmHandle& handle, float* max, float* sumexp, float* target_logit,
+                             const uint16_t* x, const uint16_t* wte, const int32_t* targets,
+                             const VocabShard& s, float* chunk_buf, Stream stream) {
+  LOOM_RETURN_IF_ERROR(CheckShard(s, "CrossEntropyStatsBf16"));
+  LOOM_RETURN_IF_ERROR(CrossEntropyStatsInit(max, sumexp, target_logit, s.n, stream));
+  if (s.n == 0) return Status::Ok();
+  const int64_t valid_rows = ValidRows(s), c = s.channels;
+  for (int64_t v0 = 0; v0 < valid_rows; v0 += s.chunk) {
+    const int64_t vc = std::min(s.chunk, valid_rows - v0);
+    LOOM_RETURN_IF_ERROR(GemmBf16(handle, false, true, s.n, vc, c, x, c, wte + v0 * c, c, 0.0f,
+                                  chunk_buf, vc, stream));
+    LOOM_RETURN_IF_ERROR(CrossEntropyChunkStats(max, sumexp, target_logit, chunk_buf, vc, s.n, vc,
+                                                s.vocab_begin + v0, targets, stream));
+  }
+  return Status::Ok();
+}
+
+Status CrossEntropyBackwardBf16(GemmHandle& handle, float* dx, float* dwte, const uint16_t* x,
+                                const uint16_t* wte, const int32_t* targets, const float* lse,
+                                const float* dloss, const VocabShard& s, float* chunk_buf,
+                                uint16_t* chunk16, Stream stream) {
+  LOOM_RETURN_IF_ERROR(CheckShard(s, "CrossEntropyBackwardBf16"));
+  if (s.n == 0 || (dx == nullptr && dwte == nullptr)) return Status::Ok();
+  const int64_t valid_rows = ValidRows(s), c = s.channels;
+  for (int64_t v0 = 0; v0 < valid_rows; v0 += s.chunk) {
+    const int64_t vc = std::min(s.chunk, valid_rows - v0);
+    const uint16_t* w = wte + v0 * c;
+    LOOM_RETURN_IF_ERROR(
+        GemmBf16(handle, false, true, s.n, vc, c, x, c, w, c, 0.0f, chunk_buf, vc, stream));
+    LOOM_RETURN_IF_ERROR(CrossEntropyChunkGrad(chunk_buf, vc, s.n, vc, vc, s.vocab_begin + v0,
+                                               targets, lse, dloss, stream));
+    LOOM_RETURN_IF_ERROR(CastToBf16(chunk_buf, chunk16, s.n * vc, stream));
+    if (dx != nullptr) {
+      LOOM_RETURN_IF_ERROR(
+          GemmBf16(handle, false, false, s.n, c, vc, chunk16, vc, w, c, 1.0f, dx, c, stream));
+    }
+    if (dwte != nullptr) {
+      LOOM_RETURN_IF_ERROR(GemmBf16(handle, true, false, vc, c, s.n, chunk16, vc, x, c, 1.0f,
+                                    dwte + v0 * c, c, stream));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace loom::cuda

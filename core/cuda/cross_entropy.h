@@ -28,4 +28,16 @@ Status CrossEntropyBackward(GemmHandle& handle, float* dx, float* dwte, const fl
                             const float* dloss, const VocabShard& s, float* chunk_buf,
                             Stream stream = nullptr);
 
+// bf16 compute (`precision: bf16`), as the CPU's CrossEntropyStatsBf16/BackwardBf16: x [n, C]
+// and the shard of wte in bf16 bits, their products accumulated in fp32 (GemmBf16); logits,
+// statistics and gradients stay fp32. The backward casts each chunk's dlogits into `chunk16`
+// (n * s.chunk bf16) for its two GEMMs. Same results contract as the fp32 functions above.
+Status CrossEntropyStatsBf16(GemmHandle& handle, float* max, float* sumexp, float* target_logit,
+                             const uint16_t* x, const uint16_t* wte, const int32_t* targets,
+                             const VocabShard& s, float* chunk_buf, Stream stream = nullptr);
+Status CrossEntropyBackwardBf16(GemmHandle& handle, float* dx, float* dwte, const uint16_t* x,
+                                const uint16_t* wte, const int32_t* targets, const float* lse,
+                                const float* dloss, const VocabShard& s, float* chunk_buf,
+                                uint16_t* chunk16, Stream stream = nullptr);
+
 }  // namespace loom::cuda

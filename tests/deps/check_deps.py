@@ -48,8 +48,9 @@ ALLOWED = {
 # Folders that may depend on anything (programs and tests); nothing may depend on them.
 ANYTHING = {"cli", "bench", "tests"}
 # The only places that may use CUDA (its headers, .cu files, CUDA:: libraries, or Loom's CUDA
-# code in core/cuda), and NCCL. comm/nccl is the GPU backend's future home (issue 26).
-CUDA_ALLOWED = ("core/cuda", "comm/nccl")
+# code in core/cuda), and NCCL. comm/nccl is the GPU backend's future home (issue 26); worker/cuda
+# holds the worker's device-side model (GpuGpt), built on core/cuda (the worker may depend on core).
+CUDA_ALLOWED = ("core/cuda", "comm/nccl", "worker/cuda")
 NCCL_ALLOWED = ("comm/nccl",)
 
 SOURCE_SUFFIXES = (".h", ".hh", ".hpp", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h.in")
