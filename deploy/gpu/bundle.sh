@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds Loom's GPU tests and benchmarks here and gathers them, with the shared libraries a GPU
-# machine's CUDA image lacks, into one folder to carry there; deploy/gpu/check.sh (copied into
-# the folder) runs them on that machine. The build is portable (no -march=native: the GPU
+# machine's CUDA image lacks, into one compressed archive to carry there (about 10 MB; the
+# unpacked 60 MB would not fit beside the repository in what a device call carries):
+# OUT_DIR/loom-gpu.tar.xz and OUT_DIR/run.sh, which unpacks it on that machine and runs
+# deploy/gpu/check.sh from it. The build is portable (no -march=native: the GPU
 # machine's CPU differs), for sm_80 and sm_90, without oneDNN (a 38 MB library the GPU code does
 # not use). CUDA's own libraries (cudart, cuBLAS, cuBLASLt, NCCL) are not carried: the GPU
 # machine has them (its CUDA toolkit and its Python's nvidia-* packages).
 # Usage: deploy/gpu/bundle.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR defaults to build-gpu/)
+# There: OUT_DIR/run.sh   (results in $OUT, or ./gpu-results)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: bundle.sh OUT_DIR [BUILD_DIR]}
@@ -20,22 +23,46 @@ mapfile -t tests < <(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*
 targets=("${tests[@]}")
 if ninja -C "$build" -t targets all | grep -q "^gpu_step_bench:"; then targets+=(gpu_step_bench); fi
 ninja -C "$build" "${targets[@]}"
-rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
+rm -rf "$out" && mkdir -p "$out"
+stage=$(mktemp -d "$out/.stage.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/loom-gpu/bin" "$stage/loom-gpu/lib"
 for t in "${targets[@]}"; do
   f=$(find "$build" -maxdepth 2 -type f -name "$t" -perm -u+x | head -1)
   [[ -n $f ]] || { echo "bundle.sh: built $t but cannot find it" >&2; exit 1; }
-  cp "$f" "$out/bin/"
+  cp "$f" "$stage/loom-gpu/bin/"
 done
 # The libraries they load that are neither glibc's nor CUDA's.
-for f in "$out"/bin/*; do
+for f in "$stage"/loom-gpu/bin/*; do
   ldd "$f" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
   case $(basename "$lib") in
     libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libgcc_s.so*) ;;
     libcuda.so*|libcudart.so*|libcublas*|libnccl.so*|libnvidia*) ;;
-    *) cp -L "$lib" "$out/lib/" ;;
+    *) cp -L "$lib" "$stage/loom-gpu/lib/" ;;
   esac
 done
-cp "$root/deploy/gpu/check.sh" "$out/"
-du -sh "$out"
-echo "bundle in $out: $(ls "$out/bin" | tr '\n' ' ')"
+cp "$root/deploy/gpu/check.sh" "$stage/loom-gpu/"
+# The benchmark's PyTorch side, found beside the binary's source tree or in ./bench/.
+mkdir -p "$stage/loom-gpu/bench" "$stage/loom-gpu/tests/reference"
+cp "$root/bench/torch_train_step.py" "$stage/loom-gpu/bench/"
+cp "$root/tests/reference/torch_gpt.py" "$stage/loom-gpu/tests/reference/"
+tar -cJf "$out/loom-gpu.tar.xz" -C "$stage" loom-gpu
+cat > "$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# On the GPU machine: unpacks loom-gpu.tar.xz beside this script into a fresh folder and runs its
+# check.sh there (results in $OUT, or ./gpu-results).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export OUT=${OUT:-$PWD/gpu-results}
+work=$(mktemp -d)
+tar -xJf "$here/loom-gpu.tar.xz" -C "$work"
+cd "$work/loom-gpu"
+status=0
+./check.sh "$work/loom-gpu" || status=$?
+rm -rf "$work"
+exit $status
+RUN
+chmod +x "$out/run.sh"
+du -sh "$out/loom-gpu.tar.xz"
+echo "bundle in $out: $(ls "$stage/loom-gpu/bin" | tr '\n' ' ')"
