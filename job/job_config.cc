@@ -32,6 +32,27 @@ Status ReadModel(ConfigSection s, ModelConfig* m) {
     return InvalidArgument(s.Where("hidden") + ": expected a multiple of model.heads (" +
                            std::to_string(m->heads) + "), got " + std::to_string(m->hidden));
   }
+  std::string family = ModelFamilyName(m->family);
+  LOOM_RETURN_IF_ERROR(s.String("family", &family, false));
+  Result<ModelFamily> f = ParseModelFamily(family);
+  if (!f.ok()) return InvalidArgument(s.Where("family") + ": " + f.status().message());
+  m->family = *f;
+  m->tie_embeddings = !m->llama();  // Llama 3's default; Llama 3.2 1B/3B tie theirs
+  for (const char* key : {"kv_heads", "rope_theta", "tie_embeddings"}) {
+    if (!m->llama() && s.Has(key)) {
+      return InvalidArgument(s.Where(key) + ": only with model.family llama (GPT-2 has no " +
+                             "grouped-query attention, rotary positions or untied output)");
+    }
+  }
+  LOOM_RETURN_IF_ERROR(s.Int("kv_heads", &m->kv_heads, false, 1, 4096));
+  if (m->heads % m->kv() != 0) {
+    return InvalidArgument(s.Where("kv_heads") + ": expected a divisor of model.heads (" +
+                           std::to_string(m->heads) + "), got " + std::to_string(m->kv_heads));
+  }
+  LOOM_RETURN_IF_ERROR(s.Int("ffn_hidden", &m->ffn_hidden, false, 1, int64_t{1} << 24));
+  LOOM_RETURN_IF_ERROR(s.Double("rope_theta", &m->rope_theta, false, 1.0, 1e12));
+  LOOM_RETURN_IF_ERROR(s.Double("norm_eps", &m->norm_eps, false, 1e-12, 1.0));
+  LOOM_RETURN_IF_ERROR(s.Bool("tie_embeddings", &m->tie_embeddings, false));
   return s.Finish();
 }
 
@@ -287,7 +308,18 @@ Status ReadLauncher(ConfigSection& root, std::string* launcher) {
 Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
   const bool train = use == JobUse::kTrain;
   LOOM_ASSIGN_OR_RETURN(ConfigSection model, root.Section("model", true));
+  const std::string family_where = model.Where("family");
+  const std::string ffn_where = model.Where("ffn_hidden");
   LOOM_RETURN_IF_ERROR(ReadModel(std::move(model), &job->model));
+  if (train && job->model.llama()) {
+    return InvalidArgument(family_where +
+                           ": the llama family is priced by `loom plan` but not trained yet "
+                           "(its blocks come with the Llama issue); use gpt2");
+  }
+  if (train && (job->model.ffn_hidden != 0 && job->model.ffn_hidden != 4 * job->model.hidden)) {
+    return InvalidArgument(ffn_where +
+                           ": GPT-2 blocks are trained with ffn_hidden = 4 * hidden");
+  }
   LOOM_ASSIGN_OR_RETURN(ConfigSection data, root.Section("data", true));
   const std::string seq_where = data.Where("seq");
   LOOM_RETURN_IF_ERROR(ReadData(std::move(data), use, &job->data));

@@ -10,7 +10,22 @@ Status ModelConfig::Validate() const {
     return InvalidArgument("model.hidden (" + std::to_string(hidden) +
                            ") must be a multiple of model.heads (" + std::to_string(heads) + ")");
   }
+  if (kv_heads < 0 || heads % kv() != 0) {
+    return InvalidArgument("model.heads (" + std::to_string(heads) +
+                           ") must be a multiple of model.kv_heads (" + std::to_string(kv_heads) +
+                           ")");
+  }
   return Status::Ok();
+}
+
+const char* ModelFamilyName(ModelFamily f) {
+  return f == ModelFamily::kLlama ? "llama" : "gpt2";
+}
+
+Result<ModelFamily> ParseModelFamily(const std::string& name) {
+  if (name == "gpt2") return ModelFamily::kGpt2;
+  if (name == "llama") return ModelFamily::kLlama;
+  return InvalidArgument("expected gpt2 or llama, got '" + name + "'");
 }
 
 const char* RecomputeName(Recompute r) {

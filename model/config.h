@@ -1,7 +1,9 @@
 // A model's hyper-parameters, as a job file's `model:` section gives them, and how its activations
-// are kept for the backward. GPT-2 style today (LayerNorm, GELU, learned positions, tied
-// embeddings, ffn = 4 * hidden); the Llama family adds its own fields here (model/layout.h lists
-// each family's parameters).
+// are kept for the backward. Two families: GPT-2 (LayerNorm with biases, GELU, learned positions,
+// tied embeddings, biases on every linear, ffn = 4 * hidden), which Loom trains, and Llama
+// (RMSNorm, SwiGLU MLP of width ffn_hidden, rotary positions, grouped-query attention with
+// kv_heads key/value heads, no biases, untied output by default), which the planner prices (its
+// training comes later: the job file says so when asked to train one).
 #pragma once
 
 #include <cstdint>
@@ -11,16 +13,29 @@
 
 namespace loom {
 
+enum class ModelFamily { kGpt2, kLlama };
+const char* ModelFamilyName(ModelFamily f);                 // "gpt2", "llama"
+Result<ModelFamily> ParseModelFamily(const std::string& name);  // gpt2 | llama
+
 struct ModelConfig {
   int64_t vocab = 256;
   int64_t max_seq = 256;
   int64_t layers = 4;
   int64_t heads = 8;
   int64_t hidden = 256;
+  ModelFamily family = ModelFamily::kGpt2;
+  int64_t kv_heads = 0;       // key/value heads (llama; 0: = heads)
+  int64_t ffn_hidden = 0;     // MLP width (0: 4 * hidden)
+  double rope_theta = 10000;  // llama: rotary base
+  double norm_eps = 1e-5;
+  bool tie_embeddings = true;  // the output projection is the token embedding (gpt2: always)
 
-  int64_t ffn() const { return 4 * hidden; }
+  bool llama() const { return family == ModelFamily::kLlama; }
+  int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_dim() const { return hidden / heads; }
-  // hidden % heads, positive sizes.
+  int64_t kv_width() const { return kv() * head_dim(); }  // of K (and of V)
+  // hidden % heads, heads % kv_heads, positive sizes.
   Status Validate() const;
 };
 

@@ -74,9 +74,12 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
   const double scores = g[kScores].m * g[kScores].n * g[kScores].count;  // elements
   const double sp_div = (L.sp && L.tp > 1) ? L.tp : 1;
   const double mask = job.dropout ? 1 : 0;
-  // Two LayerNorms (read, write) and two bias-dropout-residual adds (read two, write one, mask),
-  // on 1/tp of the tokens with sequence parallelism; GELU on the 4h/tp-wide FC1 output.
-  double elementwise = nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) + 2 * e * 4 * nh / L.tp;
+  // Two norms (read, write) and two bias-dropout-residual adds (read two, write one, mask),
+  // on 1/tp of the tokens with sequence parallelism; GELU (read, write) or SwiGLU (read two,
+  // write one) on the MLP's f/tp-wide intermediate.
+  const double f = static_cast<double>(m.ffn());
+  double elementwise = nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) +
+                       (m.llama() ? 3 : 2) * e * tokens * f / L.tp;
   if (hw.type.fused_kernels) {
     const double flops = g[kScores].flops() + g[kContext].flops();
     x.attn_fwd = hw.AttentionTime(flops, static_cast<double>(job.seq), g[kScores].k);

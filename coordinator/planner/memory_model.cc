@@ -52,7 +52,16 @@ LayerTensors Tensors(const ActivationShape& a) {
   LayerTensors x;
   x.replicated = 4 * e * c.tokens_h + (a.dropout ? 2 * c.tokens_h : 0);
   if (a.sp) x.replicated /= c.t;
-  x.sharded = 12 * e * c.tokens_h / c.t;
+  // Q, K, V, the projection input, the MLP's intermediates (GELU: its input and output; SwiGLU:
+  // gate, up and their product): 12h with GPT-2's shapes.
+  const double h = static_cast<double>(a.hidden);
+  const double kv = a.kv_width > 0 ? static_cast<double>(a.kv_width) : h;
+  const double f = a.ffn > 0 ? static_cast<double>(a.ffn) : 4 * h;
+  // K and V: split over tp while there are as many KV heads as ranks, one whole head per rank
+  // beyond (replicated).
+  const double kv_rank = std::max(kv / c.t, h / static_cast<double>(a.heads));
+  const double widths = (2 * h + (a.gated ? 3 : 2) * f) / c.t + 2 * kv_rank;
+  x.sharded = e * c.tokens_h / h * widths;
   if (a.fused_attention) {
     // Flash-style attention keeps only the per-row log-sum-exp (fp32).
     x.scores = 4 * c.scores / static_cast<double>(a.seq);
@@ -81,8 +90,10 @@ double LayerActivationBytes(const ActivationShape& a) {
 double LayerWorkingBytes(const ActivationShape& a) {
   const TensorCounts c = Counts(a);
   const double e = a.element_bytes;
-  // Gradient buffers: the residual-stream gradient and the widest intermediate (4h / tp).
-  double working = e * c.tokens_h * (2 + 4 / c.t);
+  // Gradient buffers: the residual-stream gradient and the widest intermediate (the MLP's, / tp).
+  const double h = static_cast<double>(a.hidden);
+  const double f = a.ffn > 0 ? static_cast<double>(a.ffn) : 4 * h;
+  double working = e * c.tokens_h * (2 + (a.gated ? 2 : 1) * f / h / c.t);
   if (a.recompute == Recompute::kNone) return working;
   const LayerTensors x = Tensors(a);
   if (a.recompute == Recompute::kSelective) return working + x.scores;
@@ -97,7 +108,7 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   const double h = static_cast<double>(m.hidden);
   double psi = layers * LayerParamsPerRank(m, L.tp);
   if (first) psi += EmbeddingParamsPerRank(m, L.tp);
-  if (last) psi += 2 * h;
+  if (last) psi += (m.llama() ? 1 : 2) * h + OutputParamsPerRank(m, L.tp);  // norm (+ head)
   MemoryBreakdown out;
   const ModelStates st = ZeroModelStates(psi, L.dp * L.cp, L.zero, in.precision);
   out.weights = st.weights;
@@ -105,7 +116,7 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   out.optimizer = st.optimizer;
   const BytesPerParam pb = ParamBytes(in.precision);
   const double wte = static_cast<double>((m.vocab + L.tp - 1) / L.tp) * h;
-  if (last && !first) {
+  if (last && !first && m.tie_embeddings) {
     // The last stage holds a copy of the tied embedding for its head and accumulates the copy's
     // gradient; the first stage owns it (and its optimizer state).
     out.weights += pb.weights * wte;
@@ -124,6 +135,9 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   a.element_bytes = ElementBytes(in.precision);
   a.dropout = in.dropout;
   a.fused_attention = in.fused_kernels;
+  a.kv_width = m.kv_width();
+  a.ffn = m.ffn();
+  a.gated = m.llama();
   const double chunk_layers = layers / L.vpp;
   out.activations = in_flight * chunk_layers * LayerActivationBytes(a) + LayerWorkingBytes(a);
 

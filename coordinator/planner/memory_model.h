@@ -57,6 +57,9 @@ struct ActivationShape {
   int element_bytes = 2;
   bool dropout = true;
   bool fused_attention = false;
+  int64_t kv_width = 0;  // of K and of V (0: = hidden, no grouped-query attention)
+  int64_t ffn = 0;       // MLP width (0: 4 * hidden)
+  bool gated = false;    // SwiGLU: gate and up outputs and their product are kept
 };
 // Bytes one layer keeps from its forward until its backward, for one micro-batch.
 double LayerActivationBytes(const ActivationShape& a);

@@ -12,18 +12,23 @@
 
 namespace loom {
 
-// Parameters of one transformer layer: 12h^2 + 13h (q|k|v, projection, two MLP matrices, their
-// biases and two LayerNorms).
+// Parameters of one transformer layer. GPT-2: 12h^2 + 13h (q|k|v, projection, two MLP matrices,
+// their biases and two LayerNorms; f = 4h). Llama: 2h^2 + 2h*kv + 3h*f + 2h (Q, O, K, V with
+// grouped-query width kv = kv_heads * head_dim, SwiGLU gate/up/down, two RMSNorms; no biases).
 double LayerParams(const ModelConfig& m);
-// Token and position embeddings (tied with the output projection): V*h + max_seq*h.
+// GPT-2: token and position embeddings (tied with the output projection), V*h + max_seq*h.
+// Llama: V*h, twice when the output projection is untied (rotary positions have no table).
 double EmbeddingParams(const ModelConfig& m);
-double TotalParams(const ModelConfig& m);  // embeddings + layers + final LayerNorm
+double TotalParams(const ModelConfig& m);  // embeddings + layers + final norm
 // One tensor-parallel rank's share of a layer: matrices and column-parallel biases split,
-// LayerNorms and row-parallel biases replicated: (12h^2 + 7h)/tp + 6h.
+// norms and row-parallel biases replicated; Llama's K and V heads split while there are as many
+// as ranks, one whole KV head per rank beyond (replicated, as Megatron does).
 double LayerParamsPerRank(const ModelConfig& m, int tp);
-// The vocabulary-parallel embedding shard (vocabulary padded to a multiple of tp) plus the
-// replicated position table.
+// The vocabulary-parallel input embedding shard (vocabulary padded to a multiple of tp), plus
+// the replicated position table for GPT-2.
 double EmbeddingParamsPerRank(const ModelConfig& m, int tp);
+// An untied output projection's shard on the last pipeline stage (0 when tied).
+double OutputParamsPerRank(const ModelConfig& m, int tp);
 
 // One GEMM shape, `count` times (attention: one per local head and sequence).
 struct GemmShape {

@@ -190,7 +190,10 @@ void TimeModel::DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakd
   // the embedding's, reduced last in the backward and gathered first in the forward.
   const int buckets = static_cast<int>(job_.model.layers / L.pp);
   const double layer = LayerParamsPerRank(job_.model, L.tp);
-  const double emb = EmbeddingParamsPerRank(job_.model, L.tp);
+  // (An untied output projection: on the last stage, as large as the input embedding; with one
+  // stage both are the same rank's.)
+  const double emb = EmbeddingParamsPerRank(job_.model, L.tp) +
+                     (L.pp == 1 ? OutputParamsPerRank(job_.model, L.tp) : 0);
   const GroupPath dp = paths_->Ring(L.tp, nd);
   const LinkClass cls = ClassOf(dp);
   // A serial chain of per-layer transfers plus the embedding's within a window of the rank's
@@ -244,14 +247,15 @@ void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreak
   t->dp = 0;
   DataParallel(c, k, t, bytes, links);
   const double psi = static_cast<double>(m.layers / L.pp) * LayerParamsPerRank(m, L.tp) +
-                     EmbeddingParamsPerRank(m, L.tp);
+                     EmbeddingParamsPerRank(m, L.tp) +
+                     (L.pp == 1 ? OutputParamsPerRank(m, L.tp) : 0);
   const double owned = L.zero >= 1 ? psi / (L.dp * L.cp) : psi;
   const double optimizer_bytes = owned * (kOptimizerBytesPerParam + 2 * pb.grads);
   t->optimizer = (hw_.optimizer_bandwidth > 0 ? optimizer_bytes / hw_.optimizer_bandwidth
                                               : hw_.MemoryTime(optimizer_bytes)) +
                  4 * hw_.op_overhead;
   t->pp = 0;
-  if (L.pp > 1) {
+  if (L.pp > 1 && m.tie_embeddings) {
     // Tied embedding: the first stage sends wte at the start (needed by the last stage's first
     // forward, pp - 1 forwards later) and receives its gradient after the last stage's last
     // backward (needed pp - 1 backwards later).

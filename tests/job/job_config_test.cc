@@ -218,3 +218,32 @@ TEST(JobConfig, Precision) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+TEST(JobConfig, LlamaFamilyIsPricedNotTrained) {
+  const std::string llama = R"(model: {family: llama, vocab: 128256, max_seq: 8192, layers: 32, heads: 32, hidden: 4096, kv_heads: 8, ffn_hidden: 14336, rope_theta: 500000}
+data: {seq: 8192, global_batch: 512}
+)";
+  auto plan = LoadJobConfig(WriteJob(llama), JobUse::kPlan);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_TRUE(plan->model.llama());
+  EXPECT_EQ(plan->model.kv(), 8);
+  EXPECT_EQ(plan->model.ffn(), 14336);
+  EXPECT_FALSE(plan->model.tie_embeddings);  // Llama 3's default
+  EXPECT_EQ(plan->model.rope_theta, 500000);
+  // Training one is refused, naming the field.
+  ExpectError(std::string(kGood).replace(0, 8, "model: {family: llama, "),
+              "field 'model.family': the llama family is priced by `loom plan` but not trained");
+  // GPT-2 has no grouped-query attention; kv_heads must divide heads.
+  ExpectError(std::string(kGood).replace(0, 8, "model: {kv_heads: 2, "),
+              "field 'model.kv_heads': only with model.family llama");
+  ExpectError(std::string(kGood).replace(0, 8, "model: {family: llama, kv_heads: 3, "),
+              "field 'model.kv_heads': expected a divisor of model.heads (4), got 3");
+  ExpectError(std::string(kGood).replace(0, 8, "model: {family: gpt3, "),
+              "field 'model.family': expected gpt2 or llama, got 'gpt3'");
+}
+
+}  // namespace
+}  // namespace loom
