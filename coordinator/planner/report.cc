@@ -182,7 +182,7 @@ std::string MemoryTable(const Prediction& p) {
 
 }  // namespace
 
-std::string PlanExplain(const SearchResult& r, const PlanJob& /*job*/, const Cluster& c) {
+std::string PlanExplain(const SearchResult& r, const PlanJob& job, const Cluster& c) {
   const Prediction& w = r.plans[0];
   const Layout& L = w.candidate.layout;
   const Hardware& hw = r.hardware;
@@ -219,6 +219,16 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& /*job*/, const Clu
   path("dp", paths.Ring(L.tp, L.dp * L.cp), "gradient reduction over dp x cp");
   path("pp", paths.Hop(L.tp * L.cp * L.dp, L.pp), "activation / gradient sends");
   s += "\n  peak memory per pipeline stage:\n" + MemoryTable(w);
+  if (w.capacity > 0 && w.peak_memory > 0.95 * w.capacity) {
+    // At the memory edge: say what keeps it safe, and how to ask for room instead.
+    s += Fmt(
+        "  at the memory edge: %.1f%% of the capacity after headroom. What keeps it safe is the "
+        "headroom itself, %s per rank (%.0f%% of the device), which the model leaves for what it "
+        "does not count (allocator fragmentation, NCCL and cuBLAS workspaces, the CUDA context); "
+        "a larger plan.headroom makes the search prefer layouts with room\n",
+        100 * w.peak_memory / w.capacity, Bytes(hw.memory - w.capacity).c_str(),
+        100 * job.headroom);
+  }
 
   if (r.plans.size() > 1) {
     s += "\n  against the runners-up (their step minus the winner's, by cause):\n";
