@@ -60,13 +60,7 @@ ChunkCosts TimeModel::Chunk(const Candidate& c) const {
   const LayerPasses plain = LayerTraffic(job_, paths_, L, c.micro_batch, c.recompute, x, layers);
   const int nd = L.dp * L.cp;
   Buckets z;
-  // ZeRO-3's per-layer gathers and reduce-scatters span the whole data-parallel group in every
-  // layer of every micro-batch, each rank issuing its own at once: across nodes each rank gets
-  // its NIC's share of the node's network (as a point-to-point hop does), not the node's whole
-  // bandwidth that the once-per-step bucketed gradient reduction's rings reach (SC'21 table 2:
-  // ZeRO-3 of the 175 B GPT on 1,536 A100s at 44 TF/s per GPU, where the whole-node figure
-  // predicted 184).
-  z.dp = L.zero == 3 ? paths_->Hop(L.tp, nd) : paths_->Ring(L.tp, nd);
+  z.dp = paths_->Ring(L.tp, nd);
   if (nd > 1 && L.zero >= 2) {
     const BytesPerParam pb = ParamBytes(job_.precision);
     const double psi = LayerParamsPerRank(job_.model, L.tp);
