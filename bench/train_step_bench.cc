@@ -205,10 +205,11 @@ int main(int argc, char** argv) {
       if (!skip_torch && !RunTorch(args, best.threads, best.blas, &r)) return 1;
       t_rounds.push_back(r.ms);
       ratios.push_back(b_rounds.back() / f_rounds.back());
-      std::printf("round %d: loom fp32 %.1f ms, loom bf16 %.1f ms (ratio %.3f), torch autocast "
-                  "bf16 (threads=%d blas=%d) %.1f ms\n",
-                  round + 1, f_rounds.back(), b_rounds.back(), ratios.back(), best.threads,
-                  best.blas, r.ms);
+      std::printf(
+          "round %d: loom fp32 %.1f ms, loom bf16 %.1f ms (ratio %.3f), torch autocast "
+          "bf16 (threads=%d blas=%d) %.1f ms\n",
+          round + 1, f_rounds.back(), b_rounds.back(), ratios.back(), best.threads, best.blas,
+          r.ms);
     }
     std::printf("bf16_ms=%.1f fp32_ms=%.1f ratio=%.3f torch_bf16_ms=%.1f\n", Median(b_rounds),
                 Median(f_rounds), Median(ratios), Median(t_rounds));

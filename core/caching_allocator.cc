@@ -12,8 +12,8 @@ Result<void*> HostMemory::Malloc(size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     if (capacity_ != 0 && out_ + bytes > capacity_) {
       return Internal("host memory pool: " + std::to_string(bytes) + " bytes requested, " +
-                               std::to_string(capacity_ - out_) + " of " +
-                               std::to_string(capacity_) + " left");
+                      std::to_string(capacity_ - out_) + " of " + std::to_string(capacity_) +
+                      " left");
     }
     out_ += bytes;
   }
@@ -37,7 +37,7 @@ CachingAllocator::~CachingAllocator() {
   EmptyCacheLocked();
   if (!allocated_.empty()) {
     LOOM_LOG(WARN, CORE) << "caching allocator on " << raw_->name() << " destroyed with "
-                          << allocated_.size() << " blocks still allocated (left to their owners)";
+                         << allocated_.size() << " blocks still allocated (left to their owners)";
   }
 }
 
@@ -64,9 +64,9 @@ Result<void*> CachingAllocator::Allocate(size_t bytes, MemTag tag, Stream stream
       fresh = raw_->Malloc(size);
     }
     if (!fresh.ok()) {
-      return Internal(std::string(MemTagName(tag)) + ": cannot allocate " +
-                               std::to_string(bytes) + " bytes on " + raw_->name() + " (" +
-                               fresh.status().message() + "); in use: " + ReportLocked());
+      return Internal(std::string(MemTagName(tag)) + ": cannot allocate " + std::to_string(bytes) +
+                      " bytes on " + raw_->name() + " (" + fresh.status().message() +
+                      "); in use: " + ReportLocked());
     }
     ptr = *fresh;
     ++raw_mallocs_;

@@ -97,9 +97,9 @@ class CachingAllocator {
 
   RawMemory* const raw_;
   mutable std::mutex mu_;
-  std::unordered_map<void*, Block> allocated_;                          // GUARDED_BY(mu_)
-  std::map<Stream, std::multimap<size_t, void*>> cached_;  // GUARDED_BY(mu_): by stream, size
-  MemUsage usage_[static_cast<int>(MemTag::kCount)];       // GUARDED_BY(mu_)
+  std::unordered_map<void*, Block> allocated_;                 // GUARDED_BY(mu_)
+  std::map<Stream, std::multimap<size_t, void*>> cached_;      // GUARDED_BY(mu_): by stream, size
+  MemUsage usage_[static_cast<int>(MemTag::kCount)];           // GUARDED_BY(mu_)
   int64_t reserved_ = 0, cached_total_ = 0, raw_mallocs_ = 0;  // GUARDED_BY(mu_)
 };
 

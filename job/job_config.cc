@@ -317,8 +317,7 @@ Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
                            "(its blocks come with the Llama issue); use gpt2");
   }
   if (train && (job->model.ffn_hidden != 0 && job->model.ffn_hidden != 4 * job->model.hidden)) {
-    return InvalidArgument(ffn_where +
-                           ": GPT-2 blocks are trained with ffn_hidden = 4 * hidden");
+    return InvalidArgument(ffn_where + ": GPT-2 blocks are trained with ffn_hidden = 4 * hidden");
   }
   LOOM_ASSIGN_OR_RETURN(ConfigSection data, root.Section("data", true));
   const std::string seq_where = data.Where("seq");

@@ -82,9 +82,9 @@ struct ParallelConfig {
 // The planner's own settings (`plan:`, docs/PLANNER.md), ignored by training.
 struct PlanSettings {
   Precision precision = Precision::kFp32;  // default: the job's `precision`
-  double headroom = 0.1;             // fraction of device memory kept free
-  int64_t devices = 0;               // use at most this many devices (0: every usable one)
-  bool selective_recompute = false;  // may the search choose selective recompute?
+  double headroom = 0.1;                   // fraction of device memory kept free
+  int64_t devices = 0;                     // use at most this many devices (0: every usable one)
+  bool selective_recompute = false;        // may the search choose selective recompute?
   bool dropout = false;  // the model applies dropout (Megatron's GPT does; Loom's does not)
 };
 

@@ -14,7 +14,7 @@
 namespace loom {
 
 enum class ModelFamily { kGpt2, kLlama };
-const char* ModelFamilyName(ModelFamily f);                 // "gpt2", "llama"
+const char* ModelFamilyName(ModelFamily f);                     // "gpt2", "llama"
 Result<ModelFamily> ParseModelFamily(const std::string& name);  // gpt2 | llama
 
 struct ModelConfig {

@@ -24,6 +24,24 @@
 
 namespace loom {
 
+// GPT-2: the index of each of a layer's parameters, counted from its h.{l}.ln_1.weight, in the
+// storage order above (the CPU and GPU models address a layer's tensors by it).
+enum GptLayerParam {
+  kLn1W,
+  kLn1B,
+  kQkvW,
+  kQkvB,
+  kProjW,
+  kProjB,
+  kLn2W,
+  kLn2B,
+  kFcW,
+  kFcB,
+  kFcProjW,
+  kFcProjB,
+  kNumLayerParams
+};
+
 // The parameters of one rank: its tensor-parallel shard of `chunks` (default: the whole model).
 // A pure function of the config, the TP size and the chunks.
 ParamLayout ModelLayout(const ModelConfig& config, int tp = 1);

@@ -23,23 +23,6 @@
 namespace loom {
 namespace {
 
-// Indices into a layer's 12 parameters (ParamLayout order).
-enum LayerParamSlot {
-  kLn1W,
-  kLn1B,
-  kQkvW,
-  kQkvB,
-  kProjW,
-  kProjB,
-  kLn2W,
-  kLn2B,
-  kFcW,
-  kFcB,
-  kFcProjW,
-  kFcProjB,
-  kNumLayerParams
-};
-
 // out[i, :] += bias + resid[i, :]
 void AddBiasResidual(float* out, const float* bias, const float* resid, int64_t rows, int64_t c) {
 #pragma omp parallel for schedule(static)
@@ -176,7 +159,8 @@ Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid
   float* datt = datt_.data<float>();
   LOOM_RETURN_IF_ERROR(RowBackward(layer, kProjW, dresid, a.att, datt, cl_));
   LOOM_RETURN_IF_ERROR(AttendBackward(a, datt));
-  LOOM_RETURN_IF_ERROR(ColumnBackward(layer, kQkvW, dqkv_.data<float>(), a.ln1, 3 * cl_, dln_local));
+  LOOM_RETURN_IF_ERROR(
+      ColumnBackward(layer, kQkvW, dqkv_.data<float>(), a.ln1, 3 * cl_, dln_local));
   LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln_local, x, w(kLn1W), a.ln1_mean.data<float>(),
                     a.ln1_rstd.data<float>(), nl, c);
   return Status::Ok();
@@ -202,17 +186,20 @@ Status Gpt::NormColumnForward(int layer, int norm, const float* x, Tensor& ln, T
                                out_local);
 }
 
+const Bf16* Gpt::RowInput16(const Tensor& x, int64_t in_local) {
+  if (x.dtype() != DType::kF32) return x.data<Bf16>();  // GELU output, kept in bf16
+  // The attention output, kept in fp32 for the attention backward: cast for the GEMM.
+  CastToBf16(x.data<float>(), att16_.data<Bf16>(), rows_.full * in_local);
+  return att16_.data<Bf16>();
+}
+
 Status Gpt::RowForward(int layer, int wk, const Tensor& x, float* y_local, int64_t in_local) {
   const int64_t c = config_.hidden;
   if (!bf16()) {
     return RowParallelForward(tp_, rows_, x.data<float>(), P(LayerParam(layer, wk)),
                               rowpar_.data<float>(), y_local, in_local, c);
   }
-  const Bf16* x16 = x.data<Bf16>();
-  if (x.dtype() == DType::kF32) {  // the attention output: cast for the GEMM
-    CastToBf16(x.data<float>(), att16_.data<Bf16>(), rows_.full * in_local);
-    x16 = att16_.data<Bf16>();
-  }
+  const Bf16* x16 = RowInput16(x, in_local);
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
   return RowParallelForward(tp_, rows_, x16, w16, rowpar_.data<float>(), y_local, in_local, c);
 }
@@ -239,11 +226,7 @@ Status Gpt::RowBackward(int layer, int wk, const float* dy_local, const Tensor& 
     return RowParallelBackward(tp_, rows_, dy_local, dfull_.data<float>(), x.data<float>(),
                                P(LayerParam(layer, wk)), dx, g(wk), g(wk + 1), in_local, c);
   }
-  const Bf16* x16 = x.data<Bf16>();
-  if (x.dtype() == DType::kF32) {
-    CastToBf16(x.data<float>(), att16_.data<Bf16>(), rows_.full * in_local);
-    x16 = att16_.data<Bf16>();
-  }
+  const Bf16* x16 = RowInput16(x, in_local);
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
   return RowParallelBackward(tp_, rows_, dy_local, dy16_.data<Bf16>(), x16, w16, dx, g(wk),
                              g(wk + 1), in_local, c);
@@ -282,7 +265,8 @@ Result<const Bf16*> Gpt::Wte16() {
 
 void Gpt::DropLayerW16(int layer) {
   if (!bf16() || rt_.keep_bf16_weights || w16_.empty()) return;
-  for (int k : {kQkvW, kProjW, kFcW, kFcProjW}) w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
+  for (int k : {kQkvW, kProjW, kFcW, kFcProjW})
+    w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
 }
 
 Status Gpt::Attend(LayerActs& a) {
@@ -404,8 +388,8 @@ Result<double> Gpt::HeadForward(Slot& slot, const int32_t* targets) {
     LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(tp_, Shard(), lnf16_.data<Bf16>(), w16,
                                                           slot.targets.data(), buf));
   } else {
-    LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(
-        tp_, Shard(), slot.lnf.data<float>(), Wte(), slot.targets.data(), buf));
+    LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(tp_, Shard(), slot.lnf.data<float>(),
+                                                          Wte(), slot.targets.data(), buf));
   }
   double total = 0;
   for (int64_t i = 0; i < n; ++i) total += loss[i];

@@ -149,6 +149,8 @@ class Gpt {
                         float* dln_local);
   Status RowBackward(int layer, int wk, const float* dy_local, const Tensor& x, float* dx,
                      int64_t in_local);
+  // A row-parallel input [full, in_local] in bf16: itself when kept in bf16, else cast to att16_.
+  const Bf16* RowInput16(const Tensor& x, int64_t in_local);
   // bf16 copy of parameter `index`, cast from the store's fp32 values when they changed.
   Result<const Bf16*> W16(int index);
   // bf16 copy of the (tied) embedding the head multiplies by.
@@ -192,8 +194,8 @@ class Gpt {
   // attention output in bf16 [N, Cl], and the output gradients cast for the GEMMs.
   Tensor ln32_, ln16_local_, att16_, dy16_;
   Tensor lnf16_, ce_chunk16_, tied_w16_;  // the head's: final norm output, dlogits chunk, wte
-  std::vector<Tensor> w16_;             // per parameter index (weights only)
-  std::vector<int64_t> w16_version_;    // the store's params_version() they were cast at
+  std::vector<Tensor> w16_;               // per parameter index (weights only)
+  std::vector<int64_t> w16_version_;      // the store's params_version() they were cast at
 };
 
 }  // namespace loom

@@ -176,12 +176,8 @@ Status Trainer::InitModel() {
   Communicator* reduce = place_.dpcp ? place_.dpcp : place_.dp;
   ParamStoreOptions so{lay.zero, reduce, place_.tp, lay.sp, job_.parallel.overlap, place_.pp};
   LOOM_ASSIGN_OR_RETURN(store_, MakeParamStore(layout_, oc, so));
-  ModelRuntime rt{d.micro_batch,
-                  d.seq / lay.cp,
-                  job_.runtime.recompute.value_or(Recompute::kNone),
-                  job_.runtime.vocab_chunk,
-                  job_.runtime.attn_block_q,
-                  job_.runtime.attn_block_k,
+  ModelRuntime rt{d.micro_batch, d.seq / lay.cp, job_.runtime.recompute.value_or(Recompute::kNone),
+                  job_.runtime.vocab_chunk, job_.runtime.attn_block_q, job_.runtime.attn_block_k,
                   job_.precision,
                   // ZeRO-3 holds a layer's weights only while it runs: so do their bf16 copies.
                   lay.zero < 3};

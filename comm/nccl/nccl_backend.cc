@@ -181,8 +181,8 @@ class NcclEngine {
       }
       // Shutting down with calls that never end (a lost peer nobody waited for): give up on them
       // after a deadline rather than hang the process's exit.
-      const bool stuck = stop_ns_ != 0 && NowNs() - stop_ns_ > ctx_->default_timeout().count() *
-                                                                    int64_t{1000000};
+      const bool stuck =
+          stop_ns_ != 0 && NowNs() - stop_ns_ > ctx_->default_timeout().count() * int64_t{1000000};
       if ((ctx_->Abandoned() || ctx_->Cancelled() || stuck) && !aborted_) AbortAll();
       while (!todo.empty()) {
         if (todo.front().call == nullptr && !in_flight_.empty()) break;  // destroy after them
@@ -457,8 +457,7 @@ class NcclBackend : public Backend {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // polled below against the deadline
     ncclComm_t comm = nullptr;
-    ncclResult_t r =
-        ncclCommInitRankConfig(&comm, boot->size(), id, boot->rank(), &config);
+    ncclResult_t r = ncclCommInitRankConfig(&comm, boot->size(), id, boot->rank(), &config);
     const auto deadline = std::chrono::steady_clock::now() + default_timeout();
     while (r == ncclInProgress) {
       if (std::chrono::steady_clock::now() > deadline) {

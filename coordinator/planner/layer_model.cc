@@ -78,8 +78,8 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
   // on 1/tp of the tokens with sequence parallelism; GELU (read, write) or SwiGLU (read two,
   // write one) on the MLP's f/tp-wide intermediate.
   const double f = static_cast<double>(m.ffn());
-  double elementwise = nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) +
-                       (m.llama() ? 3 : 2) * e * tokens * f / L.tp;
+  double elementwise =
+      nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) + (m.llama() ? 3 : 2) * e * tokens * f / L.tp;
   if (hw.type.fused_kernels) {
     const double flops = g[kScores].flops() + g[kContext].flops();
     x.attn_fwd = hw.AttentionTime(flops, static_cast<double>(job.seq), g[kScores].k);

@@ -58,19 +58,18 @@ std::string Tflops(double t) {
 std::string Header(const SearchResult& r, const PlanJob& job, const Cluster& c) {
   const ModelConfig& m = job.model;
   const RankPlacement& p = r.placement;
-  std::string s =
-      Fmt("model: %s parameters (%s: layers %lld, hidden %lld, heads %lld%s, vocab %lld), seq "
-          "%lld, global batch %lld, %s\n",
-          Count(TotalParams(m)).c_str(), ModelFamilyName(m.family),
-          static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
-          static_cast<long long>(m.heads),
-          m.llama() ? Fmt(", %lld KV heads, SwiGLU %lld%s", static_cast<long long>(m.kv()),
-                          static_cast<long long>(m.ffn()),
-                          m.tie_embeddings ? ", tied output" : ", untied output")
-                          .c_str()
-                    : "",
-          static_cast<long long>(m.vocab), static_cast<long long>(job.seq),
-          static_cast<long long>(job.global_batch), PrecisionName(job.precision));
+  std::string s = Fmt(
+      "model: %s parameters (%s: layers %lld, hidden %lld, heads %lld%s, vocab %lld), seq "
+      "%lld, global batch %lld, %s\n",
+      Count(TotalParams(m)).c_str(), ModelFamilyName(m.family), static_cast<long long>(m.layers),
+      static_cast<long long>(m.hidden), static_cast<long long>(m.heads),
+      m.llama() ? Fmt(", %lld KV heads, SwiGLU %lld%s", static_cast<long long>(m.kv()),
+                      static_cast<long long>(m.ffn()),
+                      m.tie_embeddings ? ", tied output" : ", untied output")
+                      .c_str()
+                : "",
+      static_cast<long long>(m.vocab), static_cast<long long>(job.seq),
+      static_cast<long long>(job.global_batch), PrecisionName(job.precision));
   s += Fmt("cluster %s: %d ranks on %zu node%s x %d %s (%s memory, %s peak per rank",
            c.name.c_str(), p.world, p.nodes.size(), p.nodes.size() == 1 ? "" : "s",
            p.ranks_per_node, c.types[static_cast<size_t>(p.type)].name.c_str(),

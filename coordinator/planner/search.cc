@@ -136,8 +136,8 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
           const int dp = static_cast<int>(world / mp);
           if (job.dp && *job.dp != dp) {
             skip([&] {
-              return "parallel.dp is " + N(*job.dp) + " but the " + world_s + " over tp*cp*pp = " +
-                     N(mp) + " leave dp = " + N(dp);
+              return "parallel.dp is " + N(*job.dp) + " but the " + world_s +
+                     " over tp*cp*pp = " + N(mp) + " leave dp = " + N(dp);
             });
             continue;
           }
@@ -152,9 +152,9 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
           for (int mb : Choices(job.micro_batch, Divisors(per_rank, kMaxMicroBatch))) {
             if (per_rank % mb != 0) {
               skip([&] {
-                return "data.micro_batch (" + N(mb) + ") must divide global_batch/dp = " +
-                       N(job.global_batch) + "/" + N(dp) + " = " + N(per_rank) +
-                       " (leave it out and the planner chooses it)";
+                return "data.micro_batch (" + N(mb) +
+                       ") must divide global_batch/dp = " + N(job.global_batch) + "/" + N(dp) +
+                       " = " + N(per_rank) + " (leave it out and the planner chooses it)";
               });
               continue;
             }
@@ -175,8 +175,8 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
               if (vpp > 1 && (pp < 2 || kind != ScheduleKind::kInterleaved || micro % pp != 0)) {
                 skip([&] {
                   return "vpp " + N(vpp) + " needs pp >= 2 (pp " + N(pp) +
-                         "), the interleaved schedule and a number of micro-batches (" +
-                         N(micro) + ") divisible by pp";
+                         "), the interleaved schedule and a number of micro-batches (" + N(micro) +
+                         ") divisible by pp";
                 });
                 continue;
               }

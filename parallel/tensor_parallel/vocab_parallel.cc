@@ -61,8 +61,7 @@ Status VocabParallelCrossEntropyForward(const TensorParallel& tp, const VocabSha
                                         const float* x, const float* wte, const int32_t* targets,
                                         const CrossEntropyBuffers& buf) {
   const int64_t n = shard.n;
-  CrossEntropyStats(buf.stats, buf.stats + n, buf.stats + 2 * n, x, wte, targets, shard,
-                    buf.chunk);
+  CrossEntropyStats(buf.stats, buf.stats + n, buf.stats + 2 * n, x, wte, targets, shard, buf.chunk);
   return CombineShards(tp, n, buf);
 }
 

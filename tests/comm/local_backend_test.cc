@@ -15,8 +15,8 @@
 #include "comm/nccl/nccl_backend.h"
 #endif
 #include "comm/local/local_backend.h"
-#include "core/tunables.h"
 #include "core/half.h"
+#include "core/tunables.h"
 
 namespace loom {
 namespace {

@@ -81,11 +81,12 @@ TEST(LlamaPlan, Llama3_405BOn16384H100s) {
     if (seq == 131072) {
       EXPECT_GT(best.candidate.layout.cp, 1) << best.candidate.ToString();
     }
-    std::printf("Llama 3 405B, seq %lld: %s, %.2f s/step, MFU %.1f%%, %.1f GB of %.1f GB; search "
-                "%.2f s (%lld layouts)\n",
-                static_cast<long long>(seq), best.candidate.ToString().c_str(), best.time.step,
-                100 * best.mfu, best.peak_memory / 1e9, best.capacity / 1e9, s,
-                static_cast<long long>(r->stats.enumerated));
+    std::printf(
+        "Llama 3 405B, seq %lld: %s, %.2f s/step, MFU %.1f%%, %.1f GB of %.1f GB; search "
+        "%.2f s (%lld layouts)\n",
+        static_cast<long long>(seq), best.candidate.ToString().c_str(), best.time.step,
+        100 * best.mfu, best.peak_memory / 1e9, best.capacity / 1e9, s,
+        static_cast<long long>(r->stats.enumerated));
   }
 }
 

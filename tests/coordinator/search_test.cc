@@ -137,8 +137,9 @@ TEST(Search, TheFailedDivisibilityRuleIsNamed) {
   demo.tp = demo.cp = demo.pp = 1;
   Result<SearchResult> d = SearchPlans(demo, local, Calibration{}, 5);
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.status().message().find("data.micro_batch (16) must divide global_batch/dp = 16/2 = 8"),
-            std::string::npos)
+  EXPECT_NE(
+      d.status().message().find("data.micro_batch (16) must divide global_batch/dp = 16/2 = 8"),
+      std::string::npos)
       << d.status().message();
   PlanJob seq = Small();
   seq.cp = 2;

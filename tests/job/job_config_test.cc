@@ -208,7 +208,8 @@ TEST(JobConfig, Precision) {
   EXPECT_EQ(bf16->precision, Precision::kBf16);
   EXPECT_EQ(bf16->plan.precision, Precision::kBf16);  // the planner prices what trains
   // plan.precision still names another for the planner alone.
-  auto what_if = LoadJobConfig(WriteJob(std::string(kGood) + "precision: bf16\nplan: {precision: fp32}\n"));
+  auto what_if =
+      LoadJobConfig(WriteJob(std::string(kGood) + "precision: bf16\nplan: {precision: fp32}\n"));
   ASSERT_TRUE(what_if.ok()) << what_if.status().ToString();
   EXPECT_EQ(what_if->precision, Precision::kBf16);
   EXPECT_EQ(what_if->plan.precision, Precision::kFp32);
@@ -223,7 +224,8 @@ namespace loom {
 namespace {
 
 TEST(JobConfig, LlamaFamilyIsPricedNotTrained) {
-  const std::string llama = R"(model: {family: llama, vocab: 128256, max_seq: 8192, layers: 32, heads: 32, hidden: 4096, kv_heads: 8, ffn_hidden: 14336, rope_theta: 500000}
+  const std::string llama =
+      R"(model: {family: llama, vocab: 128256, max_seq: 8192, layers: 32, heads: 32, hidden: 4096, kv_heads: 8, ffn_hidden: 14336, rope_theta: 500000}
 data: {seq: 8192, global_batch: 512}
 )";
   auto plan = LoadJobConfig(WriteJob(llama), JobUse::kPlan);

@@ -6,29 +6,11 @@
 #include "core/cuda/cross_entropy.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/train_kernels.h"
+#include "model/layout.h"
 #include "worker/cuda/gpu_gpt.h"
 #include "worker/cuda/gpu_gpt_buffers.h"
 
 namespace loom {
-namespace {
-
-// Indices into a layer's 12 parameters (ParamLayout order), as in worker/gpt.cc.
-enum LayerParamSlot {
-  kLn1W,
-  kLn1B,
-  kQkvW,
-  kQkvB,
-  kProjW,
-  kProjB,
-  kLn2W,
-  kLn2B,
-  kFcW,
-  kFcB,
-  kFcProjW,
-  kFcProjB,
-};
-
-}  // namespace
 
 Result<double> GpuGpt::ForwardBackward(const int32_t* tokens, const int32_t* targets, int64_t b,
                                        int64_t t, float dloss) {

@@ -142,8 +142,8 @@ TEST(Bf16, LinearLayerMatchesFp32OnRoundedInputs) {
   std::vector<Bf16> scratch(n * oc);
   LinearBackward<float>(dx32.data(), dw32.data(), db32.data(), dout.data(), x.data(), w.data(), n,
                         ic, oc);
-  ASSERT_TRUE(LinearBackwardBf16(dx16.data(), dw16.data(), db16.data(), dout.data(),
-                                 scratch.data(), x16.data(), w16.data(), n, ic, oc)
+  ASSERT_TRUE(LinearBackwardBf16(dx16.data(), dw16.data(), db16.data(), dout.data(), scratch.data(),
+                                 x16.data(), w16.data(), n, ic, oc)
                   .ok());
   EXPECT_LT(MaxDiff(dx32, dx16), 1e-5);
   EXPECT_LT(MaxDiff(dw32, dw16), 1e-5);
@@ -169,8 +169,7 @@ TEST(Bf16, CrossEntropyMatchesFp32OnRoundedInputs) {
                   .ok());
   EXPECT_LT(MaxDiff(st32, st16), 1e-5);
   std::vector<float> lse(n), loss(n), dloss(n, 1.0f / n);
-  CrossEntropyFinish(lse.data(), loss.data(), st32.data(), st32.data() + n, st32.data() + 2 * n,
-                     n);
+  CrossEntropyFinish(lse.data(), loss.data(), st32.data(), st32.data() + n, st32.data() + 2 * n, n);
   std::vector<float> dx32(n * c, 0.25f), dx16(n * c, 0.25f), dw32(s.rows * c, -1.f),
       dw16(s.rows * c, -1.f);
   std::vector<Bf16> chunk16(n * s.chunk);
