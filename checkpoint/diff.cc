@@ -1,5 +1,6 @@
 // Comparing two checkpoints tensor by tensor (checkpoint/diff.h).
 #include "checkpoint/diff.h"
+#include "checkpoint/metadata_specs.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
@@ -138,8 +139,7 @@ Result<DiffReport> DiffCheckpoints(const std::string& a_path, const std::string&
     NoteFields("data", meta_a.data(), meta_b.data(), &out.notes);
     NoteFields("rng", meta_a.rng(), meta_b.rng(), &out.notes);
   }
-  const ParamLayout canonical =
-      ModelLayout({ma.vocab(), ma.max_seq(), ma.layers(), ma.heads(), ma.hidden()}, 1);
+  const ParamLayout canonical = ModelLayout(ModelOf(ma), 1);
   std::vector<float> va, vb;
   for (const ParamInfo& p : canonical.params) {
     for (int s = 0; s < (weights_only ? 1 : kNumStates); ++s) {

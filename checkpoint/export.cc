@@ -1,5 +1,6 @@
 // Streaming safetensors export of consolidated weights.
 #include "checkpoint/export.h"
+#include "checkpoint/metadata_specs.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -69,9 +70,13 @@ Result<ExportResult> ExportSafetensors(const std::string& src, const std::string
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(dir));
   const proto::CheckpointMetadata& meta = reader->meta();
   const proto::ModelSpec& mo = meta.model();
-  const ParamLayout canonical =
-      ModelLayout({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  const ParamLayout canonical = ModelLayout(ModelOf(mo), 1);
   const bool hf = names == ExportNames::kHuggingFaceGpt2;
+  if (hf && mo.arch() != "gpt2") {
+    return Unimplemented(
+        dir + ": a " + mo.arch() +
+        " checkpoint has no Hugging Face GPT-2 names; export it with Loom's names");
+  }
   // Header first: every tensor's place follows from the shapes.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   header["__metadata__"] = {{"format", "pt"},

@@ -1,5 +1,6 @@
 // Checkpoint description and full verification.
 #include "checkpoint/inspect.h"
+#include "checkpoint/metadata_specs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +65,7 @@ std::string Bytes(uint64_t n) {
 }
 
 ParamLayout CanonicalLayout(const proto::ModelSpec& mo) {
-  return ModelLayout({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  return ModelLayout(ModelOf(mo), 1);
 }
 
 }  // namespace

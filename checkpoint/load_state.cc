@@ -1,5 +1,6 @@
 // A checkpoint's states read into one rank's state.
 #include "checkpoint/load_state.h"
+#include "checkpoint/metadata_specs.h"
 
 #include <algorithm>
 #include <utility>
@@ -24,6 +25,17 @@ Status CheckSameModel(const CheckpointReader& reader, const std::string& path,
                       std::to_string(v.first) + ", the job's model has " +
                       std::to_string(v.second) + " (a checkpoint of another model)");
     }
+  }
+  const ModelConfig saved = ModelOf(mo);
+  if (saved.family != model.family || saved.kv() != model.kv() || saved.ffn() != model.ffn() ||
+      saved.tie_embeddings != model.tie_embeddings) {
+    return DataLoss(
+        path + ": field 'model': the checkpoint holds a " + ModelFamilyName(saved.family) +
+        " model (kv_heads " + std::to_string(saved.kv()) + ", ffn_hidden " +
+        std::to_string(saved.ffn()) + (saved.tie_embeddings ? ", tied" : ", untied") +
+        "), the job's is a " + ModelFamilyName(model.family) + " model (kv_heads " +
+        std::to_string(model.kv()) + ", ffn_hidden " + std::to_string(model.ffn()) +
+        (model.tie_embeddings ? ", tied" : ", untied") + ") (a checkpoint of another model)");
   }
   for (const ParamInfo& p : ModelLayout(model, 1).params) {
     for (int s = 0; s < states; ++s) {

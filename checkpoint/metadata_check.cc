@@ -1,5 +1,6 @@
 // The consistency checks of a checkpoint's metadata, one aspect per function.
 #include "checkpoint/metadata_check.h"
+#include "checkpoint/metadata_specs.h"
 
 #include <algorithm>
 #include <map>
@@ -44,8 +45,16 @@ Status CheckModelSpec(const std::string& path, const proto::ModelSpec& mo) {
                     ": field 'model': expected positive vocab, max_seq, layers, heads, "
                     "hidden");
   }
-  if (mo.arch() != "gpt2") {
-    return DataLoss(path + ": field 'model.arch': expected gpt2, got '" + mo.arch() + "'");
+  if (mo.arch() != "gpt2" && mo.arch() != "llama") {
+    return DataLoss(path + ": field 'model.arch': expected gpt2 or llama, got '" + mo.arch() + "'");
+  }
+  if (mo.arch() == "llama" &&
+      (mo.kv_heads() <= 0 || mo.heads() % mo.kv_heads() != 0 || mo.ffn_hidden() <= 0 ||
+       mo.ffn_hidden() > (int64_t{1} << 30) || mo.hidden() / mo.heads() % 2 != 0)) {
+    return DataLoss(path + ": field 'model': a llama model needs kv_heads dividing heads (" +
+                    std::to_string(mo.heads()) + ", got " + std::to_string(mo.kv_heads()) +
+                    "), ffn_hidden in [1, 2^30] (got " + std::to_string(mo.ffn_hidden()) +
+                    ") and an even head width");
   }
   // Far beyond any model, and small enough that element counts fit in 63 bits (4 x hidden^2 is
   // at most 2^62; its byte count is checked per chunk).
@@ -143,8 +152,7 @@ Result<std::vector<std::string>> ListFiles(const std::string& path,
 // overflows).
 Status CheckModelTensors(const std::string& path, const proto::ModelSpec& mo,
                          const TensorIndex& index) {
-  const ParamLayout model =
-      ModelLayout({mo.vocab(), mo.max_seq(), mo.layers(), mo.heads(), mo.hidden()}, 1);
+  const ParamLayout model = ModelLayout(ModelOf(mo), 1);
   for (const ParamInfo& p : model.params) {
     for (int s = 0; s < kNumStates; ++s) {
       const std::string state = StateName(static_cast<StateKind>(s));

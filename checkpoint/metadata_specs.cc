@@ -7,16 +7,32 @@
 namespace loom {
 
 void SetModelSpec(const ModelConfig& model, proto::ModelSpec* spec) {
-  spec->set_arch("gpt2");
+  spec->set_arch(ModelFamilyName(model.family));
   spec->set_vocab(model.vocab);
   spec->set_max_seq(model.max_seq);
   spec->set_layers(model.layers);
   spec->set_heads(model.heads);
   spec->set_hidden(model.hidden);
+  if (model.llama()) {
+    spec->set_kv_heads(model.kv());
+    spec->set_ffn_hidden(model.ffn());
+    spec->set_rope_theta(model.rope_theta);
+    spec->set_norm_eps(model.norm_eps);
+    spec->set_untied(!model.tie_embeddings);
+  }
 }
 
 ModelConfig ModelOf(const proto::ModelSpec& spec) {
-  return ModelConfig{spec.vocab(), spec.max_seq(), spec.layers(), spec.heads(), spec.hidden()};
+  ModelConfig m{spec.vocab(), spec.max_seq(), spec.layers(), spec.heads(), spec.hidden()};
+  if (spec.arch() == "llama") {
+    m.family = ModelFamily::kLlama;
+    m.kv_heads = spec.kv_heads();
+    m.ffn_hidden = spec.ffn_hidden();
+    if (spec.rope_theta() > 0) m.rope_theta = spec.rope_theta();
+    if (spec.norm_eps() > 0) m.norm_eps = spec.norm_eps();
+    m.tie_embeddings = !spec.untied();
+  }
+  return m;
 }
 
 void SetLayoutSpec(const Layout& layout, proto::LayoutSpec* spec) {

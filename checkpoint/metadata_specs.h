@@ -10,7 +10,7 @@
 
 namespace loom {
 
-// arch "gpt2" and the five sizes.
+// arch (the family: "gpt2" or "llama"), the five sizes and Llama's fields.
 void SetModelSpec(const ModelConfig& model, proto::ModelSpec* spec);
 ModelConfig ModelOf(const proto::ModelSpec& spec);
 void SetLayoutSpec(const Layout& layout, proto::LayoutSpec* spec);

@@ -40,6 +40,8 @@ Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   l.dp = p.dp ? static_cast<int>(*p.dp) : std::max(1, world / model_parallel);
   LayoutConstraints c{job.model.heads,  job.model.layers,      job.model.vocab,     job.data.seq,
                       job.model.hidden, job.data.global_batch, job.data.micro_batch};
+  c.ffn = job.model.ffn();
+  if (job.model.llama()) c.kv_heads = job.model.kv();
   Status st = l.Validate(world, c);
   if (!st.ok()) return st.WithContext(job.path + ": section 'parallel' (" + l.ToString() + ")");
   return l;

@@ -311,12 +311,8 @@ Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
   const std::string family_where = model.Where("family");
   const std::string ffn_where = model.Where("ffn_hidden");
   LOOM_RETURN_IF_ERROR(ReadModel(std::move(model), &job->model));
-  if (train && job->model.llama()) {
-    return InvalidArgument(family_where +
-                           ": the llama family is priced by `loom plan` but not trained yet "
-                           "(its blocks come with the Llama issue); use gpt2");
-  }
-  if (train && (job->model.ffn_hidden != 0 && job->model.ffn_hidden != 4 * job->model.hidden)) {
+  if (train && !job->model.llama() && job->model.ffn_hidden != 0 &&
+      job->model.ffn_hidden != 4 * job->model.hidden) {
     return InvalidArgument(ffn_where + ": GPT-2 blocks are trained with ffn_hidden = 4 * hidden");
   }
   LOOM_ASSIGN_OR_RETURN(ConfigSection data, root.Section("data", true));
@@ -338,6 +334,10 @@ Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
     return InvalidArgument(root.Where("precision") + ": " + parsed.status().message());
   }
   job->precision = *parsed;
+  if (train && job->model.llama() && job->precision == Precision::kBf16) {
+    return InvalidArgument(root.Where("precision") + ": bf16 is not run for model.family llama " +
+                           "yet (" + family_where + "); use fp32");
+  }
   job->plan.precision = job->precision;  // ReadPlan may override it for the planner
   LOOM_RETURN_IF_ERROR(root.Int("steps", &job->steps, train, 1, kMaxInt));
   int64_t seed = static_cast<int64_t>(job->seed);

@@ -90,9 +90,13 @@ Status Layout::Validate(int world_size, const LayoutConstraints& m) const {
   if (m.heads > 0 && m.heads % tp != 0) {
     return bad("model.heads (" + n(m.heads) + ") must be divisible by tp (" + n(tp) + ")");
   }
-  if (m.hidden > 0 && (4 * m.hidden) % tp != 0) {
-    return bad("the MLP width 4*hidden (" + n(4 * m.hidden) + ") must be divisible by tp (" +
-               n(tp) + ")");
+  const int64_t ffn = m.ffn > 0 ? m.ffn : 4 * m.hidden;
+  if (ffn > 0 && ffn % tp != 0) {
+    return bad("the MLP width (" + n(ffn) + ") must be divisible by tp (" + n(tp) + ")");
+  }
+  if (m.kv_heads > 0 && m.kv_heads % tp != 0 && tp % m.kv_heads != 0) {
+    return bad("model.kv_heads (" + n(m.kv_heads) + ") and tp (" + n(tp) +
+               ") must divide one another (KV heads are split over tp, or replicated when fewer)");
   }
   if (m.layers > 0 && m.layers % (int64_t(pp) * vpp) != 0) {
     return bad("model.layers (" + n(m.layers) + ") must be divisible by pp*vpp (" + n(pp) + "*" +

@@ -39,6 +39,8 @@ const char* GroupKindName(GroupKind kind);
 struct LayoutConstraints {
   int64_t heads = 0, layers = 0, vocab = 0, seq = 0, hidden = 0;
   int64_t global_batch = 0, micro_batch = 0;
+  int64_t ffn = 0;       // MLP width (0: 4 * hidden)
+  int64_t kv_heads = 0;  // key/value heads (0: no grouped-query constraint)
 };
 
 struct Layout {

@@ -18,6 +18,7 @@ void ParamLayoutBuilder::Add(TensorSpec t) {
   ParamInfo p{
       std::move(t.name), local,   std::move(t.global_shape),  t.shard, t.parts,    out_.total,
       t.layer,           bucket_, out_.total - bucket_begin_, t.decay, t.init_std, t.init_value};
+  p.tp_partial_grad = t.tp_partial_grad;
   out_.total += p.numel();
   out_.params.push_back(std::move(p));
 }

@@ -36,6 +36,9 @@ struct ParamInfo {
   bool decay = false;  // AdamW weight decay applies (matrices and embeddings, not biases/norms)
   float init_std = 0;  // > 0: normal(0, init_std); otherwise constant init_value
   float init_value = 0;
+  // kReplicated whose gradient each TP rank computes only in part (Llama's attn.kv when there are
+  // fewer KV heads than tp): summed over the TP group before use, with or without SP.
+  bool tp_partial_grad = false;
   int64_t numel() const { return NumElements(shape); }
   // Global flat index of local element i on TP rank `tp_rank` of `tp`, or -1 for vocabulary
   // padding rows (which do not exist in the single-process model).
@@ -80,7 +83,8 @@ struct TensorSpec {
   bool decay = false;
   float init_std = 0;
   float init_value = 0;
-  bool pad_rows = false;  // kRows over a vocabulary: rows padded to a multiple of tp
+  bool pad_rows = false;         // kRows over a vocabulary: rows padded to a multiple of tp
+  bool tp_partial_grad = false;  // ParamInfo::tp_partial_grad
 };
 
 // Builds one rank's ParamLayout: tensors are added in storage order and grouped into buckets.

@@ -24,9 +24,10 @@ Status ConsoleProgress::OnStart(const RunStart& s) {
                           .first_step = s.start_step});
   if (!root_) return Status::Ok();
   std::printf(
-      "loom train: %s | %.2fM parameters | layout %s | %s | %d threads/rank | %lld steps of "
+      "loom train: %s | %s %.2fM parameters | layout %s | %s | %d threads/rank | %lld steps of "
       "%lld tokens\n",
-      s.job.path.c_str(), s.params / 1e6, s.layout.ToString().c_str(),
+      s.job.path.c_str(), ModelFamilyName(s.job.model.family), s.params / 1e6,
+      s.layout.ToString().c_str(),
       s.job.precision == Precision::kBf16 ? "bf16 compute, fp32 master weights" : "fp32", s.threads,
       static_cast<long long>(s.job.steps), static_cast<long long>(tokens_per_step_));
   std::printf("activations kept per layer: %.1f MiB per rank (recompute %s)\n",

@@ -12,6 +12,7 @@
 #include "core/kernels/embedding.h"
 #include "core/kernels/layernorm.h"
 #include "core/kernels/linear.h"
+#include "core/kernels/rmsnorm.h"
 #include "model/config.h"
 #include "parallel/context/ring_attention.h"
 #include "parallel/message_tags.h"
@@ -21,19 +22,21 @@
 #include "worker/gpt_activations.h"
 
 namespace loom {
-namespace {
+namespace {}  // namespace
 
-// out[i, :] += bias + resid[i, :]
+// out[i, :] += bias + resid[i, :] (bias may be null)
 void AddBiasResidual(float* out, const float* bias, const float* resid, int64_t rows, int64_t c) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
     float* o = out + i * c;
     const float* r = resid + i * c;
-    for (int64_t j = 0; j < c; ++j) o[j] += bias[j] + r[j];
+    if (bias == nullptr) {
+      for (int64_t j = 0; j < c; ++j) o[j] += r[j];
+    } else {
+      for (int64_t j = 0; j < c; ++j) o[j] += bias[j] + r[j];
+    }
   }
 }
-
-}  // namespace
 
 Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& layout,
          ParamStore* store, TensorParallel tp, ChunkSpec chunk, ContextParallel cp)
@@ -50,6 +53,14 @@ Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& l
   fl_ = config_.ffn() / t;
   hl_ = config_.heads / t;
   vl_ = layout_.padded_vocab / t;
+  llama_ = config_.llama();
+  if (llama_) {
+    const int64_t kv = config_.kv();
+    kvl_ = kv % t == 0 ? kv / t : kv;  // fewer KV heads than tp: all of them, replicated
+    kv_first_ = kv % t == 0 ? tp_.rank() * kvl_ : 0;
+    qw_ = cl_ + 2 * kvl_ * config_.head_dim();
+    rope_ = RopeTable::Make(config_.max_seq, config_.head_dim(), config_.rope_theta);
+  }
 }
 
 Gpt::~Gpt() = default;
@@ -74,6 +85,25 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
   if (tp.sp && (r.micro_batch * r.seq) % tp.size() != 0) {
     return InvalidArgument("sequence parallelism needs micro_batch*seq divisible by tp");
   }
+  if (config.llama()) {
+    const int64_t kv = config.kv(), t = tp.size();
+    if (kv % t != 0 && t % kv != 0) {
+      return InvalidArgument(
+          "model.kv_heads (" + std::to_string(kv) + ") and tp (" + std::to_string(t) +
+          ") must divide one another (KV heads split, or replicated when fewer)");
+    }
+    if (config.ffn() % t != 0) {
+      return InvalidArgument("model.ffn_hidden (" + std::to_string(config.ffn()) +
+                             ") must be divisible by tp (" + std::to_string(t) + ")");
+    }
+    if (config.head_dim() % 2 != 0) {
+      return InvalidArgument("llama: hidden / heads (" + std::to_string(config.head_dim()) +
+                             ") must be even (rotary positions rotate pairs)");
+    }
+    if (r.precision == Precision::kBf16) {
+      return Unimplemented("precision bf16 is not run for model.family llama yet; use fp32");
+    }
+  }
   LOOM_RETURN_IF_ERROR(CheckRingTags(cp.size()));
   if (r.precision == Precision::kBf16 && !HaveBf16Gemm()) {
     return Unimplemented(
@@ -86,13 +116,20 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
     g->wte_ = layout.IndexOf("wte");
     g->wpe_ = layout.IndexOf("wpe");
   }
-  if (chunk.head) g->lnf_ = layout.IndexOf("ln_f.weight");
+  if (chunk.head) {
+    g->lnf_ = layout.IndexOf("ln_f.weight");
+    if (!config.tie_embeddings) {
+      g->head_ = layout.IndexOf("lm_head.weight");
+      if (g->head_ < 0) return InvalidArgument("layout lacks lm_head.weight (untied head)");
+    }
+  }
   for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
     g->layer_base_.push_back(layout.IndexOf("h." + std::to_string(l) + ".ln_1.weight"));
     if (g->layer_base_.back() < 0)
       return InvalidArgument("layout lacks layer " + std::to_string(l));
   }
-  if ((chunk.embedding && (g->wte_ < 0 || g->wpe_ < 0)) || (chunk.head && g->lnf_ < 0)) {
+  if ((chunk.embedding && (g->wte_ < 0 || (g->wpe_ < 0 && !config.llama()))) ||
+      (chunk.head && g->lnf_ < 0)) {
     return InvalidArgument("layout lacks the chunk's embedding or final norm");
   }
   LOOM_RETURN_IF_ERROR(g->Allocate());
@@ -120,7 +157,28 @@ VocabShard Gpt::Shard() const {
   return {rows_.full, config_.hidden, tp_.rank() * vl_, vl_, config_.vocab, rt_.vocab_chunk};
 }
 
+void Gpt::NormForward(float* out, Tensor& mean, Tensor& rstd, const float* x, int w, int64_t rows) {
+  const int64_t c = config_.hidden;
+  if (llama_) {
+    RmsNormForward(out, rstd.data<float>(), x, P(w), rows, c, static_cast<float>(config_.norm_eps));
+  } else {
+    LayerNormForward(out, mean.data<float>(), rstd.data<float>(), x, P(w), P(w + 1), rows, c);
+  }
+}
+
+void Gpt::NormBackward(float* dx, const float* dy, const float* x, int w, const Tensor& mean,
+                       const Tensor& rstd, int64_t rows) {
+  const int64_t c = config_.hidden;
+  if (llama_) {
+    RmsNormBackward(dx, G(w), dy, x, P(w), rstd.data<float>(), rows, c);
+  } else {
+    LayerNormBackward(dx, G(w), G(w + 1), dy, x, P(w), mean.data<float>(), rstd.data<float>(), rows,
+                      c);
+  }
+}
+
 Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
+  if (llama_) return LlamaLayerForward(layer, x, out, a);
   const int64_t c = config_.hidden, nl = rows_.local;
   auto w = [&](int k) { return P(LayerParam(layer, k)); };
   // Attention: res2 = x + c_proj(attn(c_attn(ln_1(x)))) + bias
@@ -144,6 +202,7 @@ Status Gpt::LayerForward(int layer, const float* x, float* out, LayerActs& a) {
 
 // dresid holds d(out) on entry and d(x) on return (local rows).
 Status Gpt::LayerBackward(int layer, const float* x, LayerActs& a, float* dresid) {
+  if (llama_) return LlamaLayerBackward(layer, x, a, dresid);
   const int64_t c = config_.hidden, nl = rows_.local;
   auto w = [&](int k) { return P(LayerParam(layer, k)); };
   auto g = [&](int k) { return G(LayerParam(layer, k)); };
@@ -172,10 +231,9 @@ Status Gpt::NormColumnForward(int layer, int norm, const float* x, Tensor& ln, T
   auto w = [&](int k) { return P(LayerParam(layer, k)); };
   if (!bf16()) {
     float* ln_out = NormOut(ln);
-    LayerNormForward(ln_out, mean.data<float>(), rstd.data<float>(), x, w(norm), w(norm + 1), nl,
-                     c);
-    return ColumnParallelForward(tp_, rows_, ln_out, ln.data<float>(), w(wk), w(wk + 1), y, c,
-                                 out_local);
+    NormForward(ln_out, mean, rstd, x, LayerParam(layer, norm), nl);
+    return ColumnParallelForward(tp_, rows_, ln_out, ln.data<float>(), w(wk), Bias(layer, wk + 1),
+                                 y, c, out_local);
   }
   LayerNormForward(ln32_.data<float>(), mean.data<float>(), rstd.data<float>(), x, w(norm),
                    w(norm + 1), nl, c);
@@ -211,7 +269,7 @@ Status Gpt::ColumnBackward(int layer, int wk, const float* dy, const Tensor& ln,
   float* dln = dln_.data<float>();
   if (!bf16()) {
     return ColumnParallelBackward(tp_, rows_, dy, ln.data<float>(), P(LayerParam(layer, wk)), dln,
-                                  dln_local, g(wk), g(wk + 1), c, out_local);
+                                  dln_local, g(wk), BiasGrad(layer, wk + 1), c, out_local);
   }
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
   return ColumnParallelBackward(tp_, rows_, dy, dy16_.data<Bf16>(), ln.data<Bf16>(), w16, dln,
@@ -224,7 +282,8 @@ Status Gpt::RowBackward(int layer, int wk, const float* dy_local, const Tensor& 
   auto g = [&](int k) { return G(LayerParam(layer, k)); };
   if (!bf16()) {
     return RowParallelBackward(tp_, rows_, dy_local, dfull_.data<float>(), x.data<float>(),
-                               P(LayerParam(layer, wk)), dx, g(wk), g(wk + 1), in_local, c);
+                               P(LayerParam(layer, wk)), dx, g(wk), BiasGrad(layer, wk + 1),
+                               in_local, c);
   }
   const Bf16* x16 = RowInput16(x, in_local);
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
@@ -311,6 +370,7 @@ Status Gpt::SetMicroBatch(int64_t b, int64_t t) {
   if (tp_.sp && rows_.full % tp_.size() != 0) {
     return InvalidArgument("sequence parallelism needs batch*seq divisible by tp");
   }
+  if (llama_) pos_ = Positions(0, rows_.full);
   return Status::Ok();
 }
 
@@ -351,12 +411,13 @@ Status Gpt::Embed(Slot& slot) {
     const std::vector<int32_t> pos =
         cp_.size() > 1 ? Positions(0, rows_.full) : std::vector<int32_t>();
     EmbeddingShape es{rows_.full, cur_t_, c, 0, vl_};
-    EmbeddingForward(r, slot.tokens.data(), pos.empty() ? nullptr : pos.data(), P(wte_), P(wpe_),
-                     es);
+    EmbeddingForward(r, slot.tokens.data(), pos.empty() ? nullptr : pos.data(), P(wte_),
+                     wpe_ >= 0 ? P(wpe_) : nullptr, es);
     return Status::Ok();
   }
   LOOM_RETURN_IF_ERROR(VocabParallelEmbeddingForward(tp_, rows_, slot.tokens.data(), P(wte_), vl_,
                                                      c, emb_full_.data<float>(), r));
+  if (wpe_ < 0) return Status::Ok();  // rotary positions (Llama) live in the attention
   // Positions are replicated: each rank adds those of its rows.
   const int64_t first = rows_.first;
   const float* wpe = P(wpe_);
@@ -373,9 +434,8 @@ Result<double> Gpt::HeadForward(Slot& slot, const int32_t* targets) {
   LOOM_RETURN_IF_ERROR(store_->AcquireParams(Bucket(lnf_), -1));
   const int64_t c = config_.hidden, n = rows_.full;
   float* ln_out = NormOut(slot.lnf);
-  LayerNormForward(ln_out, slot.lnf_mean.data<float>(), slot.lnf_rstd.data<float>(),
-                   slot.resid[chunk_.num_layers].data<float>(), P(lnf_), P(lnf_ + 1), rows_.local,
-                   c);
+  NormForward(ln_out, slot.lnf_mean, slot.lnf_rstd, slot.resid[chunk_.num_layers].data<float>(),
+              lnf_, rows_.local);
   LOOM_RETURN_IF_ERROR(GatherTokens(tp_, rows_, ln_out, slot.lnf.data<float>(), c));
   if (targets == nullptr) return 0.0;
   std::copy(targets, targets + n, slot.targets.begin());
@@ -389,7 +449,7 @@ Result<double> Gpt::HeadForward(Slot& slot, const int32_t* targets) {
                                                           slot.targets.data(), buf));
   } else {
     LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyForward(tp_, Shard(), slot.lnf.data<float>(),
-                                                          Wte(), slot.targets.data(), buf));
+                                                          HeadW(), slot.targets.data(), buf));
   }
   double total = 0;
   for (int64_t i = 0; i < n; ++i) total += loss[i];
@@ -431,13 +491,12 @@ Status Gpt::HeadBackward(Slot& slot, float dloss, float* dresid, bool last_micro
         DWte(), dlnf_local));
   } else {
     LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyBackward(
-        tp_, rows_, Shard(), slot.lnf.data<float>(), Wte(), slot.targets.data(),
-        slot.ce_lse.data<float>(), dl, ce_chunk_.data<float>(), dlnf, DWte(), dlnf_local));
+        tp_, rows_, Shard(), slot.lnf.data<float>(), HeadW(), slot.targets.data(),
+        slot.ce_lse.data<float>(), dl, ce_chunk_.data<float>(), dlnf, HeadDW(), dlnf_local));
   }
   std::fill(dresid, dresid + nl * c, 0.0f);
-  LayerNormBackward(dresid, G(lnf_), G(lnf_ + 1), dlnf_local,
-                    slot.resid[chunk_.num_layers].data<float>(), P(lnf_),
-                    slot.lnf_mean.data<float>(), slot.lnf_rstd.data<float>(), nl, c);
+  NormBackward(dresid, dlnf_local, slot.resid[chunk_.num_layers].data<float>(), lnf_, slot.lnf_mean,
+               slot.lnf_rstd, nl);
   return store_->GradsReady(Bucket(lnf_), last_micro_batch);
 }
 
@@ -471,15 +530,17 @@ Status Gpt::EmbedBackward(Slot& slot, const float* dresid) {
     const std::vector<int32_t> pos =
         cp_.size() > 1 ? Positions(0, rows_.full) : std::vector<int32_t>();
     EmbeddingShape es{rows_.full, cur_t_, c, 0, vl_};
-    EmbeddingBackward(G(wte_), G(wpe_), dresid, slot.tokens.data(),
+    EmbeddingBackward(G(wte_), wpe_ >= 0 ? G(wpe_) : nullptr, dresid, slot.tokens.data(),
                       pos.empty() ? nullptr : pos.data(), es);
     return Status::Ok();
   }
   // Positions: this rank's rows (all rows without SP); token rows: the whole micro-batch.
-  const std::vector<int32_t> pos = Positions(rows_.first, rows_.local);
-  EmbeddingShape local{rows_.local, cur_t_, c, 0, 0};
-  EmbeddingBackward<float>(nullptr, G(wpe_), dresid, slot.tokens.data() + rows_.first, pos.data(),
-                           local);
+  if (wpe_ >= 0) {
+    const std::vector<int32_t> pos = Positions(rows_.first, rows_.local);
+    EmbeddingShape local{rows_.local, cur_t_, c, 0, 0};
+    EmbeddingBackward<float>(nullptr, G(wpe_), dresid, slot.tokens.data() + rows_.first, pos.data(),
+                             local);
+  }
   return VocabParallelEmbeddingBackward(tp_, rows_, slot.tokens.data(), dresid,
                                         dfull_.data<float>(), vl_, c, G(wte_));
 }
@@ -501,7 +562,7 @@ Status Gpt::ForwardLastLogits(const int32_t* tokens, int64_t t, float* logits) {
   (void)unused;
   const int64_t c = config_.hidden;
   const float* h = slots_.at(0)->lnf.data<float>() + (t - 1) * c;
-  LinearForward<float>(logits, h, Wte(), nullptr, 1, c, config_.vocab);
+  LinearForward<float>(logits, h, HeadW(), nullptr, 1, c, config_.vocab);
   return Status::Ok();
 }
 

@@ -1,10 +1,11 @@
 // The GPT model of one rank: explicit forward and backward per layer (no autograd, as in
-// llm.c), composed of the parallel building blocks: Megatron tensor parallelism
-// (parallel/tensor_parallel/: column-parallel QKV and FC, row-parallel projections, heads split,
-// vocab-parallel embedding and cross-entropy whose logits are never gathered), sequence
-// parallelism (LayerNorm/residual regions hold 1/tp of the tokens), ring attention under context
-// parallelism (parallel/context/). With tp = cp = 1 it is the single-process model. Parameters
-// and gradients live in a ParamStore (parallel/zero/, ZeRO 0-3).
+// llm.c), of either family (model/config.h: GPT-2, or Llama's RMSNorm, SwiGLU, rotary positions,
+// grouped-query attention and untied head, in worker/llama_layer.cc), composed of the parallel
+// building blocks: Megatron tensor parallelism (parallel/tensor_parallel/: column-parallel QKV and
+// FC, row-parallel projections, heads split, vocab-parallel embedding and cross-entropy whose
+// logits are never gathered), sequence parallelism (LayerNorm/residual regions hold 1/tp of the
+// tokens), ring attention under context parallelism (parallel/context/). With tp = cp = 1 it is the
+// single-process model. Parameters and gradients live in a ParamStore (parallel/zero/, ZeRO 0-3).
 //
 // Activation plan, per layer and micro-batch of N = B*T tokens, Nl = N/tp with SP else N,
 // C = hidden, Cl = C/tp, Fl = 4C/tp (floats; under bf16 the ln_1, ln_2 and gelu outputs are
@@ -14,6 +15,9 @@
 //     gelu N*Fl
 //   kept (recompute = full): only the layer input (Nl*C); the rest is recomputed in the backward.
 // The layer inputs (residual stream, Nl*C each) are kept in both cases.
+// Llama: no LN means (RMSNorm); qkv is kept expanded to every query head's K and V (3 N*Cl, the
+// layout of the attention kernels and ring attention) after the rotary positions; fc is the
+// gate|up projection (2 N*Fl) and gelu holds silu(gate)*up (N*Fl).
 //
 // Usage per optimizer step: store.BeginStep(); per micro-batch ForwardLoss then Backward (the
 // last with last_micro_batch = true); store.Step(lr). Not thread-safe (one caller).
@@ -27,6 +31,7 @@
 #include "comm/communicator.h"
 #include "core/kernels/bf16.h"
 #include "core/kernels/cross_entropy.h"
+#include "core/kernels/rope.h"
 #include "core/precision.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -135,6 +140,20 @@ class Gpt {
   Status LayersBackward(Slot& slot, float* dresid, bool last_micro_batch);
   Status LayerForward(int layer, const float* x, float* out, LayerActs& a);
   Status LayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
+  // Llama's (worker/llama_layer.cc).
+  Status LlamaLayerForward(int layer, const float* x, float* out, LayerActs& a);
+  Status LlamaLayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
+  // Rotary positions on the projected q|k (qkvc_) and each query head's K and V copied from its
+  // KV head into a.qkv; the backward sums the copies' gradients (dqkv_) into qkvc_ and rotates
+  // back.
+  void ExpandQkv(LayerActs& a);
+  void CollapseQkv();
+  // The norm of the family (LayerNorm, or RMSNorm without mean or bias) and its backward
+  // (accumulating into dx and the norm's gradients). `w` is the weight's parameter index;
+  // GPT-2's bias is the next one.
+  void NormForward(float* out, Tensor& mean, Tensor& rstd, const float* x, int w, int64_t rows);
+  void NormBackward(float* dx, const float* dy, const float* x, int w, const Tensor& mean,
+                    const Tensor& rstd, int64_t rows);
   bool bf16() const { return rt_.precision == Precision::kBf16; }
   // The linear layers of LayerForward/LayerBackward in the run's precision. NormColumn: the
   // local rows of x normed (norm parameters at slot `norm`) into the kept `ln` (gathered over SP),
@@ -167,6 +186,12 @@ class Gpt {
   float* G(int index);
   const float* Wte() const;
   float* DWte();
+  // The output projection the head multiplies by: wte when tied, else lm_head.
+  const float* HeadW() const { return head_ >= 0 ? P(head_) : Wte(); }
+  float* HeadDW() { return head_ >= 0 ? G(head_) : DWte(); }
+  // A layer's bias `k` (GPT-2), or null (Llama has none).
+  const float* Bias(int layer, int k) const { return llama_ ? nullptr : P(LayerParam(layer, k)); }
+  float* BiasGrad(int layer, int k) { return llama_ ? nullptr : G(LayerParam(layer, k)); }
   int LayerParam(int layer, int k) const { return layer_base_[layer - chunk_.first_layer] + k; }
   int Bucket(int index) const { return layout_.params[static_cast<size_t>(index)].bucket; }
 
@@ -179,7 +204,16 @@ class Gpt {
   ContextParallel cp_;
   RingAttentionExchange ring_;
   int wte_ = -1, wpe_ = -1, lnf_ = -1;  // parameter indices (-1: not in this chunk)
-  std::vector<int> layer_base_;         // index of h.{l}.ln_1.weight per local layer
+  int head_ = -1;                       // lm_head.weight (untied head only)
+  bool llama_ = false;
+  // Llama: TP-local KV heads, the global index of the first, the width of the local q|k|v
+  // projection ((Hl + 2 KVl) hd), its output (and, in the backward, its gradient), the rotary
+  // table and the current micro-batch's positions of its full rows.
+  int64_t kvl_ = 0, kv_first_ = 0, qw_ = 0;
+  Tensor qkvc_;
+  RopeTable rope_;
+  std::vector<int32_t> pos_;
+  std::vector<int> layer_base_;  // index of h.{l}.ln_1.weight per local layer
   const float* tied_wte_ = nullptr;
   float* tied_dwte_ = nullptr;
   int64_t cl_ = 0, fl_ = 0, hl_ = 0, vl_ = 0;  // TP-local attention width, MLP width, heads, vocab

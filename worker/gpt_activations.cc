@@ -29,7 +29,12 @@ Status Gpt::AllocateScratch() {
   LOOM_ASSIGN_OR_RETURN(dln_, act({n, c}));
   LOOM_ASSIGN_OR_RETURN(datt_, act({n, cl_}));
   LOOM_ASSIGN_OR_RETURN(dqkv_, act({n, 3 * cl_}));
-  LOOM_ASSIGN_OR_RETURN(dfc_, act({n, fl_}));
+  // Llama: d(gate|up) [n, 2Fl] and d(silu(gate)*up) [n, Fl]; the projected q|k|v before the
+  // KV heads are copied to their query heads (and its gradient).
+  LOOM_ASSIGN_OR_RETURN(dfc_, act({n, llama_ ? 3 * fl_ : fl_}));
+  if (llama_) {
+    LOOM_ASSIGN_OR_RETURN(qkvc_, act({n, qw_}));
+  }
   LOOM_ASSIGN_OR_RETURN(emb_full_, act({n, c}));
   if (t > 1) {
     LOOM_ASSIGN_OR_RETURN(rowpar_, act({n, c}));
@@ -89,7 +94,7 @@ Result<Gpt::Slot*> Gpt::GetSlot(int id) {
     LOOM_ASSIGN_OR_RETURN(a->ln2, in({n, c}));
     LOOM_ASSIGN_OR_RETURN(a->ln2_mean, act({nl}));
     LOOM_ASSIGN_OR_RETURN(a->ln2_rstd, act({nl}));
-    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, fl_}));
+    LOOM_ASSIGN_OR_RETURN(a->fc, act({n, llama_ ? 2 * fl_ : fl_}));
     LOOM_ASSIGN_OR_RETURN(a->gelu, in({n, fl_}));
     slot->acts.push_back(std::move(a));
   }
@@ -119,8 +124,9 @@ int64_t Gpt::ActivationBytesPerLayer() const {
   const int64_t n = rt_.micro_batch * rt_.seq, c = config_.hidden;
   const int64_t nl = tp_.sp ? n / tp_.size() : n;
   if (rt_.recompute == Recompute::kFull) return nl * c * 4;
-  const int64_t floats = n * c * 2 + 4 * nl + 3 * n * cl_ + n * cl_ +
-                         rt_.micro_batch * hl_ * rt_.seq + nl * c + 2 * n * fl_ +
+  // Llama: RMSNorm keeps no means; fc is gate|up.
+  const int64_t floats = n * c * 2 + (llama_ ? 2 : 4) * nl + 3 * n * cl_ + n * cl_ +
+                         rt_.micro_batch * hl_ * rt_.seq + nl * c + (llama_ ? 3 : 2) * n * fl_ +
                          nl * c;  // + the layer input
   // bf16 keeps ln_1, ln_2 and gelu (2NC + N*Fl) in half the bytes.
   return floats * 4 - (bf16() ? (2 * n * c + n * fl_) * 2 : 0);

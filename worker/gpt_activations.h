@@ -11,6 +11,7 @@
 
 namespace loom {
 
+// Llama: ln*_mean unused (RMSNorm), fc is gate|up [N, 2Fl], gelu is silu(gate)*up.
 struct Gpt::LayerActs {
   Tensor ln1, ln1_mean, ln1_rstd, qkv, att, lse, res2, ln2, ln2_mean, ln2_rstd, fc, gelu;
 };
@@ -23,5 +24,8 @@ struct Gpt::Slot {
   std::vector<int32_t> tokens, targets;
   int64_t b = 0, t = 0;
 };
+
+// out[i, :] += bias + resid[i, :] over rows of width c (bias may be null); worker/gpt.cc.
+void AddBiasResidual(float* out, const float* bias, const float* resid, int64_t rows, int64_t c);
 
 }  // namespace loom

@@ -9,6 +9,7 @@ GptPipelineStage::GptPipelineStage(std::vector<Gpt*> chunks, ParamStore* store,
     : chunks_(std::move(chunks)),
       store_(store),
       wte_(layout.Find("wte")),
+      tied_(chunks_[0]->config().tie_embeddings),
       micro_batch_(micro_batch),
       seq_(seq),
       dloss_(dloss),
@@ -16,7 +17,7 @@ GptPipelineStage::GptPipelineStage(std::vector<Gpt*> chunks, ParamStore* store,
                              : layout.padded_vocab / layout.tp * chunks_[0]->config().hidden) {
   // The head chunk on the last stage uses the first stage's wte (tied embeddings).
   Gpt& last = *chunks_.back();
-  if (last.chunk().head && !last.chunk().embedding) {
+  if (tied_ && last.chunk().head && !last.chunk().embedding) {
     head_wte_.assign(static_cast<size_t>(embedding_floats_), 0.0f);
     head_dwte_.assign(static_cast<size_t>(embedding_floats_), 0.0f);
     last.SetTiedEmbedding(head_wte_.data(), head_dwte_.data());
@@ -50,7 +51,7 @@ void GptPipelineStage::Release(int micro, int chunk) {
 }
 
 Result<const float*> GptPipelineStage::EmbeddingWeights() {
-  if (wte_ == nullptr) return static_cast<const float*>(nullptr);
+  if (wte_ == nullptr || !tied_) return static_cast<const float*>(nullptr);
   LOOM_RETURN_IF_ERROR(store_->AcquireParams(wte_->bucket, -1));
   return static_cast<const float*>(store_->Params(wte_->bucket) + wte_->bucket_offset);
 }

@@ -41,6 +41,7 @@ class GptPipelineStage : public PipelineStage {
   Status Backward(int micro, int chunk, const float* dout, bool last) override;
   const float* InputGradient(int chunk) const override;
   void Release(int micro, int chunk) override;
+  bool TiedEmbedding() const override { return tied_; }
   int64_t EmbeddingFloats() const override { return embedding_floats_; }
   Result<const float*> EmbeddingWeights() override;
   float* EmbeddingGrads() override;
@@ -53,6 +54,7 @@ class GptPipelineStage : public PipelineStage {
   std::vector<Gpt*> chunks_;
   ParamStore* store_;
   const ParamInfo* wte_;  // this rank's wte, or null
+  bool tied_;             // the head uses wte (else lm_head: nothing exchanged)
   int64_t micro_batch_, seq_;
   float dloss_;
   int64_t embedding_floats_;

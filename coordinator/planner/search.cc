@@ -95,6 +95,8 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
   constraints.seq = job.seq;
   constraints.hidden = m.hidden;
   constraints.global_batch = job.global_batch;
+  constraints.ffn = m.ffn();
+  if (m.llama()) constraints.kv_heads = m.kv();
   std::vector<Enumerated> fits;
   std::vector<int> tps;
   for (int t : Divisors(place.ranks_per_node, place.ranks_per_node)) {

@@ -113,7 +113,9 @@ class StepRun {
     LOOM_RETURN_IF_ERROR(p2p_.WaitRecv(true, in.micro, in.chunk));
     const int g = GlobalChunk(in.chunk);
     const bool last = in.micro == schedule_.micro - 1;
-    if (g == 0 && last && schedule_.pp > 1) LOOM_RETURN_IF_ERROR(AddHeadEmbeddingGrads());
+    if (g == 0 && last && schedule_.pp > 1 && stage_.TiedEmbedding()) {
+      LOOM_RETURN_IF_ERROR(AddHeadEmbeddingGrads());
+    }
     const float* dout =
         g < schedule_.num_chunks() - 1 ? p2p_.Received(true, in.micro, in.chunk) : nullptr;
     const auto t0 = std::chrono::steady_clock::now();

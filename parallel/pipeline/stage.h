@@ -38,6 +38,9 @@ class PipelineStage {
   // Tied input and output embeddings (the first and the last stage sum their gradients): the
   // stage that owns the embedding sends its weights to the stage whose head uses them, which
   // accumulates the head's gradient over the step and sends it back.
+  // Whether the head uses the input embedding (false: an untied lm_head of the last stage's own,
+  // and nothing is exchanged).
+  virtual bool TiedEmbedding() const { return true; }
   // Floats of the (tensor-parallel-local) embedding.
   virtual int64_t EmbeddingFloats() const = 0;
   // Owner: the embedding weights, valid for the step; null on a stage without the embedding.

@@ -40,12 +40,17 @@ Status ReduceTokens(const TensorParallel& tp, const TokenRows& rows, float* part
 
 Status SumSequenceParallelGrads(const TensorParallel& tp, const ParamLayout& layout, int bucket,
                                 float* grads) {
-  if (!tp.sequence_parallel()) return Status::Ok();
+  if (tp.size() == 1) return Status::Ok();
+  // Under SP every replicated parameter; without it only those marked tp_partial_grad.
+  auto partial = [&](const ParamInfo& p) {
+    return p.bucket == bucket && p.shard == ShardKind::kReplicated &&
+           (tp.sequence_parallel() || p.tp_partial_grad);
+  };
   std::vector<float> packed;
   KeepIfAbandoned keep(tp.comm);
   keep(packed);
   for (const ParamInfo& p : layout.params) {
-    if (p.bucket == bucket && p.shard == ShardKind::kReplicated) {
+    if (partial(p)) {
       packed.insert(packed.end(), grads + p.bucket_offset, grads + p.bucket_offset + p.numel());
     }
   }
@@ -53,7 +58,7 @@ Status SumSequenceParallelGrads(const TensorParallel& tp, const ParamLayout& lay
   LOOM_RETURN_IF_ERROR(tp.comm->AllReduce(packed.data(), static_cast<int64_t>(packed.size())));
   size_t at = 0;
   for (const ParamInfo& p : layout.params) {
-    if (p.bucket == bucket && p.shard == ShardKind::kReplicated) {
+    if (partial(p)) {
       std::copy(packed.begin() + at, packed.begin() + at + p.numel(), grads + p.bucket_offset);
       at += p.numel();
     }

@@ -30,7 +30,8 @@ Status ReduceTokens(const TensorParallel& tp, const TokenRows& rows, float* part
 // Under SP each rank saw only its token rows in the regions of the replicated parameters
 // (LayerNorms, row-parallel biases, positions), so their gradients in `grads` (bucket `bucket`
 // of `layout`, bucket-relative) are partial sums: all-reduces them across the tp group, packed
-// into one call. Nothing to do without SP or with tp = 1.
+// into one call; so are the tensors marked tp_partial_grad (with or without SP). Nothing to do
+// with tp = 1 or when no tensor of the bucket is partial.
 Status SumSequenceParallelGrads(const TensorParallel& tp, const ParamLayout& layout, int bucket,
                                 float* grads);
 

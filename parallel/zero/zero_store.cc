@@ -104,9 +104,8 @@ Status ZeroStore::GradsReady(int b, bool last) {
   LOOM_RETURN_IF_ERROR(grads_->deferred());
   if (!grads_->SyncEveryMicroBatch() && !last) return Status::Ok();  // accumulate, reduce once
   const TensorParallel tp{opt_.tp, opt_.sp};
-  if (tp.sequence_parallel()) {
+  if (tp.size() > 1)
     LOOM_RETURN_IF_ERROR(SumSequenceParallelGrads(tp, layout_, b, grads_->Grads(b)));
-  }
   if (opt_.dp == nullptr || opt_.dp->size() == 1) return Status::Ok();
   LOOM_RETURN_IF_ERROR(grads_->FinishGradSync(b));  // the previous micro-batch's, if any
   LOOM_RETURN_IF_ERROR(grads_->StartGradSync(b));

@@ -223,7 +223,7 @@ TEST(JobConfig, Precision) {
 namespace loom {
 namespace {
 
-TEST(JobConfig, LlamaFamilyIsPricedNotTrained) {
+TEST(JobConfig, LlamaFamily) {
   const std::string llama =
       R"(model: {family: llama, vocab: 128256, max_seq: 8192, layers: 32, heads: 32, hidden: 4096, kv_heads: 8, ffn_hidden: 14336, rope_theta: 500000}
 data: {seq: 8192, global_batch: 512}
@@ -235,9 +235,13 @@ data: {seq: 8192, global_batch: 512}
   EXPECT_EQ(plan->model.ffn(), 14336);
   EXPECT_FALSE(plan->model.tie_embeddings);  // Llama 3's default
   EXPECT_EQ(plan->model.rope_theta, 500000);
-  // Training one is refused, naming the field.
-  ExpectError(std::string(kGood).replace(0, 8, "model: {family: llama, "),
-              "field 'model.family': the llama family is priced by `loom plan` but not trained");
+  // Trained in fp32 (bf16 refused, naming both fields).
+  auto train = LoadJobConfig(WriteJob(std::string(kGood).replace(0, 8, "model: {family: llama, ")),
+                             JobUse::kTrain);
+  ASSERT_TRUE(train.ok()) << train.status().ToString();
+  EXPECT_TRUE(train->model.llama());
+  ExpectError(std::string(kGood).replace(0, 8, "model: {family: llama, ") + "precision: bf16\n",
+              "field 'precision': bf16 is not run for model.family llama yet");
   // GPT-2 has no grouped-query attention; kv_heads must divide heads.
   ExpectError(std::string(kGood).replace(0, 8, "model: {kv_heads: 2, "),
               "field 'model.kv_heads': only with model.family llama");

@@ -42,6 +42,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_gpt  # noqa: E402  (needs the sys.path entry above)
+import torch_llama  # noqa: E402
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -101,6 +102,15 @@ def load_config(run_dir):
         raise BadInput(f"{path}: 'precision' must be fp32 or bf16, "
                        f"got {precision!r}")
     config["precision"] = precision
+    family = raw.get("family", "gpt2")
+    if family not in ("gpt2", "llama"):
+        raise BadInput(f"{path}: 'family' must be gpt2 or llama, got {family!r}")
+    config["family"] = family
+    if family == "llama":
+        try:
+            torch_llama.parse_config(raw)
+        except (KeyError, ValueError, TypeError) as e:
+            raise BadInput(f"{path}: llama model: {e}") from None
     if config["hidden"] % config["heads"]:
         raise BadInput(f"{path}: hidden ({config['hidden']}) is not "
                        f"divisible by heads ({config['heads']})")
@@ -146,7 +156,7 @@ def load_run(run_dir):
     if not os.path.isdir(run_dir):
         raise BadInput(f"{run_dir}: not a directory")
     config = load_config(run_dir)
-    shapes = torch_gpt.expected_shapes(config)
+    shapes = family_module(config).expected_shapes(config)
     steps = config["steps"]
 
     init_path = os.path.join(run_dir, "init.safetensors")
@@ -183,6 +193,11 @@ def load_run(run_dir):
             notes.append(f"{path}: ignoring unexpected tensors: "
                          f"{', '.join(extra)}")
     return config, init, inputs, targets, loom, notes
+
+
+def family_module(config):
+    """torch_gpt or torch_llama: the reference model of the run's family."""
+    return torch_llama if config["family"] == "llama" else torch_gpt
 
 
 # ---------------------------------------------------------------------------
@@ -322,19 +337,26 @@ def main(argv=None):
         args.dtype = "float32 under autocast(bfloat16)"
     dtype = torch.float64 if args.dtype == "float64" else torch.float32
     torch.manual_seed(0)    # nothing is random, but keep runs reproducible
-    model = torch_gpt.GPT(config, init, dtype=dtype)
+    if config["family"] == "llama":
+        model = torch_llama.Llama(config, init, dtype=dtype)
+    else:
+        model = torch_gpt.GPT(config, init, dtype=dtype)
     ref_losses, ref_grads, ref_final = torch_gpt.train_steps(
         model, inputs, targets, steps=config["steps"], lr=config["lr"],
         betas=(config["beta1"], config["beta2"]), eps=config["eps"],
         weight_decay=config["weight_decay"], grad_clip=config["grad_clip"],
         autocast_bf16=bf16)
 
-    shapes = torch_gpt.expected_shapes(config)
+    shapes = family_module(config).expected_shapes(config)
     names = list(shapes)
     c = config
     print(f"Loom reference check: {args.dir}")
-    print(f"model: vocab={c['vocab']} max_seq={c['max_seq']} "
+    print(f"model: {c['family']} vocab={c['vocab']} max_seq={c['max_seq']} "
           f"layers={c['layers']} heads={c['heads']} hidden={c['hidden']}")
+    if c["family"] == "llama":
+        print(f"       kv_heads={c['kv_heads']} ffn_hidden={c['ffn_hidden']} "
+              f"rope_theta={c['rope_theta']:g} norm_eps={c['norm_eps']:g} "
+              f"tie_embeddings={c['tie_embeddings']}")
     print(f"run:   batch={c['batch']} seq={c['seq']} steps={c['steps']} "
           f"lr={c['lr']:g} betas=({c['beta1']:g}, {c['beta2']:g}) "
           f"eps={c['eps']:g} weight_decay={c['weight_decay']:g} "

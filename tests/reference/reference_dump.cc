@@ -77,7 +77,15 @@ Status Dump(JobConfig job, const std::string& dir) {
                         {"eps", job.optim.eps},
                         {"weight_decay", job.optim.weight_decay},
                         {"grad_clip", job.optim.grad_clip},
-                        {"precision", PrecisionName(job.precision)}};
+                        {"precision", PrecisionName(job.precision)},
+                        {"family", ModelFamilyName(job.model.family)}};
+  if (job.model.llama()) {
+    cfg["kv_heads"] = job.model.kv();
+    cfg["ffn_hidden"] = job.model.ffn();
+    cfg["rope_theta"] = job.model.rope_theta;
+    cfg["norm_eps"] = job.model.norm_eps;
+    cfg["tie_embeddings"] = job.model.tie_embeddings;
+  }
   return WriteFileAtomic(dir + "/config.json", cfg.dump(2));
 }
 
@@ -108,10 +116,20 @@ int main(int argc, char** argv) {
   app.add_option("--attn-block-k", job.runtime.attn_block_k);
   app.add_option("--vocab-chunk", job.runtime.vocab_chunk);
   app.add_option("--seed", job.seed);
+  std::string family = "gpt2";
+  app.add_option("--family", family, "gpt2 | llama")->check(CLI::IsMember({"gpt2", "llama"}));
+  app.add_option("--kv-heads", job.model.kv_heads);
+  app.add_option("--ffn-hidden", job.model.ffn_hidden);
+  app.add_option("--rope-theta", job.model.rope_theta);
+  app.add_option("--norm-eps", job.model.norm_eps);
+  bool untied = false;
+  app.add_flag("--untied", untied, "llama: an lm_head of its own");
   std::string precision = "fp32";
   app.add_option("--precision", precision, "fp32 | bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   if (job.data.micro_batch == 0) job.data.micro_batch = job.data.global_batch;
+  job.model.family = *loom::ParseModelFamily(family);  // checked above
+  job.model.tie_embeddings = !untied;
   job.precision = *loom::ParsePrecision(precision);  // checked above
   loom::ConfigureThreads(2);
   loom::Status st = loom::Dump(job, out);

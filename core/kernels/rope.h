@@ -1,0 +1,29 @@
+// Rotary position embedding (RoPE) in the rotate-half form of Hugging Face's Llama: within a head
+// vector of width hd, element j and element j + hd/2 (j < hd/2) rotate together by the angle
+// pos * theta^(-2j/hd):
+//   x'_j = x_j cos - x_{j+hd/2} sin,   x'_{j+hd/2} = x_{j+hd/2} cos + x_j sin.
+// The backward is the rotation by the opposite angle. A Hugging Face checkpoint's q_proj and
+// k_proj rows are in this order already (no permutation on import or export).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace loom {
+
+// cos and sin of every (position, frequency) up to max_seq positions: [max_seq, hd/2] each,
+// computed in double and rounded once.
+struct RopeTable {
+  int64_t half = 0;
+  std::vector<float> cos, sin;
+  static RopeTable Make(int64_t max_seq, int64_t head_dim, double theta);
+};
+
+// Rotates `heads` head vectors of each of `rows` rows in place: row i starts at x + i * ld, head
+// h at column h * hd, its position is pos[i]. `inverse` rotates by the opposite angle (the
+// backward of the forward rotation).
+template <typename T>
+void RopeApply(T* x, int64_t ld, int64_t rows, int64_t heads, const int32_t* pos,
+               const RopeTable& table, bool inverse);
+
+}  // namespace loom
