@@ -43,6 +43,8 @@ void SetLayoutSpec(const Layout& layout, proto::LayoutSpec* spec) {
   spec->set_dp(layout.dp);
   spec->set_zero(layout.zero);
   spec->set_sp(layout.sp);
+  spec->set_first_stage_layers(layout.first_stage_layers);
+  spec->set_last_stage_layers(layout.last_stage_layers);
 }
 
 Layout LayoutOf(const proto::LayoutSpec& spec) {
@@ -54,6 +56,8 @@ Layout LayoutOf(const proto::LayoutSpec& spec) {
   l.dp = spec.dp();
   l.zero = spec.zero();
   l.sp = spec.sp();
+  l.first_stage_layers = spec.first_stage_layers();
+  l.last_stage_layers = spec.last_stage_layers();
   return l;
 }
 

@@ -40,16 +40,19 @@ Result<Layout> ParseLayoutSpec(const std::string& spec) {
     }
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
-    int* field = key == "tp"     ? &l.tp
-                 : key == "cp"   ? &l.cp
-                 : key == "pp"   ? &l.pp
-                 : key == "vpp"  ? &l.vpp
-                 : key == "dp"   ? &l.dp
-                 : key == "zero" ? &l.zero
-                                 : nullptr;
+    int* field = key == "tp"                   ? &l.tp
+                 : key == "cp"                 ? &l.cp
+                 : key == "pp"                 ? &l.pp
+                 : key == "vpp"                ? &l.vpp
+                 : key == "dp"                 ? &l.dp
+                 : key == "zero"               ? &l.zero
+                 : key == "first_stage_layers" ? &l.first_stage_layers
+                 : key == "last_stage_layers"  ? &l.last_stage_layers
+                                               : nullptr;
     if (eq == std::string::npos || (field == nullptr && key != "sp")) {
       return InvalidArgument("layout '" + spec + "': item '" + item +
-                             "': expected key=value with key tp, cp, pp, vpp, dp, zero or sp");
+                             "': expected key=value with key tp, cp, pp, vpp, dp, zero, sp, "
+                             "first_stage_layers or last_stage_layers");
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
       return InvalidArgument("layout '" + spec + "': '" + key + "' is given twice");

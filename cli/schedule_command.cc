@@ -1,9 +1,11 @@
 // `loom schedule`: generate a pipeline schedule, simulate it and draw the timeline per rank.
 //   loom schedule --pp 4 --vpp 2 --microbatches 8 --schedule interleaved
+//   loom schedule --pp 4 --layers 30 --first-stage-layers 6 --last-stage-layers 6   (uneven)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "parallel/layout.h"
 #include "parallel/pipeline/schedule.h"
 #include "parallel/pipeline/simulator.h"
 
@@ -14,6 +16,7 @@ struct ScheduleOptions {
   int pp = 4, vpp = 1, micro = 8, width = 80;
   std::string schedule = "1f1b";
   double forward = 1.0, backward = 2.0, latency = 0.0;
+  int layers = 0, first_stage_layers = 0, last_stage_layers = 0;  // uneven stages
 };
 
 Status RunSchedule(const ScheduleOptions& o) {
@@ -26,11 +29,27 @@ Status RunSchedule(const ScheduleOptions& o) {
   c.backward_input = c.backward / 2;
   c.backward_weight = c.backward / 2;
   c.p2p_latency = o.latency;
+  std::string stages;
+  if (o.layers > 0 || o.first_stage_layers > 0 || o.last_stage_layers > 0) {
+    if (o.layers <= 0) return InvalidArgument("--first/last-stage-layers need --layers");
+    Layout l;
+    l.pp = o.pp;
+    l.vpp = o.vpp;
+    l.first_stage_layers = o.first_stage_layers;
+    l.last_stage_layers = o.last_stage_layers;
+    LOOM_ASSIGN_OR_RETURN(std::vector<int> per, l.ChunkLayers(o.layers));
+    // --forward/--backward are for a stage of the average size; a chunk's cost follows its layers.
+    const double mean = static_cast<double>(o.layers) / static_cast<double>(per.size());
+    for (int n : per) c.chunk_scale.push_back(n / mean);
+    stages = " | layers per chunk";
+    for (int n : per) stages += " " + std::to_string(n);
+  }
   LOOM_ASSIGN_OR_RETURN(SimResult r, Simulate(s, c));
   std::printf(
       "schedule %s: pp=%d vpp=%d micro-batches=%d | forward %.2f, backward %.2f per stage, "
-      "p2p latency %.2f\n",
-      ScheduleKindName(kind), o.pp, o.vpp, o.micro, o.forward, o.backward, o.latency);
+      "p2p latency %.2f%s\n",
+      ScheduleKindName(kind), o.pp, o.vpp, o.micro, o.forward, o.backward, o.latency,
+      stages.c_str());
   std::printf(
       "legend: F<mb> forward, B<mb> backward, I<mb>/W<mb> input/weight gradient%s; "
       "blank = bubble\n\n",
@@ -56,6 +75,13 @@ void AddScheduleCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--forward", o->forward, "Forward time of one micro-batch through one stage");
   cmd->add_option("--backward", o->backward, "Backward time of one micro-batch through one stage");
   cmd->add_option("--p2p-latency", o->latency, "Time of one activation/gradient transfer");
+  cmd->add_option("--layers", o->layers, "Model layers (with uneven stages: costs per chunk)")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--first-stage-layers", o->first_stage_layers,
+                  "Layers of the first chunk (the others share the rest)")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--last-stage-layers", o->last_stage_layers, "Layers of the last chunk")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--width", o->width, "Minimum chart width in characters")
       ->check(CLI::Range(20, 1000));
   cmd->callback([o, exit_code] {

@@ -36,6 +36,8 @@ Result<Layout> ResolveLayout(const JobConfig& job, int world) {
   l.vpp = static_cast<int>(p.vpp.value_or(1));
   l.zero = static_cast<int>(p.zero.value_or(0));
   l.sp = p.sp.value_or(false);
+  l.first_stage_layers = static_cast<int>(p.first_stage_layers.value_or(0));
+  l.last_stage_layers = static_cast<int>(p.last_stage_layers.value_or(0));
   const int model_parallel = l.tp * l.cp * l.pp;
   l.dp = p.dp ? static_cast<int>(*p.dp) : std::max(1, world / model_parallel);
   LayoutConstraints c{job.model.heads,  job.model.layers,      job.model.vocab,     job.data.seq,

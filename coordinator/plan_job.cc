@@ -24,6 +24,8 @@ PlanJob PlanJobOf(const JobConfig& job) {
   p.dp = par.dp;
   p.zero = par.zero;
   p.sp = par.sp;
+  p.first_stage_layers = par.first_stage_layers;
+  p.last_stage_layers = par.last_stage_layers;
   if (!par.schedule.empty()) {
     Result<ScheduleKind> kind = ParseScheduleKind(par.schedule);
     if (kind.ok()) p.schedule = *kind;

@@ -30,6 +30,7 @@ struct PlanJob {
   // Fixed choices; nullopt means "the planner chooses".
   std::optional<int64_t> micro_batch, tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
 

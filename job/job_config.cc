@@ -180,6 +180,8 @@ Status ReadParallel(ConfigSection s, JobUse use, ParallelConfig* p) {
   LOOM_RETURN_IF_ERROR(Fixed(s, "vpp", &p->vpp, 1, 1 << 10));
   LOOM_RETURN_IF_ERROR(Fixed(s, "dp", &p->dp, 1, 1 << 20));
   LOOM_RETURN_IF_ERROR(Fixed(s, "zero", &p->zero, 0, 3));
+  LOOM_RETURN_IF_ERROR(Fixed(s, "first_stage_layers", &p->first_stage_layers, 1, 1 << 12));
+  LOOM_RETURN_IF_ERROR(Fixed(s, "last_stage_layers", &p->last_stage_layers, 1, 1 << 12));
   if (s.Has("sp")) {
     bool sp = false;
     LOOM_RETURN_IF_ERROR(s.Bool("sp", &sp, true));

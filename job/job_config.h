@@ -71,6 +71,9 @@ struct ParallelConfig {
   bool present = false;  // the job has a `parallel:` section
   std::optional<int64_t> tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;
+  // Uneven pipeline stages (parallel/layout.h): the layers of the first and the last pipeline
+  // chunk; absent: as the others (the planner may choose them when pp is its to choose too).
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
   bool overlap = true;  // start gradient reductions during the backward
   // Pipeline schedule: gpipe | 1f1b | interleaved ("": the default, 1f1b, interleaved if
   // vpp > 1). zb-h1 is simulated (loom schedule) but not executed.

@@ -19,6 +19,8 @@ void WriteLayout(const JobEdits& e, YAML::Node& root) {
     par["dp"] = l.dp;
     par["zero"] = l.zero;
     par["sp"] = l.sp;
+    if (l.first_stage_layers > 0) par["first_stage_layers"] = l.first_stage_layers;
+    if (l.last_stage_layers > 0) par["last_stage_layers"] = l.last_stage_layers;
     if (l.pp > 1 && !e.schedule.empty()) par["schedule"] = e.schedule;
   }
   if (e.micro_batch) root["data"]["micro_batch"] = *e.micro_batch;

@@ -98,9 +98,9 @@ Status Layout::Validate(int world_size, const LayoutConstraints& m) const {
     return bad("model.kv_heads (" + n(m.kv_heads) + ") and tp (" + n(tp) +
                ") must divide one another (KV heads are split over tp, or replicated when fewer)");
   }
-  if (m.layers > 0 && m.layers % (int64_t(pp) * vpp) != 0) {
-    return bad("model.layers (" + n(m.layers) + ") must be divisible by pp*vpp (" + n(pp) + "*" +
-               n(vpp) + " = " + n(int64_t(pp) * vpp) + ")");
+  if (m.layers > 0) {
+    Result<std::vector<int>> split = ChunkLayers(m.layers);
+    if (!split.ok()) return bad(split.status().message());
   }
   if (vpp > 1 && pp < 2) return bad("vpp (" + n(vpp) + ") > 1 needs pp >= 2");
   if (m.seq > 0 && cp > 1 && m.seq % (2 * cp) != 0) {
@@ -125,10 +125,64 @@ Status Layout::Validate(int world_size, const LayoutConstraints& m) const {
   return Status::Ok();
 }
 
+Result<std::vector<int>> Layout::ChunkLayers(int64_t layers) const {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const int64_t chunks = int64_t(pp) * vpp;
+  if (!uneven()) {
+    if (layers % chunks != 0) {
+      return InvalidArgument("model.layers (" + n(layers) + ") must be divisible by pp*vpp (" +
+                             n(pp) + "*" + n(vpp) + " = " + n(chunks) + ")" +
+                             UnevenHint(layers, chunks));
+    }
+    return std::vector<int>(static_cast<size_t>(chunks), static_cast<int>(layers / chunks));
+  }
+  if (chunks < 2) {
+    return InvalidArgument("parallel.first_stage_layers / last_stage_layers need pp*vpp >= 2");
+  }
+  if (first_stage_layers < 0 || last_stage_layers < 0) {
+    return InvalidArgument("parallel.first_stage_layers / last_stage_layers must be >= 1");
+  }
+  const int64_t fixed = first_stage_layers + last_stage_layers;
+  const int64_t others = chunks - (first_stage_layers > 0) - (last_stage_layers > 0);
+  const int64_t rest = layers - fixed;
+  const std::string what = "model.layers (" + n(layers) + ") minus first_stage_layers (" +
+                           n(first_stage_layers) + ") and last_stage_layers (" +
+                           n(last_stage_layers) + ") = " + n(rest);
+  if (rest < 0 || (others == 0 && rest != 0)) {
+    return InvalidArgument(what + " must be " +
+                           (others == 0 ? "0 (there are no other stages)" : "at least 0"));
+  }
+  if (others > 0 && (rest % others != 0 || rest == 0)) {
+    return InvalidArgument(what + " must be a positive multiple of the " + n(others) +
+                           " other pipeline chunks (pp*vpp = " + n(chunks) + ")");
+  }
+  std::vector<int> out(static_cast<size_t>(chunks),
+                       others > 0 ? static_cast<int>(rest / others) : 0);
+  if (first_stage_layers > 0) out.front() = first_stage_layers;
+  if (last_stage_layers > 0) out.back() = last_stage_layers;
+  return out;
+}
+
+std::string UnevenHint(int64_t layers, int64_t chunks) {
+  if (chunks < 3 || layers < chunks) return "";
+  // The lightest symmetric split: `mid` on every middle chunk, the rest shared by the two ends.
+  const int64_t mid = (layers + chunks - 1) / chunks;
+  const int64_t ends = layers - (chunks - 2) * mid;
+  if (ends < 2 || ends > 2 * mid) return "";
+  const int64_t first = ends / 2, last = ends - first;
+  return ", or set parallel.first_stage_layers: " + std::to_string(first) +
+         " and last_stage_layers: " + std::to_string(last) + " (" + std::to_string(mid) +
+         " on each of the " + std::to_string(chunks - 2) + " other chunks)";
+}
+
 std::string Layout::ToString() const {
-  return "tp=" + std::to_string(tp) + " cp=" + std::to_string(cp) + " pp=" + std::to_string(pp) +
-         " vpp=" + std::to_string(vpp) + " dp=" + std::to_string(dp) +
-         " zero=" + std::to_string(zero) + " sp=" + (sp ? "on" : "off");
+  std::string s = "tp=" + std::to_string(tp) + " cp=" + std::to_string(cp) +
+                  " pp=" + std::to_string(pp) + " vpp=" + std::to_string(vpp) +
+                  " dp=" + std::to_string(dp) + " zero=" + std::to_string(zero) +
+                  " sp=" + (sp ? "on" : "off");
+  if (first_stage_layers > 0) s += " first_stage_layers=" + std::to_string(first_stage_layers);
+  if (last_stage_layers > 0) s += " last_stage_layers=" + std::to_string(last_stage_layers);
+  return s;
 }
 
 }  // namespace loom

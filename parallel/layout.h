@@ -43,10 +43,24 @@ struct LayoutConstraints {
   int64_t kv_heads = 0;  // key/value heads (0: no grouped-query constraint)
 };
 
+// ", or set parallel.first_stage_layers: 7 and last_stage_layers: 7 (8 on each of the 14 other
+// chunks)" for 126 layers over 16 chunks: the lightest symmetric uneven split, or "" when there
+// is none (fewer than 3 chunks, or no split puts 1..mid layers on both ends).
+std::string UnevenHint(int64_t layers, int64_t chunks);
+
 struct Layout {
   int tp = 1, cp = 1, pp = 1, vpp = 1, dp = 1;
   int zero = 0;     // ZeRO stage 0..3
   bool sp = false;  // Megatron sequence parallelism (needs tp > 1 to matter)
+  // Uneven pipeline stages (Megatron's decoder_first/last_pipeline_num_layers): the layers of
+  // the first and of the last pipeline chunk (global chunk 0 holds the embedding, the last one
+  // the head), 0 meaning "as the others"; the remaining layers are split evenly over the other
+  // chunks. Both 0: every chunk holds layers / (pp * vpp).
+  int first_stage_layers = 0, last_stage_layers = 0;
+  bool uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  // Layers of each global chunk (pp * vpp entries; global chunk k*pp + r is rank r's local
+  // chunk k), or an error naming the rule `layers` breaks.
+  Result<std::vector<int>> ChunkLayers(int64_t layers) const;
 
   int world() const { return tp * cp * dp * pp; }
   int RankOf(const Coord& c) const { return c.tp + tp * (c.cp + cp * (c.dp + dp * c.pp)); }
@@ -66,7 +80,8 @@ struct Layout {
   // e.g. "model.heads (12) must be divisible by tp (8)". world = 0 skips the world check.
   Status Validate(int world, const LayoutConstraints& m) const;
 
-  // "tp=2 cp=1 pp=4 vpp=1 dp=2 zero=1 sp=on"
+  // "tp=2 cp=1 pp=4 vpp=1 dp=2 zero=1 sp=on", then first_stage_layers=N / last_stage_layers=N
+  // when set.
   std::string ToString() const;
 };
 

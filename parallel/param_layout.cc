@@ -36,11 +36,18 @@ ParamLayout ParamLayoutBuilder::Finish() {
 std::vector<ChunkSpec> RankChunks(int64_t layers, const Layout& lay, int rank) {
   const int pp_rank = lay.CoordOf(rank).pp;
   const int chunks_total = lay.pp * lay.vpp;
-  const int per_chunk = static_cast<int>(layers) / chunks_total;
+  Result<std::vector<int>> split = lay.ChunkLayers(layers);
+  // A layout that does not split the layers was refused by Layout::Validate; even is the
+  // fallback that keeps this total.
+  std::vector<int> per(static_cast<size_t>(chunks_total), static_cast<int>(layers) / chunks_total);
+  if (split.ok()) per = *split;
+  std::vector<int> first(per.size() + 1, 0);
+  for (size_t g = 0; g < per.size(); ++g) first[g + 1] = first[g] + per[g];
   std::vector<ChunkSpec> chunks;
   for (int k = 0; k < lay.vpp; ++k) {
     const int g = k * lay.pp + pp_rank;
-    chunks.push_back({g * per_chunk, per_chunk, g == 0, g == chunks_total - 1});
+    chunks.push_back({first[static_cast<size_t>(g)], per[static_cast<size_t>(g)], g == 0,
+                      g == chunks_total - 1});
   }
   return chunks;
 }

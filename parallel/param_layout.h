@@ -103,7 +103,8 @@ class ParamLayoutBuilder {
 };
 
 // The pipeline chunks held by world rank `rank` under `layout` for a model of `layers` layers:
-// local chunk k of pipeline rank r is global chunk k*pp + r, each of layers / (pp*vpp) layers;
+// local chunk k of pipeline rank r is global chunk k*pp + r, of Layout::ChunkLayers layers each
+// (layers / (pp*vpp) unless the first or last stage is set lighter);
 // the first global chunk has the embedding, the last the final norm and head.
 std::vector<ChunkSpec> RankChunks(int64_t layers, const Layout& layout, int rank);
 

@@ -104,7 +104,17 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   const Layout& L = in.layout;
   const ModelConfig& m = in.model;
   const bool first = stage == 0, last = stage == L.pp - 1;
-  const double layers = static_cast<double>(m.layers) / L.pp;
+  double layers = static_cast<double>(m.layers) / L.pp;
+  double chunk_layers = layers / L.vpp;  // of the rank's largest chunk
+  if (Result<std::vector<int>> split = L.ChunkLayers(m.layers); split.ok() && L.uneven()) {
+    layers = 0;
+    chunk_layers = 0;
+    for (int v = 0; v < L.vpp; ++v) {
+      const double n = (*split)[static_cast<size_t>(v * L.pp + stage)];
+      layers += n;
+      chunk_layers = std::max(chunk_layers, n);
+    }
+  }
   const double h = static_cast<double>(m.hidden);
   double psi = layers * LayerParamsPerRank(m, L.tp);
   if (first) psi += EmbeddingParamsPerRank(m, L.tp);
@@ -138,7 +148,6 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   a.kv_width = m.kv_width();
   a.ffn = m.ffn();
   a.gated = m.llama();
-  const double chunk_layers = layers / L.vpp;
   out.activations = in_flight * chunk_layers * LayerActivationBytes(a) + LayerWorkingBytes(a);
 
   const double e = a.element_bytes;

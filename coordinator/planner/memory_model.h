@@ -85,7 +85,8 @@ struct StageMemoryInput {
   bool fused_kernels = false;  // fused attention and chunked loss
 };
 // Peak memory of pipeline rank `stage` holding at most `in_flight` micro-batch chunks (from the
-// schedule simulator) of layers / (pp * vpp) layers each.
+// schedule simulator) of its chunks' layers (layers / (pp * vpp) each unless the layout's first
+// or last stage is set lighter: Layout::ChunkLayers).
 MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight);
 
 }  // namespace loom

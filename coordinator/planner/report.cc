@@ -115,6 +115,21 @@ std::string RankMap(const RankPlacement& p, const Cluster& c, int max_lines) {
   return s;
 }
 
+// "7 | 8 x 14 | 7": the layers of each pipeline chunk, runs of equal ones collapsed.
+static std::string StageText(const Layout& L, int64_t layers) {
+  Result<std::vector<int>> split = L.ChunkLayers(layers);
+  if (!split.ok()) return "?";
+  std::string s;
+  for (size_t i = 0; i < split->size();) {
+    size_t j = i;
+    while (j < split->size() && (*split)[j] == (*split)[i]) ++j;
+    s += (s.empty() ? "" : " | ") + std::to_string((*split)[i]) +
+         (j - i > 1 ? " x " + std::to_string(j - i) : "");
+    i = j;
+  }
+  return s;
+}
+
 std::string PlanTable(const SearchResult& r, const PlanJob& job, const Cluster& c) {
   std::string s = Header(r, job, c);
   s += Fmt(
@@ -133,6 +148,7 @@ std::string PlanTable(const SearchResult& r, const PlanJob& job, const Cluster& 
              static_cast<long long>(p.candidate.micro_batch), RecomputeName(p.candidate.recompute),
              ScheduleKindName(p.candidate.schedule), Secs(p.time.step).c_str(), p.tokens_per_s,
              Tflops(p.tflops_per_device).c_str(), 100 * p.mfu, Bytes(p.peak_memory).c_str());
+    if (L.uneven()) s.insert(s.size() - 1, "  stages " + StageText(L, job.model.layers));
   }
   s += "\nTFLOP/s/dev counts recomputed forwards (as Megatron-LM reports); MFU does not.\n";
   return s;
@@ -191,6 +207,12 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& job, const Cluster
       "tokens/s, %s TFLOP/s per rank, MFU %.1f%%\n\n",
       static_cast<long long>(w.micro_batches), static_cast<long long>(w.candidate.micro_batch),
       Secs(w.time.step).c_str(), w.tokens_per_s, Tflops(w.tflops_per_device).c_str(), 100 * w.mfu);
+  if (L.uneven()) {
+    s += Fmt(
+        "  uneven pipeline stages: %s layers (parallel.first_stage_layers %d, "
+        "last_stage_layers %d): the first and last ranks also run the embedding and the head\n\n",
+        StageText(L, job.model.layers).c_str(), L.first_stage_layers, L.last_stage_layers);
+  }
   s += "  where the step goes (busiest pipeline rank):\n";
   for (const Part& p : Parts(w.time)) {
     if (p.seconds <= 0) continue;
@@ -291,6 +313,8 @@ std::string PlanJson(const SearchResult& r, const PlanJob& job, const Cluster& c
                    {"dp", L.dp},
                    {"zero", L.zero},
                    {"sp", L.sp && L.tp > 1}};
+    if (L.first_stage_layers > 0) o["layout"]["first_stage_layers"] = L.first_stage_layers;
+    if (L.last_stage_layers > 0) o["layout"]["last_stage_layers"] = L.last_stage_layers;
     o["micro_batch"] = p.candidate.micro_batch;
     o["micro_batches"] = p.micro_batches;
     o["recompute"] = RecomputeName(p.candidate.recompute);

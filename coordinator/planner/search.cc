@@ -64,6 +64,28 @@ std::string N(int64_t v) {
   return std::to_string(v);
 }
 
+// Uneven splits of `layers` over pp >= 2 stages (vpp 1) that the search also prices: the middle
+// stages hold `mid` layers each, for the two smallest `mid` that leave the ends lighter than
+// twice `mid` (at least one layer each); the first stage takes the odd layer, since the head on
+// the last is heavier than the embedding. Llama 3 405B: 126 layers over 16 stages gives 7 | 8 x
+// 14 | 7.
+std::vector<std::pair<int, int>> UnevenSplits(int64_t layers, int pp) {
+  std::vector<std::pair<int, int>> out;
+  if (pp < 2 || layers < pp) return out;
+  if (pp == 2) {
+    if (layers % 2 != 0)
+      out.push_back({static_cast<int>(layers / 2 + 1), static_cast<int>(layers / 2)});
+    return out;
+  }
+  const int64_t lo = (layers + pp - 1) / pp;
+  for (int64_t mid = lo; mid <= lo + 1; ++mid) {
+    const int64_t ends = layers - (pp - 2) * mid;
+    if (ends < 2 || ends >= 2 * mid) continue;
+    out.push_back({static_cast<int>(ends - ends / 2), static_cast<int>(ends / 2)});
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
@@ -126,7 +148,7 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
           });
           continue;
         }
-        for (int pp : Choices(job.pp, Divisors(m.layers, world))) {
+        for (int pp : Choices(job.pp, Divisors(world, m.layers))) {
           const int64_t mp = static_cast<int64_t>(tp) * cp * pp;
           if (world % mp != 0) {
             skip([&] {
@@ -164,11 +186,13 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
             // (schedule, vpp) pairs.
             std::vector<std::pair<ScheduleKind, int>> scheds;
             for (int vpp : Choices(job.vpp, Divisors(m.layers / pp, m.layers / pp))) {
-              if (m.layers % (static_cast<int64_t>(pp) * vpp) != 0) {
+              const bool stages_fixed = job.first_stage_layers || job.last_stage_layers;
+              if (m.layers % (static_cast<int64_t>(pp) * vpp) != 0 && !stages_fixed &&
+                  (vpp > 1 || UnevenSplits(m.layers, pp).empty())) {
                 skip([&] {
                   return "model.layers (" + N(m.layers) + ") must be divisible by pp*vpp (" +
-                         N(pp) + "*" + N(vpp) + " = " + N(int64_t{pp} * vpp) +
-                         "): every pipeline stage holds the same number of layers";
+                         N(pp) + "*" + N(vpp) + " = " + N(int64_t{pp} * vpp) + ")" +
+                         UnevenHint(m.layers, int64_t{pp} * vpp);
                 });
                 continue;
               }
@@ -189,40 +213,54 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
               scheds.push_back({kind, vpp});
             }
             for (auto [kind, vpp] : scheds) {
-              for (int zero : Choices(job.zero, std::vector<int>{0, 1, 2, 3})) {
-                if (!job.zero && zero > 0 && dp * cp == 1) continue;  // nothing to shard
-                std::vector<int> sps{0};
-                if (tp > 1 && (job.seq / cp) % tp == 0) sps.push_back(1);
-                if (job.sp) sps = {*job.sp ? 1 : 0};
-                for (int sp : sps) {
-                  for (Recompute rc : modes) {
-                    Candidate c;
-                    c.layout = Layout{tp, cp, pp, vpp, dp, zero, sp == 1};
-                    c.micro_batch = mb;
-                    c.recompute = rc;
-                    c.schedule = kind;
-                    // The runtime's own checks (parallel/layout.h): fixed fields skip the
-                    // filters above, and nothing the workers would refuse may be proposed.
-                    const Status valid = c.layout.Validate(world, constraints);
-                    if (!valid.ok()) {
-                      skip([&] { return valid.message(); });
-                      continue;
-                    }
-                    if (log != nullptr) continue;
-                    ++res.stats.enumerated;
-                    LOOM_ASSIGN_OR_RETURN(Prediction mem, model.Memory(c));
-                    if (!mem.fits()) {
-                      ++res.stats.rejected_memory;
-                      if (!res.closest_rejected ||
-                          mem.peak_memory < res.closest_rejected->peak_memory) {
-                        res.closest_rejected = mem;
-                      }
-                      continue;
-                    }
-                    fits.push_back({c, model.LowerBound(c)});
-                  }
+              // Stage splits: the job's, or even (when the layers divide) and the uneven ones.
+              std::vector<std::pair<int, int>> splits;
+              if (job.first_stage_layers || job.last_stage_layers) {
+                splits.push_back({static_cast<int>(job.first_stage_layers.value_or(0)),
+                                  static_cast<int>(job.last_stage_layers.value_or(0))});
+              } else {
+                if (m.layers % (int64_t{pp} * vpp) == 0) splits.push_back({0, 0});
+                if (vpp == 1) {
+                  for (auto s : UnevenSplits(m.layers, pp)) splits.push_back(s);
                 }
               }
+              for (auto [first_layers, last_layers] : splits)
+                for (int zero : Choices(job.zero, std::vector<int>{0, 1, 2, 3})) {
+                  if (!job.zero && zero > 0 && dp * cp == 1) continue;  // nothing to shard
+                  std::vector<int> sps{0};
+                  if (tp > 1 && (job.seq / cp) % tp == 0) sps.push_back(1);
+                  if (job.sp) sps = {*job.sp ? 1 : 0};
+                  for (int sp : sps) {
+                    for (Recompute rc : modes) {
+                      Candidate c;
+                      c.layout = Layout{tp, cp, pp, vpp, dp, zero, sp == 1};
+                      c.layout.first_stage_layers = first_layers;
+                      c.layout.last_stage_layers = last_layers;
+                      c.micro_batch = mb;
+                      c.recompute = rc;
+                      c.schedule = kind;
+                      // The runtime's own checks (parallel/layout.h): fixed fields skip the
+                      // filters above, and nothing the workers would refuse may be proposed.
+                      const Status valid = c.layout.Validate(world, constraints);
+                      if (!valid.ok()) {
+                        skip([&] { return valid.message(); });
+                        continue;
+                      }
+                      if (log != nullptr) continue;
+                      ++res.stats.enumerated;
+                      LOOM_ASSIGN_OR_RETURN(Prediction mem, model.Memory(c));
+                      if (!mem.fits()) {
+                        ++res.stats.rejected_memory;
+                        if (!res.closest_rejected ||
+                            mem.peak_memory < res.closest_rejected->peak_memory) {
+                          res.closest_rejected = mem;
+                        }
+                        continue;
+                      }
+                      fits.push_back({c, model.LowerBound(c)});
+                    }
+                  }
+                }
             }
           }
         }

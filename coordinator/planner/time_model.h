@@ -119,6 +119,11 @@ class TimeModel {
     CommBytes first_bytes, last_bytes;
   };
   Edges EdgeCosts(const Candidate& c) const;
+  // Per micro-batch, forward + backward, the busiest pipeline rank: its layers (the chunk costs
+  // scaled by its share of the layers, uneven stages included) plus the embedding on the first
+  // rank and the head on the last. `per_rank` (may be null) receives every rank's.
+  double BusiestStage(const Candidate& c, const ChunkCosts& k, const Edges& x,
+                      std::vector<double>* per_rank = nullptr) const;
   // One layer bucket's ZeRO 2/3 traffic over dp x cp: seconds, and bytes each rank sends.
   struct Buckets {
     GroupPath dp;

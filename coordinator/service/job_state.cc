@@ -60,6 +60,8 @@ Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double
   ls->set_dp(l.dp);
   ls->set_zero(l.zero);
   ls->set_sp(l.sp);
+  ls->set_first_stage_layers(l.first_stage_layers);
+  ls->set_last_stage_layers(l.last_stage_layers);
   const Coord c = l.CoordOf(req.rank());
   plan.set_rank(req.rank());
   plan.set_tp_rank(c.tp);

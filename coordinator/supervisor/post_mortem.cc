@@ -35,6 +35,8 @@ Layout LayoutOf(const proto::LayoutSpec& s) {
   l.dp = std::max(1, s.dp());
   l.zero = s.zero();
   l.sp = s.sp();
+  l.first_stage_layers = s.first_stage_layers();
+  l.last_stage_layers = s.last_stage_layers();
   return l;
 }
 
@@ -91,6 +93,8 @@ PostMortem CollectPostMortem(const JobState& state, int epoch, const detect::Det
   l.set_dp(spec.layout.dp);
   l.set_zero(spec.layout.zero);
   l.set_sp(spec.layout.sp);
+  l.set_first_stage_layers(spec.layout.first_stage_layers);
+  l.set_last_stage_layers(spec.layout.last_stage_layers);
   j.set_now_s(now);
   j.set_failure(failure);
   j.set_verdict(verdict);

@@ -12,16 +12,18 @@ namespace {
 // A message is identified by (is_grad, micro, destination global chunk, src rank, dst rank).
 using MsgKey = std::tuple<bool, int, int, int, int>;
 
-double ComputeCost(const Instr& i, const PipelineCosts& c) {
+double ComputeCost(const Instr& i, int global_chunk, const PipelineCosts& c) {
+  const double scale =
+      c.chunk_scale.empty() ? 1.0 : c.chunk_scale[static_cast<size_t>(global_chunk)];
   switch (i.kind) {
     case InstrKind::kForward:
-      return c.forward;
+      return scale * c.forward;
     case InstrKind::kBackward:
-      return c.backward;
+      return scale * c.backward;
     case InstrKind::kBackwardInput:
-      return c.backward_input;
+      return scale * c.backward_input;
     case InstrKind::kBackwardWeight:
-      return c.backward_weight;
+      return scale * c.backward_weight;
     case InstrKind::kOptimizerStep:
       return c.optimizer;
     default:
@@ -42,6 +44,11 @@ double SimResult::max_bubble() const {
 
 Result<SimResult> Simulate(const Schedule& s, const PipelineCosts& c) {
   const int p = s.pp;
+  if (!c.chunk_scale.empty() && c.chunk_scale.size() != static_cast<size_t>(s.num_chunks())) {
+    return InvalidArgument("pipeline costs: chunk_scale has " +
+                           std::to_string(c.chunk_scale.size()) + " entries for " +
+                           std::to_string(s.num_chunks()) + " chunks");
+  }
   const double transfer = c.p2p_latency + (c.p2p_bandwidth > 0 ? c.p2p_bytes / c.p2p_bandwidth : 0);
   std::vector<size_t> pc(static_cast<size_t>(p), 0);
   std::vector<double> clock(static_cast<size_t>(p), 0);
@@ -82,7 +89,7 @@ Result<SimResult> Simulate(const Schedule& s, const PipelineCosts& c) {
                                    ToString(i) + " twice");
           }
         } else if (IsCompute(i.kind)) {
-          const double cost = ComputeCost(i, c);
+          const double cost = ComputeCost(i, s.GlobalChunk(r, i.chunk), c);
           out.timeline[r].push_back({i, clock[r], clock[r] + cost});
           clock[r] += cost;
           out.busy[r] += cost;

@@ -23,6 +23,9 @@ struct PipelineCosts {
   double p2p_latency = 0.0;    // seconds (or any unit) per transfer
   double p2p_bytes = 0.0;      // bytes per activation / gradient transfer
   double p2p_bandwidth = 0.0;  // bytes per unit of time (0: transfers are free)
+  // Per global chunk, a factor on its forward and backward costs (uneven stages: its layers
+  // over the average); empty: every chunk 1.
+  std::vector<double> chunk_scale;
 };
 
 struct TimedInstr {

@@ -730,6 +730,10 @@ TEST(LayoutSpec, ParsesAndNamesBadItems) {
     EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
   }
   EXPECT_FALSE(ParseLayoutSpec("sp=0")->sp);
+  auto uneven = ParseLayoutSpec("pp=4,first_stage_layers=1,last_stage_layers=2");
+  ASSERT_TRUE(uneven.ok());
+  EXPECT_EQ(uneven->first_stage_layers, 1);
+  EXPECT_EQ(uneven->last_stage_layers, 2);
 }
 
 }  // namespace

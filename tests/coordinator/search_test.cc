@@ -119,17 +119,31 @@ TEST(Search, ImpossibleConstraintsAreExplained) {
   EXPECT_FALSE(SearchPlans(heads, local, Calibration{}, 5).ok());
 }
 
-// The rule that failed is named, not a list of fields to check (issue: Llama 3 405B's 126 layers
-// on 16 stages; the demo job with dp fixed and micro_batch = global_batch).
+// The rule that failed is named, not a list of fields to check (issue: 126 layers on 16 x 2
+// virtual stages; the demo job with dp fixed and micro_batch = global_batch).
 TEST(Search, TheFailedDivisibilityRuleIsNamed) {
   const Cluster h100 = LoadShippedCluster("dgx-a100.yaml");
   PlanJob deep = MegatronJob(16, 4096, 126, 256, 64);
   deep.pp = 16;
+  deep.vpp = 2;  // 32 chunks: no uneven split with vpp > 1 is searched
   Result<SearchResult> r = SearchPlans(deep, h100, Calibration{}, 5);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*1 = 16)"),
+  EXPECT_NE(r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*2 = 32), "
+                                      "or set parallel.first_stage_layers: 3 and "
+                                      "last_stage_layers: 3 (4 on each of the 30 other chunks)"),
             std::string::npos)
       << r.status().message();
+  // Fixed stage sizes that do not split the rest evenly name the rule.
+  deep.vpp = 1;
+  deep.first_stage_layers = 5;
+  deep.last_stage_layers = 6;
+  Result<SearchResult> bad = SearchPlans(deep, h100, Calibration{}, 5);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(
+                "model.layers (126) minus first_stage_layers (5) and last_stage_layers (6) = 115 "
+                "must be a positive multiple of the 14 other pipeline chunks"),
+            std::string::npos)
+      << bad.status().message();
   const Cluster local = LoadShippedCluster("localhost.yaml");
   PlanJob demo = Small();
   demo.micro_batch = 16;  // = global_batch
@@ -149,6 +163,39 @@ TEST(Search, TheFailedDivisibilityRuleIsNamed) {
   EXPECT_NE(c.status().message().find("data.seq (126) must be divisible by 2*cp (4)"),
             std::string::npos)
       << c.status().message();
+}
+
+// Llama 3 405B's published pipeline: 126 layers on 16 stages run with the first and last lighter
+// (7 | 8 x 14 | 7), which the search finds itself; and on 4 stages of a divisible model it prices
+// both the even split and the uneven ones.
+TEST(Search, UnevenStagesAreSearched) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  PlanJob deep = MegatronJob(16, 4096, 126, 256, 64);
+  deep.pp = 16;
+  Result<SearchResult> r = SearchPlans(deep, a100, Calibration{}, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Layout& w = r->plans[0].candidate.layout;
+  EXPECT_EQ(w.pp, 16);
+  EXPECT_EQ(w.first_stage_layers, 7);
+  EXPECT_EQ(w.last_stage_layers, 7);
+  EXPECT_NE(PlanTable(*r, deep, a100).find("stages 7 | 8 x 14 | 7"), std::string::npos);
+  EXPECT_NE(PlanExplain(*r, deep, a100).find("uneven pipeline stages: 7 | 8 x 14 | 7 layers"),
+            std::string::npos);
+  // 32 layers over 4 stages: both the even split (8 each) and the uneven 7 | 9 x 2 | 7 are
+  // priced; the winner is whichever is predicted faster.
+  PlanJob even = MegatronJob(16, 4096, 32, 256, 64);
+  even.pp = 4;
+  even.tp = 8;
+  Result<SearchResult> e = SearchPlans(even, a100, Calibration{}, 200);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  bool saw_even = false, saw_uneven = false;
+  for (const Prediction& p : e->plans) {
+    const Layout& l = p.candidate.layout;
+    if (!l.uneven()) saw_even = true;
+    if (l.first_stage_layers == 7 && l.last_stage_layers == 7) saw_uneven = true;
+  }
+  EXPECT_TRUE(saw_even);
+  EXPECT_TRUE(saw_uneven);
 }
 
 TEST(Search, ReportsNameEveryPart) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Universal checkpoint round trip through six layouts (8 ranks each, vocab 257 padded by tp):
+# Universal checkpoint round trip through seven layouts (8 ranks each, vocab 257 padded by tp):
 #   A = tp2 pp2 dp2 zero1  (trains 4 steps and saves)
-#   -> B = tp1 pp4 dp2 zero3 -> cp2 pp2 dp2 zero2 -> tp2 pp2 vpp2 dp2 zero1 -> C = tp4 dp2 zero2
-#   -> A again
+#   -> B = tp1 pp4 dp2 zero3 -> cp2 pp2 dp2 zero2 -> tp2 pp2 vpp2 dp2 zero1
+#   -> pp4 dp2 zero1 with uneven stages (1 | 3 x 2 | 1 layers) -> C = tp4 dp2 zero2 -> A again
 # Each link loads the previous checkpoint and saves at once (no training). Checks:
 #   * the consolidated fp32 weights and both Adam moments after the chain are byte-identical to
 #     the original (both consolidated with `loom ckpt reshard --to tp=1`), and the final
@@ -56,6 +56,7 @@ prev=A
 links=("B|tp: 1, pp: 4, dp: 2, zero: 3|tp=1,pp=4,dp=2,zero=3"
        "CP|cp: 2, pp: 2, dp: 2, zero: 2|cp=2,pp=2,dp=2,zero=2"
        "V|tp: 2, pp: 2, vpp: 2, dp: 2, zero: 1|tp=2,pp=2,vpp=2,dp=2,zero=1"
+       "U|pp: 4, dp: 2, zero: 1, first_stage_layers: 1, last_stage_layers: 1|pp=4,dp=2,zero=1,first_stage_layers=1,last_stage_layers=1"
        "C|tp: 4, dp: 2, zero: 2|tp=4,dp=2,zero=2"
        "A2|tp: 2, pp: 2, dp: 2, zero: 1|tp=2,pp=2,dp=2,zero=1")
 for link in "${links[@]}"; do
@@ -70,7 +71,7 @@ for link in "${links[@]}"; do
   "$loom" ckpt verify "$dir/$name" > /dev/null || { echo "FAIL: verify $name"; fail=1; }
   prev=$name
 done
-same_files "$dir/A/step_00000004" "$dir/A2/step_00000004" "A -> B -> CP -> V -> C -> A"
+same_files "$dir/A/step_00000004" "$dir/A2/step_00000004" "A -> B -> CP -> V -> U -> C -> A"
 "$loom" ckpt reshard "$dir/A" --to tp=1 "$dir/A.consolidated" > /dev/null &&
   "$loom" ckpt reshard "$dir/A2" --to tp=1 "$dir/A2.consolidated" > /dev/null ||
   { echo "FAIL: consolidation"; exit 1; }

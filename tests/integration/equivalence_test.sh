@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Equivalence with single-process training: the same job (seed, data, global batch) trained under
 # each layout given on the command line must follow the single-process run (compare_runs.py).
-# Usage: equivalence_test.sh LOOM WORK_DIR JOB "tp=2 sp=1" "dp=2 zero=3" ...
+# Usage: equivalence_test.sh LOOM WORK_DIR JOB "tp=2 sp=1" "dp=2 zero=3" "pp=4 first=1 last=1" ...
+# (first=/last=: parallel.first_stage_layers / last_stage_layers, uneven pipeline stages)
 # Environment: COMPARE_ARGS (extra compare_runs.py flags: its tolerances), VAL_TOL (the validation
 # loss's absolute bound, 2e-4 by default).
 set -uo pipefail
@@ -19,18 +20,20 @@ job="$dir/job.yaml"
   > "$dir/single.log" 2>&1 || { cat "$dir/single.log"; echo "FAIL: single-process run"; exit 1; }
 fail=0
 for spec in "$@"; do
-  tp=1 cp=1 dp=1 pp=1 vpp=1 sp=false zero=0 schedule="" micro=keep
+  tp=1 cp=1 dp=1 pp=1 vpp=1 sp=false zero=0 schedule="" micro=keep stages=""
   for kv in $spec; do
     case $kv in
       tp=*) tp=${kv#tp=} ;; dp=*) dp=${kv#dp=} ;; zero=*) zero=${kv#zero=} ;; sp=1) sp=true ;;
       pp=*) pp=${kv#pp=} ;; cp=*) cp=${kv#cp=} ;; vpp=*) vpp=${kv#vpp=} ;; schedule=*) schedule=", schedule: ${kv#schedule=}" ;;
       micro=none) micro=none ;;  # the job without data.micro_batch: its default (global_batch / dp)
+      first=*) stages="$stages, first_stage_layers: ${kv#first=}" ;;  # uneven pipeline stages
+      last=*) stages="$stages, last_stage_layers: ${kv#last=}" ;;
       *) echo "bad layout item '$kv'"; exit 2 ;;
     esac
   done
   name=$(tr ' =' '_-' <<<"$spec")
   np=$((tp * cp * dp * pp))
-  sed "s/^steps:/parallel: {tp: $tp, cp: $cp, dp: $dp, pp: $pp, vpp: $vpp, sp: $sp, zero: $zero$schedule}\nsteps:/" "$job" > "$dir/$name.yaml"
+  sed "s/^steps:/parallel: {tp: $tp, cp: $cp, dp: $dp, pp: $pp, vpp: $vpp, sp: $sp, zero: $zero$schedule$stages}\nsteps:/" "$job" > "$dir/$name.yaml"
   if [[ $micro == none ]]; then
     sed -i 's/, micro_batch: [0-9]*//' "$dir/$name.yaml"
     grep -q micro_batch "$dir/$name.yaml" && { echo "FAIL $spec: micro_batch still in the job"; exit 1; }

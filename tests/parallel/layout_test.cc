@@ -1,6 +1,7 @@
 // Layout rank math, checked on the documented 16-rank example and on a 16,384-rank world
 // without any processes; validation messages name the violated constraint.
 #include "parallel/layout.h"
+#include "parallel/param_layout.h"
 
 #include <gtest/gtest.h>
 
@@ -104,6 +105,72 @@ TEST(Layout, ValidationNamesTheConstraint) {
                 "the per-rank sequence seq/cp (10) must be divisible by tp (4)");
   EXPECT_EQ((Layout{.tp = 4}).PaddedVocab(257), 260);
   EXPECT_EQ((Layout{.tp = 1}).PaddedVocab(257), 257);
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// Uneven pipeline stages: the first and last chunk sizes given, the rest split evenly; every
+// rule that fails is named.
+TEST(Layout, ChunkLayersSplitsUnevenStages) {
+  Layout l{.pp = 16};
+  EXPECT_FALSE(l.ChunkLayers(126).ok());
+  EXPECT_NE(l.ChunkLayers(126).status().message().find(
+                "or set parallel.first_stage_layers: 7 and last_stage_layers: 7 (8 on each of the "
+                "14 other chunks)"),
+            std::string::npos)
+      << l.ChunkLayers(126).status().message();
+  l.first_stage_layers = 7;
+  l.last_stage_layers = 7;
+  Result<std::vector<int>> split = l.ChunkLayers(126);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  ASSERT_EQ(split->size(), 16u);
+  EXPECT_EQ(split->front(), 7);
+  EXPECT_EQ(split->back(), 7);
+  for (size_t i = 1; i + 1 < split->size(); ++i) EXPECT_EQ((*split)[i], 8);
+  EXPECT_TRUE(l.Validate(16, LayoutConstraints{.layers = 126}).ok());
+  EXPECT_NE(l.ToString().find("first_stage_layers=7 last_stage_layers=7"), std::string::npos);
+  // Only the first given: the last is one of the others.
+  Layout first_only{.pp = 4};
+  first_only.first_stage_layers = 2;
+  EXPECT_EQ(*first_only.ChunkLayers(32), (std::vector<int>{2, 10, 10, 10}));
+  // With vpp: global chunks 0 and pp*vpp - 1; rank r's local chunk k is global chunk k*pp + r.
+  Layout v{.pp = 2, .vpp = 2};
+  v.first_stage_layers = 1;
+  v.last_stage_layers = 3;
+  EXPECT_EQ(*v.ChunkLayers(8), (std::vector<int>{1, 2, 2, 3}));
+  const std::vector<ChunkSpec> r0 = RankChunks(8, v, 0), r1 = RankChunks(8, v, 1);
+  ASSERT_EQ(r0.size(), 2u);
+  EXPECT_EQ(r0[0].first_layer, 0);
+  EXPECT_EQ(r0[0].num_layers, 1);
+  EXPECT_TRUE(r0[0].embedding);
+  EXPECT_EQ(r0[1].first_layer, 3);  // global chunk 2
+  EXPECT_EQ(r0[1].num_layers, 2);
+  EXPECT_EQ(r1[0].first_layer, 1);  // global chunk 1
+  EXPECT_EQ(r1[1].first_layer, 5);  // global chunk 3
+  EXPECT_EQ(r1[1].num_layers, 3);
+  EXPECT_TRUE(r1[1].head);
+  // Rules.
+  Layout bad{.pp = 4};
+  bad.first_stage_layers = 5;
+  bad.last_stage_layers = 6;
+  EXPECT_NE(bad.ChunkLayers(32).status().message().find(
+                "model.layers (32) minus first_stage_layers (5) and last_stage_layers (6) = 21 "
+                "must be a positive multiple of the 2 other pipeline chunks"),
+            std::string::npos);
+  Layout two{.pp = 2};
+  two.first_stage_layers = 3;
+  two.last_stage_layers = 3;
+  EXPECT_NE(two.ChunkLayers(8).status().message().find("must be 0 (there are no other stages)"),
+            std::string::npos);
+  Layout one{};
+  one.first_stage_layers = 1;
+  EXPECT_FALSE(one.ChunkLayers(4).ok());
+  EXPECT_NE(one.Validate(1, LayoutConstraints{.layers = 4}).message().find("pp*vpp >= 2"),
+            std::string::npos);
 }
 
 }  // namespace

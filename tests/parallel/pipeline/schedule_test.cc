@@ -44,6 +44,31 @@ TEST(PipelineSchedule, BubbleMatchesTheFormulas) {
   }
 }
 
+// Uneven stages (chunk_scale): with 1F1B the busiest stage paces the steady state, so a step of
+// m micro-batches takes about m times its forward + backward; per-rank busy time follows each
+// chunk's scale, and a scale list of the wrong size is refused.
+TEST(PipelineSchedule, ChunkScaleWeighsEachStage) {
+  PipelineCosts c = Equal(1.0);
+  c.chunk_scale = {0.5, 1.5, 1.0, 1.0};
+  const int m = 32;
+  SimResult r = Sim(ScheduleKind::k1F1B, 4, 1, m, c);
+  EXPECT_NEAR(r.busy[0], m * 2 * 0.5, 1e-9);
+  EXPECT_NEAR(r.busy[1], m * 2 * 1.5, 1e-9);
+  EXPECT_NEAR(r.busy[3], m * 2 * 1.0, 1e-9);
+  EXPECT_GE(r.step_time, m * 2 * 1.5);
+  EXPECT_LE(r.step_time, m * 2 * 1.5 + 2 * (0.5 + 1.5 + 1.0 + 1.0));
+  // Interleaved: the scale belongs to the global chunk (local chunk k of rank r is k*pp + r).
+  PipelineCosts v = Equal(1.0);
+  v.chunk_scale = {2.0, 1.0, 1.0, 1.0};  // rank 0's first chunk only
+  SimResult rv = Sim(ScheduleKind::kInterleaved, 2, 2, 4, v);
+  EXPECT_NEAR(rv.busy[0], 4 * 2 * (2.0 + 1.0), 1e-9);
+  EXPECT_NEAR(rv.busy[1], 4 * 2 * (1.0 + 1.0), 1e-9);
+  auto s = MakeSchedule(ScheduleKind::k1F1B, 4, 1, 8);
+  ASSERT_TRUE(s.ok());
+  c.chunk_scale = {1.0, 1.0};
+  EXPECT_FALSE(Simulate(*s, c).ok());
+}
+
 TEST(PipelineSchedule, PeakInFlight) {
   for (int p : {2, 4, 8}) {
     for (int m : {4, 8, 16}) {
