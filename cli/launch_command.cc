@@ -26,6 +26,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/metadata_specs.h"
 #include "cli/commands.h"
+#include "cli/launch_calibration.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
 #include "coordinator/metrics/metrics_service.h"
@@ -230,6 +231,15 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
   LOOM_ASSIGN_OR_RETURN(l.cluster, ClusterOf(o, slurm, &world));
   if (!o.calibration.empty()) {
     LOOM_ASSIGN_OR_RETURN(l.calibration, LoadCalibration(o.calibration));
+  } else if (o.cluster.empty() && !slurm) {
+    // This machine on the built-in manifest: its own measurements (once, then cached).
+    LOOM_ASSIGN_OR_RETURN(LocalCalibration local,
+                          LocalhostCalibration(job, o.job, SelfPath(), world > 0 ? world : 4));
+    if (local.calibration) {
+      l.calibration = *local.calibration;
+      std::printf("loom launch: calibration %s (%s)\n", local.path.c_str(),
+                  local.measured ? "measured now" : "cached; delete it to measure again");
+    }
   }
   LOOM_ASSIGN_OR_RETURN(l.plan, PlanLaunch(job, o.overrides, l.cluster, l.calibration, world));
   l.job = std::move(job);

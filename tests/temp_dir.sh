@@ -20,6 +20,10 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 fi
 mkdir -p "$dir/tmp" || exit 2
 export TMPDIR="$dir/tmp" OMPI_MCA_btl_vader_backing_directory="$dir/tmp"
+# `loom launch` on this machine measures it for the planner once and caches that under $HOME
+# (cli/launch_calibration.h): tests plan uncalibrated unless they ask (demo_training_test.sh
+# measures into its own directory), and never write outside the build tree.
+export LOOM_CALIBRATION=${LOOM_CALIBRATION-none} LOOM_CACHE_DIR="$dir/cache"
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   exec "$@"
 fi

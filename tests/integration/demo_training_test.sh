@@ -3,13 +3,23 @@
 # machine, layout chosen by the planner. The training loss on the shipped corpus must fall below
 # 2.5 nats/byte, evaluation must run, a sample must be printed, and the checkpoints (every 50
 # steps, keep 2) must be saved and verify. The job is copied so its checkpoints land in WORK_DIR.
+# The demo plans with this machine's own measurements: the first launch runs loom calibrate and
+# caches the file (in WORK_DIR/cache here); a second launch reads it back.
 set -euo pipefail
 loom=$1 job=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir"
 . "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
 sed "s#text: \(.*\)#text: $jobdir/\1#; s#dir: .*\##dir: $dir/checkpoints \##" "$job" > "$dir/demo.yaml"
+unset LOOM_CALIBRATION  # temp_dir.sh's "none": this test measures
 out=$("$loom" launch "$dir/demo.yaml" 2>&1 | tee /dev/stderr)
+cal=$(ls "$dir"/cache/localhost-*.calibration.json 2>/dev/null || true)
+[[ -n $cal ]] && grep -q -- "calibration $cal (measured now)" <<<"$out" \
+  || { echo "FAIL: the first launch did not measure and cache a calibration ($cal)"; exit 1; }
+[[ $(ls "$dir/cache") == $(basename "$cal") ]] || { echo "FAIL: cache holds $(ls "$dir/cache")"; exit 1; }
+# The planner chooses dp too (the demo fixes no micro-batch).
+grep -qE -- 'layout tp=[0-9]+ cp=[0-9]+ pp=[0-9]+ vpp=[0-9]+ dp=[0-9]+' <<<"$out" \
+  || { echo "FAIL: no layout line"; exit 1; }
 summary=$(grep -E '^done in' <<<"$out")
 train=$(sed -E 's/.*train loss ([0-9.]+).*/\1/' <<<"$summary")
 val=$(sed -E 's/.*val loss ([0-9.na]+).*/\1/' <<<"$summary")
@@ -26,4 +36,8 @@ steps=$(grep -c '"kind":"step"' "$dir/checkpoints/series.jsonl")
 [[ $steps == 250 ]] && tail -1 "$dir/checkpoints/series.jsonl" | grep -q '"type":"finished"' \
   || { echo "FAIL: series.jsonl: $steps steps, last line $(tail -1 "$dir/checkpoints/series.jsonl")"; exit 1; }
 "$loom" ckpt verify "$dir/checkpoints" || { echo "FAIL: the final checkpoint does not verify"; exit 1; }
-echo "PASS: demo loss $train < 2.5"
+again=$("$loom" launch "$dir/demo.yaml" --steps 2 --checkpoint-dir "$dir/again" 2>&1) \
+  || { echo "$again"; echo "FAIL: second launch"; exit 1; }
+grep -q -- "calibration $cal (cached" <<<"$again" && ! grep -q "measuring this machine" <<<"$again" \
+  || { echo "$again" | head -5; echo "FAIL: the second launch did not read the cached calibration"; exit 1; }
+echo "PASS: demo loss $train < 2.5; planned with this machine's calibration, measured once"

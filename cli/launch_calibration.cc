@@ -1,0 +1,148 @@
+// Measure-once calibration of this machine for `loom launch`.
+#include "cli/launch_calibration.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "coordinator/service/launcher.h"
+#include "core/file_util.h"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A whole calibration measures for about a minute here; four is a hung measurement.
+constexpr auto kDeadline = std::chrono::minutes(4);
+
+std::string CacheDir() {
+  if (const char* d = std::getenv("LOOM_CACHE_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
+    return std::string(x) + "/loom";
+  }
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    return std::string(h) + "/.cache/loom";
+  }
+  return "";
+}
+
+std::string CpuModel() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 1);
+  }
+  return "?";
+}
+
+// What the measurements depend on: the machine, the ranks sharing it, the GEMM shapes.
+std::string Key(const JobConfig& job, int ranks) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const ModelConfig& m = job.model;
+  std::string k =
+      std::string(host) + "|" + CpuModel() + "|" +
+      std::to_string(std::thread::hardware_concurrency()) + "|" + std::to_string(ranks) + "|" +
+      ModelFamilyName(m.family) + "|" + std::to_string(m.vocab) + "," + std::to_string(m.layers) +
+      "," + std::to_string(m.heads) + "," + std::to_string(m.hidden) + "," +
+      std::to_string(m.ffn()) + "," + std::to_string(m.kv()) + "|" + std::to_string(job.data.seq) +
+      "," + std::to_string(job.data.micro_batch) + "|" + PrecisionName(job.precision);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016zx", std::hash<std::string>{}(k));
+  return hex;
+}
+
+// Runs argv to completion within the deadline; its output goes to `log`.
+Status RunStep(const std::vector<std::string>& argv, const std::string& log,
+               const std::string& what) {
+  std::vector<std::string> wrapped = {"/bin/sh", "-c", ""};
+  std::string cmd = "exec";
+  for (const std::string& a : argv) cmd += " '" + a + "'";
+  wrapped[2] = cmd + " >> '" + log + "' 2>&1";
+  LOOM_ASSIGN_OR_RETURN(WorkerProcesses p, WorkerProcesses::Start(wrapped, {}));
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  int status = 0;
+  while (!p.Exited(&status)) {
+    if (std::chrono::steady_clock::now() > until) {
+      p.Stop(2000);
+      return DeadlineExceeded(what + " did not finish within 4 minutes (its output: " + log + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (status != 0) {
+    return Internal(what + " failed, " + DescribeExit(status) + " (its output: " + log + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::string& job_path,
+                                              const std::string& loom, int ranks) {
+  LocalCalibration out;
+  const char* env = std::getenv("LOOM_CALIBRATION");
+  if (env != nullptr && std::string(env) == "none") return out;
+  if (env != nullptr && *env != '\0') {
+    LOOM_ASSIGN_OR_RETURN(out.calibration, LoadCalibration(env));
+    out.path = env;
+    return out;
+  }
+  const std::string dir = CacheDir();
+  if (dir.empty()) return out;  // nowhere to keep it: plan uncalibrated
+  out.path = dir + "/localhost-" + Key(job, ranks) + ".calibration.json";
+  std::error_code ec;
+  if (fs::exists(out.path, ec)) {
+    Result<Calibration> cached = LoadCalibration(out.path);
+    if (cached.ok()) {
+      out.calibration = *cached;
+      return out;
+    }
+    std::fprintf(stderr,
+                 "loom launch: the cached calibration %s is unreadable (%s); measuring again\n",
+                 out.path.c_str(), cached.status().ToString().c_str());
+  }
+  LOOM_RETURN_IF_ERROR(MakeDirs(dir));
+  const std::string tmp = out.path + ".partial", log = out.path + ".log";
+  fs::remove(tmp, ec);
+  fs::remove(log, ec);
+  std::printf(
+      "loom launch: measuring this machine for the planner once (loom calibrate, about a minute "
+      "on 2 cores); cached in %s\n",
+      out.path.c_str());
+  std::fflush(stdout);
+  auto cleanup = [&] { fs::remove(tmp, ec); };
+  Status st = RunStep({loom, "calibrate", "--job", job_path, "--output", tmp}, log,
+                      "loom calibrate (one rank)");
+  if (st.ok() && ranks > 1) {
+    std::vector<std::string> mpi = {"mpirun", "-np", std::to_string(ranks)};
+    if (ranks > static_cast<int>(std::thread::hardware_concurrency())) {
+      mpi.push_back("--oversubscribe");
+    }
+    if (::geteuid() == 0) mpi.push_back("--allow-run-as-root");
+    mpi.insert(mpi.end(), {loom, "calibrate", "--job", job_path, "--merge", tmp});
+    st = RunStep(mpi, log, "mpirun -np " + std::to_string(ranks) + " loom calibrate --merge");
+  }
+  if (!st.ok()) {
+    cleanup();
+    return st;
+  }
+  LOOM_ASSIGN_OR_RETURN(Calibration c, LoadCalibration(tmp));
+  fs::rename(tmp, out.path, ec);
+  if (ec) {
+    cleanup();
+    return IoError("rename " + tmp + " to " + out.path + ": " + ec.message());
+  }
+  fs::remove(log, ec);
+  out.calibration = c;
+  out.measured = true;
+  return out;
+}
+
+}  // namespace loom
