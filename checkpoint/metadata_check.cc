@@ -37,7 +37,7 @@ Status CheckFormat(const std::string& path, const proto::CheckpointMetadata& m) 
   return Status::Ok();
 }
 
-// A GPT-2 of sizes that nothing computed from them can overflow.
+// A model of sizes that nothing computed from them can overflow.
 Status CheckModelSpec(const std::string& path, const proto::ModelSpec& mo) {
   if (mo.vocab() <= 0 || mo.layers() <= 0 || mo.heads() <= 0 || mo.hidden() <= 0 ||
       mo.max_seq() <= 0) {
@@ -81,12 +81,17 @@ Result<TensorIndex> IndexTensors(const std::string& path, const proto::Checkpoin
                       "' is listed twice");
     }
   }
+  // Three states of each parameter (model/layout.h): GPT-2 has 4 outside the layers and 12 in
+  // each; Llama 2 (3 with an untied head) and 7.
   const int64_t entries = m.tensors_size(), layers = m.model().layers();
-  if (layers > entries || 3 * (4 + 12 * layers) != entries) {
-    return DataLoss(
-        path + ": holds " + std::to_string(entries) + " tensor entries, the model (" +
-        std::to_string(layers) + " layers) has " +
-        (layers > entries ? std::string("more") : std::to_string(3 * (4 + 12 * layers))));
+  const bool llama = m.model().arch() == "llama";
+  const int64_t outside = llama ? 2 + (m.model().untied() ? 1 : 0) : 4;
+  const int64_t per_layer = llama ? 7 : 12;
+  if (layers > entries || 3 * (outside + per_layer * layers) != entries) {
+    return DataLoss(path + ": holds " + std::to_string(entries) + " tensor entries, the model (" +
+                    std::to_string(layers) + " layers) has " +
+                    (layers > entries ? std::string("more")
+                                      : std::to_string(3 * (outside + per_layer * layers))));
   }
   return index;
 }

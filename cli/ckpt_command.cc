@@ -4,8 +4,9 @@
 //   loom ckpt verify DIR                        every checksum, every chunk, every tensor
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
-//   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16]   model.safetensors + config.json
-//   loom ckpt import FILE.safetensors|HF_DIR OUT [--heads N]
+//   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16] [--max-shard-size 5GB]
+//                                               model.safetensors (or shards + index), config.json
+//   loom ckpt import FILE.safetensors|HF_DIR OUT [--heads N]   GPT-2 or Llama weights
 //   loom ckpt diff A B [--rtol R] [--atol T] [--weights-only] [--all]   any two layouts
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
 #include <sys/resource.h>
@@ -31,7 +32,7 @@ namespace loom {
 namespace {
 
 struct CkptOptions {
-  std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32";
+  std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32", max_shard_size;
   int64_t heads = 0;
   bool all = false, weights_only = false, job = false;
   double rtol = 0, atol = 0;
@@ -135,10 +136,14 @@ Status RunReshard(const CkptOptions& o) {
   return Status::Ok();
 }
 
+const char* HfClass(ModelFamily f) {
+  return f == ModelFamily::kLlama ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+}
+
 Status RunExport(const CkptOptions& o) {
   ExportNames names;
   if (o.names == "hf") {
-    names = ExportNames::kHuggingFaceGpt2;
+    names = ExportNames::kHuggingFace;
   } else if (o.names == "loom") {
     names = ExportNames::kLoom;
   } else {
@@ -148,23 +153,37 @@ Status RunExport(const CkptOptions& o) {
   if (o.safetensors.empty() == o.hf_dir.empty()) {
     return InvalidArgument("expected one of --safetensors FILE or --hf-dir DIR");
   }
-  InstallInterruptHandlers();  // an interrupted export removes its partial file
+  if (!o.max_shard_size.empty() && o.hf_dir.empty()) {
+    return InvalidArgument("--max-shard-size: only with --hf-dir (--safetensors is one file)");
+  }
+  InstallInterruptHandlers();  // an interrupted export removes its partial files
   if (!o.hf_dir.empty()) {
-    if (names != ExportNames::kHuggingFaceGpt2) {
+    if (names != ExportNames::kHuggingFace) {
       return InvalidArgument("--names " + o.names + ": --hf-dir writes Hugging Face names only");
     }
-    LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportHuggingFaceDir(o.dir, o.hf_dir, dtype));
+    uint64_t max_shard = kDefaultMaxShardBytes;
+    if (!o.max_shard_size.empty()) {
+      LOOM_ASSIGN_OR_RETURN(max_shard, ParseByteSize(o.max_shard_size, "--max-shard-size"));
+    }
+    LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportHuggingFaceDir(o.dir, o.hf_dir, dtype, max_shard));
+    const std::string weights = r.files.size() == 1
+                                    ? JoinPath(o.hf_dir, r.files[0])
+                                    : JoinPath(o.hf_dir, r.files.front()) + " ... " +
+                                          r.files.back() + " (" + std::to_string(r.files.size()) +
+                                          " shards), " + kHfIndexFile;
     std::printf(
         "wrote %s and config.json from %s: %d tensors, %.2f MiB (%s); load it "
-        "with GPT2LMHeadModel.from_pretrained\n",
-        JoinPath(o.hf_dir, "model.safetensors").c_str(), r.dir.c_str(), r.tensors,
-        static_cast<double>(r.bytes) / (1 << 20), DTypeName(dtype));
+        "with %s.from_pretrained\n",
+        weights.c_str(), r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
+        DTypeName(dtype), HfClass(r.family));
     return Status::Ok();
   }
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
+  const std::string naming = names == ExportNames::kLoom       ? "Loom"
+                             : r.family == ModelFamily::kLlama ? "Hugging Face Llama"
+                                                               : "Hugging Face GPT-2";
   std::printf("wrote %s from %s: %d tensors, %.2f MiB (%s names, %s)\n", o.safetensors.c_str(),
-              r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
-              names == ExportNames::kHuggingFaceGpt2 ? "Hugging Face GPT-2" : "Loom",
+              r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20), naming.c_str(),
               DTypeName(dtype));
   return Status::Ok();
 }
@@ -172,13 +191,18 @@ Status RunExport(const CkptOptions& o) {
 Status RunImport(const CkptOptions& o) {
   InstallInterruptHandlers();  // an interrupted run removes its partial output
   LOOM_ASSIGN_OR_RETURN(ImportResult r, ImportSafetensors(o.dir, o.out, o.heads));
+  const ModelConfig& m = r.model;
+  std::string model = std::string(m.llama() ? "Llama" : "GPT-2") + " of " +
+                      std::to_string(m.layers) + " layers, " + std::to_string(m.heads) + " heads" +
+                      (m.llama() ? " (" + std::to_string(m.kv()) + " key/value)" : "") +
+                      ", hidden " + std::to_string(m.hidden) +
+                      (m.llama() ? ", ffn_hidden " + std::to_string(m.ffn()) : "") + ", vocab " +
+                      std::to_string(m.vocab) + ", max_seq " + std::to_string(m.max_seq);
+  if (m.llama()) model += m.tie_embeddings ? ", tied embeddings" : ", untied head";
   std::printf(
-      "wrote %s: GPT-2 of %lld layers, %lld heads, hidden %lld, vocab %lld, max_seq %lld; %d "
-      "tensors (%d buffers or tied head skipped), AdamW moments zero, step 0\n"
+      "wrote %s: %s; %d tensors (%d buffers or tied head skipped), AdamW moments zero, step 0\n"
       "start a run from it with: loom train --config JOB --init-from %s\n",
-      r.dir.c_str(), static_cast<long long>(r.model.layers), static_cast<long long>(r.model.heads),
-      static_cast<long long>(r.model.hidden), static_cast<long long>(r.model.vocab),
-      static_cast<long long>(r.model.max_seq), r.tensors, r.skipped, o.out.c_str());
+      r.dir.c_str(), model.c_str(), r.tensors, r.skipped, o.out.c_str());
   return Status::Ok();
 }
 
@@ -309,16 +333,25 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
       ->required()
       ->check(NonEmptyPath());
   CLI::App* exp =
-      add("export", "Write the consolidated model weights to one safetensors file", RunExport);
+      add("export",
+          "Write the consolidated model weights to safetensors (a file, or a Hugging Face "
+          "model directory)",
+          RunExport);
   CLI::Option* file =
       exp->add_option("--safetensors", o->safetensors, "Output file")->check(NonEmptyPath());
   exp->add_option("--hf-dir", o->hf_dir,
-                  "Output directory for Hugging Face: model.safetensors and config.json "
-                  "(GPT2LMHeadModel.from_pretrained)")
+                  "Output directory for Hugging Face: model.safetensors (or shards and "
+                  "model.safetensors.index.json) and config.json (GPT2LMHeadModel or "
+                  "LlamaForCausalLM .from_pretrained)")
       ->check(NonEmptyPath())
       ->excludes(file);
+  exp->add_option("--max-shard-size", o->max_shard_size,
+                  "With --hf-dir: the largest shard, as save_pretrained's max_shard_size (bytes, "
+                  "or 5GB, 200MiB, ...; default 5GB); larger weights are written as "
+                  "model-0000i-of-0000n.safetensors shards with an index");
   exp->add_option("--names", o->names,
-                  "hf: Hugging Face GPT-2 names and layouts (default); loom: Loom's");
+                  "hf: Hugging Face names and layouts of the model's family, GPT-2 or Llama "
+                  "(default); loom: Loom's");
   exp->add_option("--dtype", o->dtype,
                   "f32: the fp32 master weights, exact (default); bf16 or f16: rounded to "
                   "nearest-even, half the size");
@@ -353,17 +386,19 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
     *exit_code = same ? 0 : 1;
   });
   CLI::App* imp = cmd->add_subcommand(
-      "import", "Make a checkpoint from GPT-2 weights in a safetensors file (to fine-tune from)");
+      "import", "Make a checkpoint from GPT-2 or Llama weights in safetensors (to fine-tune from)");
   imp->add_option("file", o->dir,
                   "Safetensors file, or a Hugging Face model directory holding model.safetensors "
-                  "(and config.json): Hugging Face GPT-2 names (as the hub ships them, or as "
-                  "export writes them) or Loom's")
+                  "or shards with model.safetensors.index.json (and config.json): Hugging Face "
+                  "GPT-2 or Llama names (as the hub ships them, or as export writes them) or "
+                  "Loom's")
       ->required();
   imp->add_option("out", o->out, "Output root (must not hold checkpoints)")
       ->required()
       ->check(NonEmptyPath());
   imp->add_option("--heads", o->heads,
-                  "Attention heads (default: the file's n_head metadata, or config.json's n_head)")
+                  "Attention heads (default: the file's n_head metadata, or config.json's n_head "
+                  "or num_attention_heads; given, it must agree with them)")
       ->check(PositiveInteger());
   imp->callback([o, exit_code] {
     ConfigureThreads(1);

@@ -47,12 +47,13 @@ Status ExportFinalWeights(const JobConfig& job, int64_t step) {
   const bool file = ExportsOneFile(c);
   Result<ExportResult> r =
       !dtype.ok() ? Result<ExportResult>(dtype.status())
-      : file      ? ExportSafetensors(src, c.export_path, ExportNames::kHuggingFaceGpt2, *dtype)
+      : file      ? ExportSafetensors(src, c.export_path, ExportNames::kHuggingFace, *dtype)
                   : ExportHuggingFaceDir(src, c.export_path, *dtype);
   if (r.ok()) {
     LOOM_LOG(INFO, CKPT) << "exported " << src << " to " << c.export_path << " ("
                          << (file ? "" : "a Hugging Face model directory, ") << r->tensors
-                         << " tensors, " << c.export_dtype << ", Hugging Face GPT-2 names)";
+                         << " tensors, " << c.export_dtype << ", Hugging Face "
+                         << (r->family == ModelFamily::kLlama ? "Llama" : "GPT-2") << " names)";
   }
   return r.status().WithContext(job.path + ": field 'checkpoint.export'");
 }

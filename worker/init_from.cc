@@ -1,6 +1,7 @@
 // Importing init_from's weights into checkpoint.dir for the run to load.
 #include "worker/init_from.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "checkpoint/format.h"
@@ -14,9 +15,28 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string DescribeModel(const ModelConfig& m) {
-  return "vocab " + std::to_string(m.vocab) + ", max_seq " + std::to_string(m.max_seq) + ", " +
-         std::to_string(m.layers) + " layers, " + std::to_string(m.heads) + " heads, hidden " +
-         std::to_string(m.hidden);
+  const std::string d = "vocab " + std::to_string(m.vocab) + ", max_seq " +
+                        std::to_string(m.max_seq) + ", " + std::to_string(m.layers) + " layers, " +
+                        std::to_string(m.heads) + " heads, hidden " + std::to_string(m.hidden);
+  if (!m.llama()) return d;
+  char numbers[96];
+  std::snprintf(numbers, sizeof(numbers), ", rope_theta %g, norm_eps %g", m.rope_theta, m.norm_eps);
+  return d + "; llama: " + std::to_string(m.kv()) + " key/value heads, ffn_hidden " +
+         std::to_string(m.ffn()) + (m.tie_embeddings ? ", tied embeddings" : ", untied head") +
+         numbers;
+}
+
+// Whether the weights are of the job's model: the sizes, and a Llama's rope_theta and norm
+// epsilon too (trained with others, the model would compute something other than the one the
+// weights were made for).
+bool SameModel(const ModelConfig& a, const ModelConfig& b) {
+  if (a.vocab != b.vocab || a.max_seq != b.max_seq || a.layers != b.layers || a.heads != b.heads ||
+      a.hidden != b.hidden || a.family != b.family) {
+    return false;
+  }
+  return !a.llama() ||
+         (a.kv() == b.kv() && a.ffn() == b.ffn() && a.tie_embeddings == b.tie_embeddings &&
+          a.rope_theta == b.rope_theta && a.norm_eps == b.norm_eps);
 }
 
 // Rank 0: imports init_from into `tmp`; another model is named here, not by the loader (its
@@ -28,7 +48,7 @@ Status ImportWeights(const JobConfig& job, const std::string& where, const std::
   Result<ImportResult> r =
       ImportSafetensors(c.init_from, tmp, job.model.heads, job.path + ": field 'model.heads'");
   Status imported = r.status().WithContext(where);
-  if (r.ok() && DescribeModel(r->model) != DescribeModel(job.model)) {
+  if (r.ok() && !SameModel(r->model, job.model)) {
     imported = InvalidArgument(where + ": '" + c.init_from + "' holds a model of " +
                                DescribeModel(r->model) + "; the job's model has " +
                                DescribeModel(job.model));
