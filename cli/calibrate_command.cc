@@ -30,6 +30,9 @@ struct CalibrateOptions {
   double seconds = 0.3;  // minimum measuring time per sample, over all passes
   int passes = 3;        // passes over the compute samples (the median pass counts)
   int64_t max_bytes = 64 << 20;
+  // Measure only one half: `loom launch` measures compute with a rank per core at most and, when
+  // it runs more ranks than cores, the collectives with all of them (cli/launch_calibration.h).
+  bool skip_compute = false, skip_comm = false;
 };
 
 bool UnderMpirun() {
@@ -97,8 +100,10 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
     std::fprintf(stderr, "loom calibrate: %d rank(s) x %d thread(s): GEMMs, attention, memory\n",
                  world, threads);
   }
-  MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, o.passes, &cal);
-  if (world > 1) {
+  if (!o.skip_compute) {
+    MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, o.passes, &cal);
+  }
+  if (world > 1 && !o.skip_comm) {
     if (rank == 0) std::fprintf(stderr, "loom calibrate: collectives over 2..%d ranks\n", world);
     LOOM_RETURN_IF_ERROR(MeasureComm(**backend, o.max_bytes, job.get(), &cal));
   }
@@ -111,11 +116,12 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
     if (output == "calibration.json") output = o.merge;
   }
   LOOM_RETURN_IF_ERROR(WriteFileAtomic(output, CalibrationToJson(cal)));
-  std::printf(
-      "wrote %s: %zu GEMM, %zu attention, %zu collective samples; memory-bound kernels %.1f "
-      "GB/s per rank, %.1f us per kernel",
-      output.c_str(), cal.gemm.size(), cal.attention.size(), cal.collectives.size(),
-      cal.memory.back().bandwidth / 1e9, cal.op_overhead * 1e6);
+  std::printf("wrote %s: %zu GEMM, %zu attention, %zu collective samples", output.c_str(),
+              cal.gemm.size(), cal.attention.size(), cal.collectives.size());
+  if (!cal.memory.empty()) {
+    std::printf("; memory-bound kernels %.1f GB/s per rank, %.1f us per kernel",
+                cal.memory.back().bandwidth / 1e9, cal.op_overhead * 1e6);
+  }
   if (cal.intra.bandwidth > 0) {
     std::printf("; link %.2f GB/s, %.1f us", cal.intra.bandwidth / 1e9, cal.intra.latency * 1e6);
   }
@@ -137,6 +143,9 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0.01, 60.0));
   cmd->add_option("--max-bytes", o->max_bytes, "Largest collective message")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 32));
+  cmd->add_flag("--skip-compute", o->skip_compute, "Measure the collectives only");
+  cmd->add_flag("--skip-comm", o->skip_comm, "Measure the compute only")
+      ->excludes("--skip-compute");
   cmd->callback([o, exit_code] {
     std::shared_ptr<Backend> backend;
     Status st = RunCalibrate(*o, &backend);

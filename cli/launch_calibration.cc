@@ -120,15 +120,23 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
   auto cleanup = [&] { fs::remove(tmp, ec); };
   Status st = RunStep({loom, "calibrate", "--job", job_path, "--output", tmp}, log,
                       "loom calibrate (one rank)");
-  if (st.ok() && ranks > 1) {
-    std::vector<std::string> mpi = {"mpirun", "-np", std::to_string(ranks)};
-    if (ranks > static_cast<int>(std::thread::hardware_concurrency())) {
-      mpi.push_back("--oversubscribe");
-    }
+  // A rank per core at most: concurrent measurements on time-shared cores are timing noise;
+  // the planner scales the per-core rates by the ranks' share of the cores
+  // (DeviceType::core_share).
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int measure = std::min(ranks, cores);
+  auto mpirun = [&](int np, const char* skip) {
+    std::vector<std::string> mpi = {"mpirun", "-np", std::to_string(np)};
+    if (np > cores) mpi.push_back("--oversubscribe");
     if (::geteuid() == 0) mpi.push_back("--allow-run-as-root");
     mpi.insert(mpi.end(), {loom, "calibrate", "--job", job_path, "--merge", tmp});
-    st = RunStep(mpi, log, "mpirun -np " + std::to_string(ranks) + " loom calibrate --merge");
-  }
+    if (skip != nullptr) mpi.push_back(skip);
+    return RunStep(mpi, log, "mpirun -np " + std::to_string(np) + " loom calibrate --merge");
+  };
+  if (st.ok() && measure > 1) st = mpirun(measure, ranks > cores ? "--skip-comm" : nullptr);
+  // More ranks than cores: their collectives wait for descheduled peers, so they are measured
+  // as the job will run them, all ranks sharing the cores.
+  if (st.ok() && ranks > cores) st = mpirun(ranks, "--skip-compute");
   if (!st.ok()) {
     cleanup();
     return st;

@@ -1,6 +1,7 @@
 // The calibration `loom launch` plans this machine with when the job runs on the built-in
 // localhost manifest and no --calibration is given: measured once per machine, model and rank
-// count (`loom calibrate --job`, then its collectives under `mpirun -np <ranks>`), cached, and
+// count (`loom calibrate --job` on one rank and on a rank per core, the collectives under
+// `mpirun -np <ranks>`), cached, and
 // read again on later launches. Uncalibrated, the manifest's nominal figures predict a step
 // 35-50 % slow on this VM and order layouts wrongly (docs/PLANNER.md, "Accuracy on this machine").
 //

@@ -27,6 +27,11 @@ struct DeviceType {
   // Devices are CPU cores of one host: the ranks placed on a node share all of its cores
   // (cores / ranks threads each), as `loom train` does.
   bool shared_cores = false;
+  // The share of a core each rank gets when more ranks than cores run on a node (the built-in
+  // localhost manifest for --np above the core count: cores / ranks), already applied to the peak
+  // and memory figures above; the planner applies it to calibrated rates too, which are measured
+  // with a core per rank. 1: not oversubscribed.
+  double core_share = 1.0;
   double Peak(Precision p) const { return p == Precision::kBf16 ? peak_bf16 : peak_fp32; }
 };
 

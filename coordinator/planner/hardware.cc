@@ -85,6 +85,14 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
                                   return a.seq == b.seq && a.head_dim == b.head_dim;
                                 });
   }
+  if (h.type.core_share < 1) {
+    // Calibrated rates are a core's per rank (loom calibrate runs at most a rank per core);
+    // oversubscribed ranks time-share the cores.
+    for (auto& g : h.gemm) g.flops *= h.type.core_share;
+    for (auto& a : h.attention) a.flops *= h.type.core_share;
+    if (MedianBandwidth(cal.memory, devices_per_rank) > 0) h.memory_bandwidth *= h.type.core_share;
+    h.optimizer_bandwidth *= h.type.core_share;
+  }
   for (const CollectiveSample& c : cal.collectives) {
     if (c.op == "all_reduce") h.collectives.Add(CollOp::kAllReduce, c.ranks, c.bytes, c.seconds);
     if (c.op == "all_gather") h.collectives.Add(CollOp::kAllGather, c.ranks, c.bytes, c.seconds);

@@ -28,6 +28,7 @@ Result<Cluster> LocalhostCluster(int ranks) {
       t.peak_bf16 *= share;
       t.memory_bandwidth *= share;
       t.memory *= share;
+      t.core_share = share;
     }
     n.devices = ranks;
   }
