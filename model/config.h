@@ -2,8 +2,8 @@
 // are kept for the backward. Two families: GPT-2 (LayerNorm with biases, GELU, learned positions,
 // tied embeddings, biases on every linear, ffn = 4 * hidden), which Loom trains, and Llama
 // (RMSNorm, SwiGLU MLP of width ffn_hidden, rotary positions, grouped-query attention with
-// kv_heads key/value heads, no biases, untied output by default), which the planner prices (its
-// training comes later: the job file says so when asked to train one).
+// kv_heads key/value heads, no biases, untied output by default). Both are trained (worker/gpt.h,
+// worker/llama_layer.cc) and priced by the planner.
 #pragma once
 
 #include <cstdint>

@@ -74,7 +74,7 @@ TEST(LlamaPlan, Llama3_405BOn16384H100s) {
     ASSERT_TRUE(r.ok()) << "seq " << seq << ": " << r.status().ToString();
     const Prediction& best = r->plans[0];
     EXPECT_EQ(best.candidate.layout.world(), 16384);
-    EXPECT_EQ(126 % best.candidate.layout.pp, 0);
+    EXPECT_TRUE(best.candidate.layout.ChunkLayers(126).ok());  // even, or uneven stages
     EXPECT_LE(best.peak_memory, best.capacity);
     EXPECT_GT(best.time.step, 0);
     // Long sequences need context parallelism to fit the activations (the paper used cp 16).
