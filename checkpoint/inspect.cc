@@ -132,6 +132,16 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
       mo.arch().c_str(), static_cast<long long>(mo.vocab()), static_cast<long long>(mo.max_seq()),
       static_cast<long long>(mo.layers()), static_cast<long long>(mo.heads()),
       static_cast<long long>(mo.hidden()), static_cast<double>(canonical.total) / 1e6);
+  if (mo.arch() == "llama") {
+    out +=
+        Format("             kv_heads %lld, ffn_hidden %lld, rope_theta %g, norm_eps %g, %s head\n",
+               static_cast<long long>(mo.kv_heads()), static_cast<long long>(mo.ffn_hidden()),
+               mo.rope_theta(), mo.norm_eps(), mo.untied() ? "untied" : "tied");
+  }
+  if (l.first_stage_layers() > 0 || l.last_stage_layers() > 0) {
+    out += Format("             uneven stages: first %d, last %d layers\n", l.first_stage_layers(),
+                  l.last_stage_layers());
+  }
   const long long ranks = static_cast<long long>(l.tp()) * std::max(1, l.cp()) * l.pp() * l.dp();
   out += Format("saved with   tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s (%lld rank%s)\n", l.tp(),
                 l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off", ranks,
