@@ -64,11 +64,11 @@ std::string N(int64_t v) {
   return std::to_string(v);
 }
 
-// Uneven splits of `layers` over pp >= 2 stages (vpp 1) that the search also prices: the middle
-// stages hold `mid` layers each, for the two smallest `mid` that leave the ends lighter than
-// twice `mid` (at least one layer each); the first stage takes the odd layer, since the head on
-// the last is heavier than the embedding. Llama 3 405B: 126 layers over 16 stages gives 7 | 8 x
-// 14 | 7.
+// Uneven splits of `layers` over pp >= 2 pipeline chunks (pp * vpp of them) that the search also
+// prices: the middle chunks hold `mid` layers each, for the two smallest `mid` that leave the ends
+// lighter than twice `mid` (at least one layer each); the first chunk takes the odd layer, since
+// the head on the last is heavier than the embedding. Llama 3 405B: 126 layers over 16 stages
+// gives 7 | 8 x 14 | 7, over 16 x 2 virtual stages 3 | 4 x 30 | 3.
 std::vector<std::pair<int, int>> UnevenSplits(int64_t layers, int pp) {
   std::vector<std::pair<int, int>> out;
   if (pp < 2 || layers < pp) return out;
@@ -185,10 +185,15 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
             const int64_t micro = per_rank / mb;
             // (schedule, vpp) pairs.
             std::vector<std::pair<ScheduleKind, int>> scheds;
-            for (int vpp : Choices(job.vpp, Divisors(m.layers / pp, m.layers / pp))) {
+            // vpp: divisors of the layers per stage, rounded down and up (uneven stages).
+            std::vector<int> vpps = Divisors(m.layers / pp, m.layers / pp);
+            for (int v : Divisors((m.layers + pp - 1) / pp, (m.layers + pp - 1) / pp)) {
+              if (std::find(vpps.begin(), vpps.end(), v) == vpps.end()) vpps.push_back(v);
+            }
+            for (int vpp : Choices(job.vpp, vpps)) {
               const bool stages_fixed = job.first_stage_layers || job.last_stage_layers;
               if (m.layers % (static_cast<int64_t>(pp) * vpp) != 0 && !stages_fixed &&
-                  (vpp > 1 || UnevenSplits(m.layers, pp).empty())) {
+                  UnevenSplits(m.layers, pp * vpp).empty()) {
                 skip([&] {
                   return "model.layers (" + N(m.layers) + ") must be divisible by pp*vpp (" +
                          N(pp) + "*" + N(vpp) + " = " + N(int64_t{pp} * vpp) + ")" +
@@ -220,9 +225,7 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
                                   static_cast<int>(job.last_stage_layers.value_or(0))});
               } else {
                 if (m.layers % (int64_t{pp} * vpp) == 0) splits.push_back({0, 0});
-                if (vpp == 1) {
-                  for (auto s : UnevenSplits(m.layers, pp)) splits.push_back(s);
-                }
+                for (auto s : UnevenSplits(m.layers, pp * vpp)) splits.push_back(s);
               }
               for (auto [first_layers, last_layers] : splits)
                 for (int zero : Choices(job.zero, std::vector<int>{0, 1, 2, 3})) {

@@ -125,14 +125,18 @@ TEST(Search, TheFailedDivisibilityRuleIsNamed) {
   const Cluster h100 = LoadShippedCluster("dgx-a100.yaml");
   PlanJob deep = MegatronJob(16, 4096, 126, 256, 64);
   deep.pp = 16;
-  deep.vpp = 2;  // 32 chunks: no uneven split with vpp > 1 is searched
+  deep.vpp = 8;  // 128 chunks for 126 layers: no split, even or not
   Result<SearchResult> r = SearchPlans(deep, h100, Calibration{}, 5);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*2 = 32), "
-                                      "or set parallel.first_stage_layers: 3 and "
-                                      "last_stage_layers: 3 (4 on each of the 30 other chunks)"),
+  EXPECT_NE(r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*8 = 128)"),
             std::string::npos)
       << r.status().message();
+  // The hint names a split that works where there is one (a fixed layout is checked as given).
+  Layout fixed{.pp = 16, .vpp = 2};
+  EXPECT_NE(fixed.ChunkLayers(126).status().message().find(
+                "or set parallel.first_stage_layers: 3 and last_stage_layers: 3 (4 on each of the "
+                "30 other chunks)"),
+            std::string::npos);
   // Fixed stage sizes that do not split the rest evenly name the rule.
   deep.vpp = 1;
   deep.first_stage_layers = 5;
@@ -166,12 +170,20 @@ TEST(Search, TheFailedDivisibilityRuleIsNamed) {
 }
 
 // Llama 3 405B's published pipeline: 126 layers on 16 stages run with the first and last lighter
-// (7 | 8 x 14 | 7), which the search finds itself; and on 4 stages of a divisible model it prices
-// both the even split and the uneven ones.
+// (7 | 8 x 14 | 7), which the search finds itself, and interleaved over 2 virtual stages
+// (3 | 4 x 30 | 3); on 4 stages of a divisible model it prices both the even split and the
+// uneven ones.
 TEST(Search, UnevenStagesAreSearched) {
   const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
   PlanJob deep = MegatronJob(16, 4096, 126, 256, 64);
   deep.pp = 16;
+  deep.vpp = 2;
+  Result<SearchResult> v = SearchPlans(deep, a100, Calibration{}, 5);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->plans[0].candidate.layout.first_stage_layers, 3);
+  EXPECT_EQ(v->plans[0].candidate.layout.last_stage_layers, 3);
+  EXPECT_NE(PlanTable(*v, deep, a100).find("stages 3 | 4 x 30 | 3"), std::string::npos);
+  deep.vpp = 1;
   Result<SearchResult> r = SearchPlans(deep, a100, Calibration{}, 5);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const Layout& w = r->plans[0].candidate.layout;
