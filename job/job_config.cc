@@ -310,7 +310,6 @@ Status ReadLauncher(ConfigSection& root, std::string* launcher) {
 Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
   const bool train = use == JobUse::kTrain;
   LOOM_ASSIGN_OR_RETURN(ConfigSection model, root.Section("model", true));
-  const std::string family_where = model.Where("family");
   const std::string ffn_where = model.Where("ffn_hidden");
   LOOM_RETURN_IF_ERROR(ReadModel(std::move(model), &job->model));
   if (train && !job->model.llama() && job->model.ffn_hidden != 0 &&
@@ -336,10 +335,6 @@ Status ReadCore(ConfigSection& root, JobUse use, JobConfig* job) {
     return InvalidArgument(root.Where("precision") + ": " + parsed.status().message());
   }
   job->precision = *parsed;
-  if (train && job->model.llama() && job->precision == Precision::kBf16) {
-    return InvalidArgument(root.Where("precision") + ": bf16 is not run for model.family llama " +
-                           "yet (" + family_where + "); use fp32");
-  }
   job->plan.precision = job->precision;  // ReadPlan may override it for the planner
   LOOM_RETURN_IF_ERROR(root.Int("steps", &job->steps, train, 1, kMaxInt));
   int64_t seed = static_cast<int64_t>(job->seed);

@@ -100,9 +100,6 @@ Result<std::unique_ptr<Gpt>> Gpt::Create(const ModelConfig& config, const ModelR
       return InvalidArgument("llama: hidden / heads (" + std::to_string(config.head_dim()) +
                              ") must be even (rotary positions rotate pairs)");
     }
-    if (r.precision == Precision::kBf16) {
-      return Unimplemented("precision bf16 is not run for model.family llama yet; use fp32");
-    }
   }
   LOOM_RETURN_IF_ERROR(CheckRingTags(cp.size()));
   if (r.precision == Precision::kBf16 && !HaveBf16Gemm()) {
@@ -235,12 +232,11 @@ Status Gpt::NormColumnForward(int layer, int norm, const float* x, Tensor& ln, T
     return ColumnParallelForward(tp_, rows_, ln_out, ln.data<float>(), w(wk), Bias(layer, wk + 1),
                                  y, c, out_local);
   }
-  LayerNormForward(ln32_.data<float>(), mean.data<float>(), rstd.data<float>(), x, w(norm),
-                   w(norm + 1), nl, c);
+  NormForward(ln32_.data<float>(), mean, rstd, x, LayerParam(layer, norm), nl);
   Bf16* local16 = tp_.sequence_parallel() ? ln16_local_.data<Bf16>() : ln.data<Bf16>();
   CastToBf16(ln32_.data<float>(), local16, nl * c);
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
-  return ColumnParallelForward(tp_, rows_, local16, ln.data<Bf16>(), w16, w(wk + 1), y, c,
+  return ColumnParallelForward(tp_, rows_, local16, ln.data<Bf16>(), w16, Bias(layer, wk + 1), y, c,
                                out_local);
 }
 
@@ -273,7 +269,7 @@ Status Gpt::ColumnBackward(int layer, int wk, const float* dy, const Tensor& ln,
   }
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
   return ColumnParallelBackward(tp_, rows_, dy, dy16_.data<Bf16>(), ln.data<Bf16>(), w16, dln,
-                                dln_local, g(wk), g(wk + 1), c, out_local);
+                                dln_local, g(wk), BiasGrad(layer, wk + 1), c, out_local);
 }
 
 Status Gpt::RowBackward(int layer, int wk, const float* dy_local, const Tensor& x, float* dx,
@@ -288,7 +284,7 @@ Status Gpt::RowBackward(int layer, int wk, const float* dy_local, const Tensor& 
   const Bf16* x16 = RowInput16(x, in_local);
   LOOM_ASSIGN_OR_RETURN(const Bf16* w16, W16(LayerParam(layer, wk)));
   return RowParallelBackward(tp_, rows_, dy_local, dy16_.data<Bf16>(), x16, w16, dx, g(wk),
-                             g(wk + 1), in_local, c);
+                             BiasGrad(layer, wk + 1), in_local, c);
 }
 
 Result<const Bf16*> Gpt::W16(int index) {
@@ -298,7 +294,10 @@ Result<const Bf16*> Gpt::W16(int index) {
   }
   Tensor& t = w16_[static_cast<size_t>(index)];
   const int64_t version = store_->params_version();
-  const int64_t numel = layout_.params[static_cast<size_t>(index)].numel();
+  // Llama's q|k|v GEMM spans attn.q and the attn.kv after it (adjacent in the buffer): one copy.
+  int64_t numel = layout_.params[static_cast<size_t>(index)].numel();
+  if (llama_ && FusedWithNext(index))
+    numel += layout_.params[static_cast<size_t>(index) + 1].numel();
   if (!t.defined()) {
     LOOM_ASSIGN_OR_RETURN(t, Tensor::Zeros({numel}, DType::kBF16, MemTag::kParams));
     w16_version_[static_cast<size_t>(index)] = -1;
@@ -311,6 +310,7 @@ Result<const Bf16*> Gpt::W16(int index) {
 }
 
 Result<const Bf16*> Gpt::Wte16() {
+  if (head_ >= 0) return W16(head_);  // an untied lm_head
   if (wte_ >= 0) return W16(wte_);
   // A head chunk without the embedding: the first chunk's wte copy changes every step and is
   // cast at each use (vocab/tp x hidden elements, next to the head's GEMMs).
@@ -322,8 +322,18 @@ Result<const Bf16*> Gpt::Wte16() {
   return tied_w16_.data<Bf16>();
 }
 
+bool Gpt::FusedWithNext(int index) const {
+  const std::string& name = layout_.params[static_cast<size_t>(index)].name;
+  return name.size() > 13 && name.compare(name.size() - 13, 13, "attn.q.weight") == 0;
+}
+
 void Gpt::DropLayerW16(int layer) {
   if (!bf16() || rt_.keep_bf16_weights || w16_.empty()) return;
+  if (llama_) {
+    for (int k : {kLlamaQW, kLlamaProjW, kLlamaFcW, kLlamaFcProjW})
+      w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
+    return;
+  }
   for (int k : {kQkvW, kProjW, kFcW, kFcProjW})
     w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
 }
@@ -488,7 +498,7 @@ Status Gpt::HeadBackward(Slot& slot, float dloss, float* dresid, bool last_micro
     LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyBackward(
         tp_, rows_, Shard(), lnf16_.data<Bf16>(), w16, slot.targets.data(),
         slot.ce_lse.data<float>(), dl, ce_chunk_.data<float>(), ce_chunk16_.data<Bf16>(), dlnf,
-        DWte(), dlnf_local));
+        HeadDW(), dlnf_local));
   } else {
     LOOM_RETURN_IF_ERROR(VocabParallelCrossEntropyBackward(
         tp_, rows_, Shard(), slot.lnf.data<float>(), HeadW(), slot.targets.data(),

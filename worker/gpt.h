@@ -172,10 +172,12 @@ class Gpt {
   const Bf16* RowInput16(const Tensor& x, int64_t in_local);
   // bf16 copy of parameter `index`, cast from the store's fp32 values when they changed.
   Result<const Bf16*> W16(int index);
-  // bf16 copy of the (tied) embedding the head multiplies by.
+  // bf16 copy of the output projection the head multiplies by (the tied embedding, or lm_head).
   Result<const Bf16*> Wte16();
   // Under keep_bf16_weights = false: drops the layer's bf16 copies (its bucket was released).
   void DropLayerW16(int layer);
+  // Llama's attn.q: its bf16 copy includes the attn.kv that follows it (one q|k|v GEMM).
+  bool FusedWithNext(int index) const;
   // Attention of the current micro-batch: local, or ring attention across cp.
   Status Attend(LayerActs& a);
   Status AttendBackward(LayerActs& a, const float* datt);

@@ -54,7 +54,9 @@ Status Gpt::AllocateScratch() {
     }
     LOOM_ASSIGN_OR_RETURN(att16_, act16({n, cl_}));
     // Row-parallel backward: [full + local, C] (core/../linear.h); column: [full, 3Cl or Fl].
-    LOOM_ASSIGN_OR_RETURN(dy16_, act16({std::max({(n + nl) * c, n * 3 * cl_, n * fl_})}));
+    // Llama: the column GEMMs are q|k|v [N, qw] and gate|up [N, 2Fl].
+    LOOM_ASSIGN_OR_RETURN(
+        dy16_, act16({std::max({(n + nl) * c, n * 3 * cl_, n * fl_, n * qw_, n * 2 * fl_})}));
     if (chunk_.head) {
       LOOM_ASSIGN_OR_RETURN(lnf16_, act16({n, c}));
       LOOM_ASSIGN_OR_RETURN(ce_chunk16_, act16({n, std::min(rt_.vocab_chunk, vl_)}));

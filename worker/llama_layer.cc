@@ -73,7 +73,11 @@ Status Gpt::LlamaLayerForward(int layer, const float* x, float* out, LayerActs& 
   AddBiasResidual(a.res2.data<float>(), nullptr, x, nl, c);
   LOOM_RETURN_IF_ERROR(NormColumnForward(layer, kLlamaLn2W, a.res2.data<float>(), a.ln2, a.ln2_mean,
                                          a.ln2_rstd, kLlamaFcW, a.fc.data<float>(), 2 * fl_));
-  SwiGluForward(a.gelu.data<float>(), a.fc.data<float>(), rows_.full, fl_);
+  if (bf16()) {
+    SwiGluForward(a.gelu.data<Bf16>(), a.fc.data<float>(), rows_.full, fl_);
+  } else {
+    SwiGluForward(a.gelu.data<float>(), a.fc.data<float>(), rows_.full, fl_);
+  }
   LOOM_RETURN_IF_ERROR(RowForward(layer, kLlamaFcProjW, a.gelu, out, fl_));
   AddBiasResidual(out, nullptr, a.res2.data<float>(), nl, c);
   return Status::Ok();

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/half.h"
+
 namespace loom {
 
 template <typename T>
@@ -13,6 +15,16 @@ void SwiGluForward(T* out, const T* inp, int64_t rows, int64_t f) {
     const T* u = g + f;
     T* o = out + i * f;
     for (int64_t j = 0; j < f; ++j) o[j] = g[j] / (T(1) + std::exp(-g[j])) * u[j];
+  }
+}
+
+void SwiGluForward(uint16_t* out, const float* inp, int64_t rows, int64_t f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* g = inp + i * 2 * f;
+    const float* u = g + f;
+    uint16_t* o = out + i * f;
+    for (int64_t j = 0; j < f; ++j) o[j] = FloatToBf16(g[j] / (1.0f + std::exp(-g[j])) * u[j]);
   }
 }
 

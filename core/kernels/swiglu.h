@@ -9,6 +9,9 @@ namespace loom {
 
 template <typename T>
 void SwiGluForward(T* out, const T* inp, int64_t rows, int64_t f);
+// The same, rounding the output to bf16 (core/half.h FloatToBf16): the GEMM input that
+// `precision: bf16` keeps.
+void SwiGluForward(uint16_t* out, const float* inp, int64_t rows, int64_t f);
 // dinp [rows, 2f] = d(gate) | d(up) of dout [rows, f] (overwrites).
 template <typename T>
 void SwiGluBackward(T* dinp, const T* inp, const T* dout, int64_t rows, int64_t f);

@@ -235,13 +235,13 @@ data: {seq: 8192, global_batch: 512}
   EXPECT_EQ(plan->model.ffn(), 14336);
   EXPECT_FALSE(plan->model.tie_embeddings);  // Llama 3's default
   EXPECT_EQ(plan->model.rope_theta, 500000);
-  // Trained in fp32 (bf16 refused, naming both fields).
-  auto train = LoadJobConfig(WriteJob(std::string(kGood).replace(0, 8, "model: {family: llama, ")),
-                             JobUse::kTrain);
+  // Trained, in either precision.
+  auto train = LoadJobConfig(
+      WriteJob(std::string(kGood).replace(0, 8, "model: {family: llama, ") + "precision: bf16\n"),
+      JobUse::kTrain);
   ASSERT_TRUE(train.ok()) << train.status().ToString();
   EXPECT_TRUE(train->model.llama());
-  ExpectError(std::string(kGood).replace(0, 8, "model: {family: llama, ") + "precision: bf16\n",
-              "field 'precision': bf16 is not run for model.family llama yet");
+  EXPECT_EQ(train->precision, Precision::kBf16);
   // GPT-2 has no grouped-query attention; kv_heads must divide heads.
   ExpectError(std::string(kGood).replace(0, 8, "model: {kv_heads: 2, "),
               "field 'model.kv_heads': only with model.family llama");
