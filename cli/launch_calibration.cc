@@ -63,9 +63,15 @@ std::string Key(const JobConfig& job, int ranks) {
 Status RunStep(const std::vector<std::string>& argv, const std::string& log,
                const std::string& what) {
   std::vector<std::string> wrapped = {"/bin/sh", "-c", ""};
+  // Single-quoted for the shell; a quote inside is closed, escaped and reopened.
+  auto quote = [](const std::string& a) {
+    std::string q = "'";
+    for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+  };
   std::string cmd = "exec";
-  for (const std::string& a : argv) cmd += " '" + a + "'";
-  wrapped[2] = cmd + " >> '" + log + "' 2>&1";
+  for (const std::string& a : argv) cmd += " " + quote(a);
+  wrapped[2] = cmd + " >> " + quote(log) + " 2>&1";
   LOOM_ASSIGN_OR_RETURN(WorkerProcesses p, WorkerProcesses::Start(wrapped, {}));
   const auto until = std::chrono::steady_clock::now() + kDeadline;
   int status = 0;

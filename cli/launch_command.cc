@@ -777,6 +777,11 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
   // ignored from the start is taken over too: the launcher decides what each one does.
   SignalWaiter signals(RecordSignals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2},
                                      OnRepeat::kRecordAgain, IfIgnored::kTakeOver));
+  // A reader of its output that goes away (`loom launch job.yaml | head`) must not kill it
+  // either: that left the workers running and the job's shared memory behind. Writes then fail
+  // quietly and the job runs to its end; the workers start with SIGPIPE's default again
+  // (coordinator/service/launcher.cc).
+  ::signal(SIGPIPE, SIG_IGN);
   // Every incarnation's state (the service may still hold the previous one's while swapping).
   std::vector<std::unique_ptr<JobState>> states;
   states.push_back(std::make_unique<JobState>(l.plan.spec));

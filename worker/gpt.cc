@@ -294,14 +294,16 @@ Result<const Bf16*> Gpt::W16(int index) {
   }
   Tensor& t = w16_[static_cast<size_t>(index)];
   const int64_t version = store_->params_version();
-  // Llama's q|k|v GEMM spans attn.q and the attn.kv after it (adjacent in the buffer): one copy.
-  int64_t numel = layout_.params[static_cast<size_t>(index)].numel();
-  if (llama_ && FusedWithNext(index))
-    numel += layout_.params[static_cast<size_t>(index) + 1].numel();
   if (!t.defined()) {
+    // Llama's q|k|v GEMM spans attn.q and the attn.kv after it (adjacent in the buffer): one copy.
+    int64_t numel = layout_.params[static_cast<size_t>(index)].numel();
+    if (llama_ && FusedWithNext(index)) {
+      numel += layout_.params[static_cast<size_t>(index) + 1].numel();
+    }
     LOOM_ASSIGN_OR_RETURN(t, Tensor::Zeros({numel}, DType::kBF16, MemTag::kParams));
     w16_version_[static_cast<size_t>(index)] = -1;
   }
+  const int64_t numel = t.numel();
   if (w16_version_[static_cast<size_t>(index)] != version) {
     CastToBf16(P(index), t.data<Bf16>(), numel);
     w16_version_[static_cast<size_t>(index)] = version;

@@ -128,8 +128,9 @@ TEST(Search, TheFailedDivisibilityRuleIsNamed) {
   deep.vpp = 8;  // 128 chunks for 126 layers: no split, even or not
   Result<SearchResult> r = SearchPlans(deep, h100, Calibration{}, 5);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*8 = 128)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.status().message().find("model.layers (126) must be divisible by pp*vpp (16*8 = 128)"),
+      std::string::npos)
       << r.status().message();
   // The hint names a split that works where there is one (a fixed layout is checked as given).
   Layout fixed{.pp = 16, .vpp = 2};
