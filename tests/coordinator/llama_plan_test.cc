@@ -93,7 +93,7 @@ TEST(LlamaPlan, Llama3_405BOn16384H100s) {
 
 // Meta's published Llama 3 405B layouts (Llama Team, "The Llama 3 Herd of Models", 2024, table 4)
 // priced with the shipped H100 calibration, whose figures come from public measurements, none
-// fitted to these runs (docs/PLANNER.md, Shipped calibrations). tp, cp, pp, dp and the micro-batch
+// fitted to these runs (docs/PLANNER.md, Calibration). tp, cp, pp, dp and the micro-batch
 // are Meta's; the schedule's depth (vpp), the stage split, ZeRO and recomputation are left to the
 // search, which must fit them in memory. Compared: model TF/s per GPU (MFU x peak; attention
 // counted full-square, as torchtitan counts it), not counting recomputation.
