@@ -26,6 +26,19 @@ ModelConfig Llama(int64_t layers, int64_t hidden, int64_t heads, int64_t kv, int
   return m;
 }
 
+// The shipped DGX H100 manifest grown to `nodes` nodes of 8 GPUs.
+Cluster H100Nodes(int nodes) {
+  Cluster cluster = LoadShippedCluster("dgx-h100.yaml");
+  if (cluster.nodes.empty()) return cluster;
+  Node proto = cluster.nodes[0];
+  cluster.nodes.clear();
+  for (int i = 0; i < nodes; ++i) {
+    proto.name = proto.host = "node-" + std::to_string(i);
+    cluster.nodes.push_back(proto);
+  }
+  return cluster;
+}
+
 TEST(LlamaPlan, ParameterCountsAreThePublishedOnes) {
   // Hugging Face's counts of Meta-Llama-3.1-8B and -405B (embeddings, layers, final norm).
   EXPECT_EQ(TotalParams(Llama(32, 4096, 32, 8, 14336)), 8030261248.0);
@@ -52,14 +65,8 @@ TEST(LlamaPlan, GroupedQueryShapesPerRank) {
 }
 
 TEST(LlamaPlan, Llama3_405BOn16384H100s) {
-  Cluster cluster = LoadShippedCluster("dgx-h100.yaml");
-  ASSERT_FALSE(cluster.nodes.empty());
-  Node proto = cluster.nodes[0];
-  cluster.nodes.clear();
-  for (int i = 0; i < 2048; ++i) {
-    proto.name = proto.host = "node-" + std::to_string(i);
-    cluster.nodes.push_back(proto);
-  }
+  const Cluster cluster = H100Nodes(2048);
+  ASSERT_EQ(cluster.nodes.size(), 2048u);
   const Calibration cal = LoadShippedCalibration("dgx-h100.calibration.json");
   for (int64_t seq : {int64_t{8192}, int64_t{131072}}) {
     PlanJob job;
@@ -98,14 +105,8 @@ TEST(LlamaPlan, Llama3_405BOn16384H100s) {
 // search, which must fit them in memory. Compared: model TF/s per GPU (MFU x peak; attention
 // counted full-square, as torchtitan counts it), not counting recomputation.
 TEST(LlamaPlan, MetaTable4LayoutsWithTheShippedH100Calibration) {
-  Cluster cluster = LoadShippedCluster("dgx-h100.yaml");
-  ASSERT_FALSE(cluster.nodes.empty());
-  Node proto = cluster.nodes[0];
-  cluster.nodes.clear();
-  for (int i = 0; i < 2048; ++i) {
-    proto.name = proto.host = "node-" + std::to_string(i);
-    cluster.nodes.push_back(proto);
-  }
+  const Cluster cluster = H100Nodes(2048);
+  ASSERT_EQ(cluster.nodes.size(), 2048u);
   const Calibration cal = LoadShippedCalibration("dgx-h100.calibration.json");
   struct Row {
     int64_t gpus, cp, dp, seq;
