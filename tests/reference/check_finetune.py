@@ -35,6 +35,33 @@ def scheduled_lr(lr, min_lr, warmup, decay_steps, step):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
+def replay_losses(model, job, tokens, steps):
+    """The loss of each of a fine-tuning run's first `steps` steps (1, 2, ...), in PyTorch: the
+    job's batches, a fresh AdamW with the job's hyper-parameters, clipping and learning-rate
+    schedule (the defaults of docs/JOB.md). decay_steps defaults to the job file's `steps`, read
+    before --steps overrides it (job/job_config.cc), so a run with --steps 2 still decays over the
+    file's steps."""
+    d, o, s = job["data"], job["optimizer"], job.get("schedule", {})
+    lr, min_lr = o["lr"], o.get("min_lr", 1e-4)
+    warmup, decay = s.get("warmup_steps", 0), s.get("decay_steps", job["steps"])
+    optimizer = torch_gpt.make_optimizer(model, lr, (o.get("beta1", 0.9), o.get("beta2", 0.95)),
+                                         o.get("eps", 1e-8), o.get("weight_decay", 0.1))
+    losses = []
+    for step in range(steps):
+        inputs, targets = training_batch(tokens, d["seq"], d["global_batch"],
+                                         job.get("seed", 1337), step)
+        optimizer.zero_grad(set_to_none=True)
+        _, loss = model(torch.as_tensor(inputs), torch.as_tensor(targets))
+        losses.append(loss.item())
+        loss.backward()
+        if o.get("grad_clip", 1.0) > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), o.get("grad_clip", 1.0))
+        for group in optimizer.param_groups:
+            group["lr"] = scheduled_lr(lr, min_lr, warmup, decay, step)
+        optimizer.step()
+    return losses
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("weights")
@@ -43,33 +70,14 @@ def main():
     a = ap.parse_args()
 
     job = yaml.safe_load(open(a.job))
-    d, o, s = job["data"], job["optimizer"], job.get("schedule", {})
+    d = job["data"]
     data = np.frombuffer(open(d["text"], "rb").read(), dtype=np.uint8).astype(np.int64)
     tokens = data[:len(data) - int(len(data) * d.get("val_fraction", 0.1))]
-    seed = job.get("seed", 1337)  # the defaults of docs/JOB.md from here on
-    lr, min_lr = o["lr"], o.get("min_lr", 1e-4)
-    # decay_steps defaults to the job file's `steps`, read before --steps overrides it
-    # (job/job_config.cc), so a run with --steps 2 still decays over the file's steps.
-    warmup, decay = s.get("warmup_steps", 0), s.get("decay_steps", job["steps"])
-    betas, eps = (o.get("beta1", 0.9), o.get("beta2", 0.95)), o.get("eps", 1e-8)
-
     tensors, meta = torch_gpt.read_safetensors(a.weights, with_metadata=True)
     config = {"vocab": meta["vocab_size"], "max_seq": meta["n_positions"],
               "layers": meta["n_layer"], "heads": meta["n_head"], "hidden": meta["n_embd"]}
     model = torch_gpt.GPT(config, tensors, dtype=torch.float32)
-    optimizer = torch_gpt.make_optimizer(model, lr, betas, eps, o.get("weight_decay", 0.1))
-    ref = []
-    for step in (0, 1):
-        inputs, targets = training_batch(tokens, d["seq"], d["global_batch"], seed, step)
-        optimizer.zero_grad(set_to_none=True)
-        _, loss = model(torch.as_tensor(inputs), torch.as_tensor(targets))
-        ref.append(loss.item())
-        loss.backward()
-        if o.get("grad_clip", 1.0) > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), o.get("grad_clip", 1.0))
-        for group in optimizer.param_groups:
-            group["lr"] = scheduled_lr(lr, min_lr, warmup, decay, step)
-        optimizer.step()
+    ref = replay_losses(model, job, tokens, 2)
 
     ok = True
     for path in a.losses:

@@ -36,7 +36,7 @@ import yaml
 import torch_gpt
 import torch_llama
 from check_export import training_batch
-from check_finetune import scheduled_lr
+from check_finetune import replay_losses
 
 # Hugging Face LlamaForCausalLM names -> (Loom's name, part): part 0/1 are the first/second row
 # block of Loom's fused k|v and gate|up.
@@ -248,7 +248,7 @@ def write_hf_dir(path, config, stored, shards=3, unlisted=None):
 
 def write(a):
     job, tokens = job_data(a.job)
-    m, d, o, s = job["model"], job["data"], job["optimizer"], job.get("schedule", {})
+    m = job["model"]
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "vocab_size": m["vocab"], "hidden_size": m["hidden"],
               "intermediate_size": m["ffn_hidden"], "num_hidden_layers": m["layers"],
@@ -280,23 +280,9 @@ def write(a):
 
     # The fine-tuning run's steps 1 and 2 in PyTorch (check_finetune.py's replay).
     model = torch_llama.Llama(torch_config, to_loom(widened), dtype=torch.float32)
-    lr, min_lr = o["lr"], o.get("min_lr", 1e-4)
-    warmup, decay = s.get("warmup_steps", 0), s.get("decay_steps", job["steps"])
-    optimizer = torch_gpt.make_optimizer(model, lr, (o.get("beta1", 0.9), o.get("beta2", 0.95)),
-                                         o.get("eps", 1e-8), o.get("weight_decay", 0.1))
     with open(os.path.join(out, "expected.txt"), "w") as f:
-        for step in (0, 1):
-            inputs, targets = training_batch(tokens, d["seq"], d["global_batch"],
-                                             job.get("seed", 1337), step)
-            optimizer.zero_grad(set_to_none=True)
-            _, loss = model(torch.as_tensor(inputs), torch.as_tensor(targets))
-            f.write(f"{step + 1} {loss.item():.17g}\n")
-            loss.backward()
-            if o.get("grad_clip", 1.0) > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), o.get("grad_clip", 1.0))
-            for group in optimizer.param_groups:
-                group["lr"] = scheduled_lr(lr, min_lr, warmup, decay, step)
-            optimizer.step()
+        for step, loss in enumerate(replay_losses(model, job, tokens, 2), start=1):
+            f.write(f"{step} {loss:.17g}\n")
 
     # Damaged copies, one fault each.
     def bad(name, config=config, stored=stored, unlisted=None):
