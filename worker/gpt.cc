@@ -340,10 +340,15 @@ void Gpt::DropLayerW16(int layer) {
     w16_[static_cast<size_t>(LayerParam(layer, k))] = {};
 }
 
+RingShape Gpt::Ring() const {
+  RingShape rs{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
+  if (llama_) rs.kv_heads = RingKvHeads();
+  return rs;
+}
+
 Status Gpt::Attend(LayerActs& a) {
   if (cp_.size() > 1) {
-    const RingShape rs{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
-    return ring_.Forward(rs, a.qkv.data<float>(), a.att.data<float>(), a.lse.data<float>());
+    return ring_.Forward(Ring(), a.qkv.data<float>(), a.att.data<float>(), a.lse.data<float>());
   }
   AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionForward(a.att.data<float>(), a.lse.data<float>(), a.qkv.data<float>(), as);
@@ -352,9 +357,8 @@ Status Gpt::Attend(LayerActs& a) {
 
 Status Gpt::AttendBackward(LayerActs& a, const float* datt) {
   if (cp_.size() > 1) {
-    const RingShape rs{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
-    return ring_.Backward(rs, a.qkv.data<float>(), a.att.data<float>(), a.lse.data<float>(), datt,
-                          dqkv_.data<float>());
+    return ring_.Backward(Ring(), a.qkv.data<float>(), a.att.data<float>(), a.lse.data<float>(),
+                          datt, dqkv_.data<float>());
   }
   AttentionShape as{cur_b_, cur_t_, hl_, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   AttentionBackward(dqkv_.data<float>(), datt, a.qkv.data<float>(), a.att.data<float>(),

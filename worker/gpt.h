@@ -145,9 +145,14 @@ class Gpt {
   Status LlamaLayerBackward(int layer, const float* x, LayerActs& a, float* dresid);
   // Rotary positions on the projected q|k (qkvc_) and each query head's K and V copied from its
   // KV head into a.qkv; the backward sums the copies' gradients (dqkv_) into qkvc_ and rotates
-  // back.
+  // back. Under CP, a.qkv and dqkv_ hold q and the KV heads the local queries read (the ring
+  // groups the heads), not a copy per query head.
   void ExpandQkv(LayerActs& a);
   void CollapseQkv();
+  // Under CP, the KV heads a.qkv carries after q: how many, and the first's local index.
+  int64_t RingKvHeads() const;
+  int64_t RingKvFirst() const;
+  RingShape Ring() const;  // this micro-batch's ring attention (CP)
   // The norm of the family (LayerNorm, or RMSNorm without mean or bias) and its backward
   // (accumulating into dx and the norm's gradients). `w` is the weight's parameter index;
   // GPT-2's bias is the next one.

@@ -4,8 +4,9 @@
 // The column-parallel q|k|v and gate|up projections, the row-parallel o_proj and down, the
 // gathers under SP and ring attention under CP are GPT-2's (worker/gpt.cc); what differs is
 // here: RMSNorm, SwiGLU, rotary positions of each token's global index, and grouped-query
-// attention, which copies each KV head to the query heads that read it so the attention kernels
-// (and ring attention) see GPT-2's q|k|v layout, and sums the copies' gradients in the backward.
+// attention, which copies each KV head to the query heads that read it so the local attention
+// kernels see GPT-2's q|k|v layout, and sums the copies' gradients in the backward. Under CP the
+// ring reads the KV heads themselves (parallel/context/ring_attention.h), so only they travel.
 #include <algorithm>
 #include <cstring>
 
@@ -16,6 +17,16 @@
 
 namespace loom {
 
+// The local KV heads the local query heads read: all kvl_ when tp splits them, else the one
+// shared by this rank's query heads (tp a multiple of kv_heads: they fall in one group).
+int64_t Gpt::RingKvHeads() const {
+  return config_.kv() % tp_.size() == 0 ? kvl_ : 1;
+}
+int64_t Gpt::RingKvFirst() const {
+  const int64_t group = config_.heads / config_.kv();
+  return tp_.rank() * hl_ / group - kv_first_;
+}
+
 void Gpt::ExpandQkv(LayerActs& a) {
   const int64_t n = rows_.full, hd = config_.head_dim();
   const int64_t group = config_.heads / config_.kv();  // query heads per KV head
@@ -23,6 +34,18 @@ void Gpt::ExpandQkv(LayerActs& a) {
   float* c = qkvc_.data<float>();
   RopeApply(c, qw_, n, hl_ + kvl_, pos_.data(), rope_, false);  // q and k heads are adjacent
   float* e = a.qkv.data<float>();
+  if (cp_.size() > 1) {  // ring attention reads the KV heads themselves: only they travel
+    const int64_t kv0 = RingKvFirst(), kvw = RingKvHeads() * hd, w = cl_ + 2 * kvw;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* src = c + i * qw_;
+      float* dst = e + i * w;
+      std::memcpy(dst, src, static_cast<size_t>(cl_) * 4);
+      std::memcpy(dst + cl_, src + cl_ + kv0 * hd, static_cast<size_t>(kvw) * 4);
+      std::memcpy(dst + cl_ + kvw, src + cl_ + (kvl_ + kv0) * hd, static_cast<size_t>(kvw) * 4);
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float* src = c + i * qw_;
@@ -42,6 +65,20 @@ void Gpt::CollapseQkv() {
   const int64_t q0 = tp_.rank() * hl_;
   float* c = qkvc_.data<float>();
   const float* e = dqkv_.data<float>();
+  if (cp_.size() > 1) {  // the ring summed each group's dK/dV already (compact, as ExpandQkv)
+    const int64_t kv0 = RingKvFirst(), kvw = RingKvHeads() * hd, w = cl_ + 2 * kvw;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float* dst = c + i * qw_;
+      const float* src = e + i * w;
+      std::memcpy(dst, src, static_cast<size_t>(cl_) * 4);
+      std::fill(dst + cl_, dst + qw_, 0.0f);  // KV heads no local query head reads
+      std::memcpy(dst + cl_ + kv0 * hd, src + cl_, static_cast<size_t>(kvw) * 4);
+      std::memcpy(dst + cl_ + (kvl_ + kv0) * hd, src + cl_ + kvw, static_cast<size_t>(kvw) * 4);
+    }
+    RopeApply(c, qw_, n, hl_ + kvl_, pos_.data(), rope_, true);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     float* dst = c + i * qw_;

@@ -12,16 +12,19 @@
 namespace loom {
 
 template <typename T>
-void PackKeyValue(const T* qkv, T* kv, int64_t batch, int64_t rows, int64_t c) {
+void PackKeyValue(const T* qkv, T* kv, int64_t batch, int64_t rows, int64_t c, int64_t kvc) {
+  if (kvc == 0) kvc = c;
+  const int64_t w = c + 2 * kvc;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < batch * rows; ++i) {
-    std::copy(qkv + i * 3 * c + c, qkv + i * 3 * c + 3 * c, kv + i * 2 * c);
+    std::copy(qkv + i * w + c, qkv + (i + 1) * w, kv + i * 2 * kvc);
   }
 }
 
 template <typename T>
 RingAttention<T>::RingAttention(ContextSplit split, int rank, int64_t batch, int64_t heads,
-                                int64_t head_dim, int64_t block_q, int64_t block_k)
+                                int64_t head_dim, int64_t block_q, int64_t block_k,
+                                int64_t kv_heads)
     : split_(split),
       rank_(rank),
       batch_(batch),
@@ -30,7 +33,10 @@ RingAttention<T>::RingAttention(ContextSplit split, int rank, int64_t batch, int
       bq_(block_q),
       bk_(block_k),
       rows_(split.local_rows()),
-      c_(heads * head_dim) {}
+      c_(heads * head_dim),
+      kvh_(kv_heads > 0 ? kv_heads : heads),
+      kvc_(kvh_ * head_dim),
+      group_(heads / kvh_) {}
 
 template <typename T>
 template <typename Fn>
@@ -63,14 +69,15 @@ void RingAttention<T>::ForwardBegin() {
 template <typename T>
 void RingAttention<T>::ForwardStep(const T* qkv, const T* kv, int src) {
   const T scale = T(1) / std::sqrt(T(hd_));
-  const int64_t cq = 3 * c_, ckv = 2 * c_;
+  const int64_t cq = c_ + 2 * kvc_, ckv = 2 * kvc_;
   ForEachBlock(src, [&](int64_t b, int64_t h, int64_t q0, int64_t tq, int64_t k0, int64_t tk) {
     thread_local std::vector<T> scratch;
     scratch.resize(static_cast<size_t>(bq_ * bk_));
+    const int64_t g = h / group_;
     // Block rows are contiguous in position inside a chunk, so pos0 describes them all.
     HeadRows<const T> q{qkv + (b * rows_ + q0) * cq + h * hd_, cq, tq, split_.Position(rank_, q0)};
-    HeadRows<const T> k{kv + (b * rows_ + k0) * ckv + h * hd_, ckv, tk, split_.Position(src, k0)};
-    HeadRows<const T> v{kv + (b * rows_ + k0) * ckv + c_ + h * hd_, ckv, tk, k.pos0};
+    HeadRows<const T> k{kv + (b * rows_ + k0) * ckv + g * hd_, ckv, tk, split_.Position(src, k0)};
+    HeadRows<const T> v{kv + (b * rows_ + k0) * ckv + kvc_ + g * hd_, ckv, tk, k.pos0};
     const int64_t s = (b * heads_ + h) * rows_ + q0;
     AttentionBlockForward(q, k, v, hd_, scale, true, m_.data() + s, l_.data() + s,
                           acc_.data() + (b * rows_ + q0) * c_ + h * hd_, c_, scratch.data());
@@ -99,7 +106,7 @@ void RingAttention<T>::BackwardBegin(const T* dout, const T* out, T* dqkv) {
       T d = 0;
       for (int64_t j = 0; j < hd_; ++j) d += g[j] * o[j];
       delta_[task * rows_ + i] = d;
-      T* dq = dqkv + (b * rows_ + i) * 3 * c_ + h * hd_;
+      T* dq = dqkv + (b * rows_ + i) * (c_ + 2 * kvc_) + h * hd_;
       std::fill(dq, dq + hd_, T(0));
     }
   }
@@ -109,26 +116,46 @@ template <typename T>
 void RingAttention<T>::BackwardStep(const T* qkv, const T* kv, int src, const T* dout, const T* lse,
                                     T* dqkv, T* dkv) {
   const T scale = T(1) / std::sqrt(T(hd_));
-  const int64_t cq = 3 * c_, ckv = 2 * c_;
+  const int64_t cq = c_ + 2 * kvc_, ckv = 2 * kvc_;
+  // Query heads that share a KV head would add to the same dK/dV rows from different threads:
+  // with groups, each head writes its own slot of a [B, Tl, 2C] scratch, summed below.
+  const bool grouped = group_ > 1;
+  if (grouped) dkv_heads_.assign(static_cast<size_t>(batch_ * rows_ * 2 * c_), T(0));
+  T* dst = grouped ? dkv_heads_.data() : dkv;
+  const int64_t cd = grouped ? 2 * c_ : ckv, vd = grouped ? c_ : kvc_;  // dst row width, v offset
   ForEachBlock(src, [&](int64_t b, int64_t h, int64_t q0, int64_t tq, int64_t k0, int64_t tk) {
     thread_local std::vector<T> scratch;
     scratch.resize(static_cast<size_t>(2 * bq_ * bk_));
     const int64_t qpos = split_.Position(rank_, q0), kpos = split_.Position(src, k0);
+    const int64_t kvh = h / group_, dh = grouped ? h : kvh;
     HeadRows<const T> q{qkv + (b * rows_ + q0) * cq + h * hd_, cq, tq, qpos};
-    HeadRows<const T> k{kv + (b * rows_ + k0) * ckv + h * hd_, ckv, tk, kpos};
-    HeadRows<const T> v{kv + (b * rows_ + k0) * ckv + c_ + h * hd_, ckv, tk, kpos};
+    HeadRows<const T> k{kv + (b * rows_ + k0) * ckv + kvh * hd_, ckv, tk, kpos};
+    HeadRows<const T> v{kv + (b * rows_ + k0) * ckv + kvc_ + kvh * hd_, ckv, tk, kpos};
     HeadRows<const T> g{dout + (b * rows_ + q0) * c_ + h * hd_, c_, tq, qpos};
     HeadRows<T> dq{dqkv + (b * rows_ + q0) * cq + h * hd_, cq, tq, qpos};
-    HeadRows<T> dk{dkv + (b * rows_ + k0) * ckv + h * hd_, ckv, tk, kpos};
-    HeadRows<T> dv{dkv + (b * rows_ + k0) * ckv + c_ + h * hd_, ckv, tk, kpos};
+    HeadRows<T> dk{dst + (b * rows_ + k0) * cd + dh * hd_, cd, tk, kpos};
+    HeadRows<T> dv{dst + (b * rows_ + k0) * cd + vd + dh * hd_, cd, tk, kpos};
     const int64_t s = (b * heads_ + h) * rows_ + q0;
     AttentionBlockBackward(q, k, v, g, lse + s, delta_.data() + s, hd_, scale, true, dq, dk, dv,
                            scratch.data());
   });
+  if (!grouped) return;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < batch_ * rows_; ++i) {
+    const T* e = dkv_heads_.data() + i * 2 * c_;
+    T* d = dkv + i * ckv;
+    for (int64_t h = 0; h < heads_; ++h) {
+      const int64_t kvh = h / group_;
+      for (int64_t j = 0; j < hd_; ++j) {
+        d[kvh * hd_ + j] += e[h * hd_ + j];
+        d[kvc_ + kvh * hd_ + j] += e[c_ + h * hd_ + j];
+      }
+    }
+  }
 }
 
-template void PackKeyValue<float>(const float*, float*, int64_t, int64_t, int64_t);
-template void PackKeyValue<double>(const double*, double*, int64_t, int64_t, int64_t);
+template void PackKeyValue<float>(const float*, float*, int64_t, int64_t, int64_t, int64_t);
+template void PackKeyValue<double>(const double*, double*, int64_t, int64_t, int64_t, int64_t);
 template class RingAttention<float>;
 template class RingAttention<double>;
 

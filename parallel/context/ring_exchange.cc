@@ -13,11 +13,12 @@ Status RingAttentionExchange::Forward(const RingShape& s, const float* qkv, floa
                                       float* lse) {
   const int cp = cp_.size(), r = cp_.rank();
   const ContextSplit split{s.rows * cp, cp};
-  const int64_t kvn = s.batch * s.rows * 2 * s.width();
+  const int64_t kvn = s.batch * s.rows * 2 * s.kv_width();
   kv_a_.resize(static_cast<size_t>(kvn));
   kv_b_.resize(static_cast<size_t>(kvn));
-  PackKeyValue(qkv, kv_a_.data(), s.batch, s.rows, s.width());
-  RingAttention<float> ring(split, r, s.batch, s.heads, s.head_dim, s.block_q, s.block_k);
+  PackKeyValue(qkv, kv_a_.data(), s.batch, s.rows, s.width(), s.kv_width());
+  RingAttention<float> ring(split, r, s.batch, s.heads, s.head_dim, s.block_q, s.block_k,
+                            s.kv_heads);
   ring.ForwardBegin();
   float* cur = kv_a_.data();
   float* next = kv_b_.data();
@@ -42,10 +43,11 @@ Status RingAttentionExchange::Backward(const RingShape& s, const float* qkv, con
                                        const float* lse, const float* dout, float* dqkv) {
   const int cp = cp_.size(), r = cp_.rank();
   const ContextSplit split{s.rows * cp, cp};
-  const int64_t c = s.width(), kvn = s.batch * s.rows * 2 * c;
+  const int64_t c = s.width(), kc = s.kv_width(), kvn = s.batch * s.rows * 2 * kc;
   for (auto* v : {&kv_a_, &kv_b_, &dkv_a_, &dkv_b_}) v->assign(static_cast<size_t>(kvn), 0.0f);
-  PackKeyValue(qkv, kv_a_.data(), s.batch, s.rows, c);
-  RingAttention<float> ring(split, r, s.batch, s.heads, s.head_dim, s.block_q, s.block_k);
+  PackKeyValue(qkv, kv_a_.data(), s.batch, s.rows, c, kc);
+  RingAttention<float> ring(split, r, s.batch, s.heads, s.head_dim, s.block_q, s.block_k,
+                            s.kv_heads);
   ring.BackwardBegin(dout, out, dqkv);
   float *kv = kv_a_.data(), *kv_next = kv_b_.data();
   float *dkv = dkv_a_.data(), *dkv_next = dkv_b_.data();
@@ -74,7 +76,7 @@ Status RingAttentionExchange::Backward(const RingShape& s, const float* qkv, con
   const int64_t rows = s.batch * s.rows;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
-    std::copy(dkv + i * 2 * c, dkv + (i + 1) * 2 * c, dqkv + i * 3 * c + c);
+    std::copy(dkv + i * 2 * kc, dkv + (i + 1) * 2 * kc, dqkv + i * (c + 2 * kc) + c);
   }
   return Status::Ok();
 }

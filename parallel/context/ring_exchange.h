@@ -28,10 +28,12 @@ struct ContextParallel {
 };
 
 // One micro-batch of `batch` sequences of `rows` local rows (seq / cp) and `heads` heads of
-// `head_dim` (this rank's tensor-parallel heads), with the attention kernel's block sizes.
+// `head_dim` (this rank's tensor-parallel heads), with the attention kernel's block sizes;
+// kv_heads (0: = heads) K/V heads for grouped-query attention (ring_attention.h).
 struct RingShape {
-  int64_t batch = 0, rows = 0, heads = 0, head_dim = 0, block_q = 64, block_k = 256;
-  int64_t width() const { return heads * head_dim; }  // C of one of q, k, v
+  int64_t batch = 0, rows = 0, heads = 0, head_dim = 0, block_q = 64, block_k = 256, kv_heads = 0;
+  int64_t width() const { return heads * head_dim; }  // C: of q, and of the output
+  int64_t kv_width() const { return (kv_heads > 0 ? kv_heads : heads) * head_dim; }  // K
 };
 
 class RingAttentionExchange {
@@ -39,15 +41,16 @@ class RingAttentionExchange {
   explicit RingAttentionExchange(ContextParallel cp) : cp_(cp) {}
 
   // out [batch, rows, C] and lse [batch, heads, rows] of causal attention of this rank's queries
-  // over the whole sequence; qkv [batch, rows, 3C] is this rank's (q | k | v).
+  // over the whole sequence; qkv [batch, rows, C + 2K] is this rank's (q | k | v). Only the
+  // K/V heads travel: [batch, rows, 2K] a hop.
   Status Forward(const RingShape& s, const float* qkv, float* out, float* lse);
-  // dqkv [batch, rows, 3C] (overwritten) from dout and the forward's out and lse.
+  // dqkv [batch, rows, C + 2K] (overwritten) from dout and the forward's out and lse.
   Status Backward(const RingShape& s, const float* qkv, const float* out, const float* lse,
                   const float* dout, float* dqkv);
 
  private:
   ContextParallel cp_;
-  std::vector<float> kv_a_, kv_b_, dkv_a_, dkv_b_;  // travelling blocks [batch, rows, 2C]
+  std::vector<float> kv_a_, kv_b_, dkv_a_, dkv_b_;  // travelling blocks [batch, rows, 2K]
 };
 
 }  // namespace loom
