@@ -110,7 +110,9 @@ LayerPasses LayerTraffic(const PlanJob& job, PathCache* paths, const Layout& L, 
   p.bwd.compute = x.bwd + x.recompute;
   if (L.tp > 1) TensorParallel(paths, L, nh * e, recompute == Recompute::kFull, &p);
   if (L.cp > 1) {
-    ContextParallel(paths, L, 2 * nh / L.tp * e, x, recompute != Recompute::kNone, &p);
+    // Only the KV heads travel (grouped-query attention: fewer than the query heads).
+    ContextParallel(paths, L, 2 * tokens * KvWidthPerRank(job.model, L.tp) * e, x,
+                    recompute != Recompute::kNone, &p);
   }
   if (L.pp > 1) {
     // One activation forward and one gradient backward per chunk: they occupy their link (and

@@ -168,7 +168,12 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
 
   if (L.tp > 1) out.buffers += 2 * e * nh;           // SP gathers / TP reductions
   if (L.pp > 1) out.buffers += 4 * e * nh / sp_div;  // activation/gradient send + recv
-  if (L.cp > 1) out.buffers += 8 * e * nh / L.tp;    // K/V (and dK/dV) ring blocks
+  if (L.cp > 1) {
+    // K/V and dK/dV ring blocks, two of each (only the KV heads travel), and with grouped-query
+    // attention a per-query-head dK/dV scratch.
+    const double kvw = KvWidthPerRank(m, L.tp), qw = h / L.tp;
+    out.buffers += e * tokens * (8 * kvw + (kvw < qw ? 2 * qw : 0));
+  }
   const double layer_psi = LayerParamsPerRank(m, L.tp);
   if (L.zero == 2) out.buffers += 2 * layer_psi * pb.grads;  // per-bucket gradient buffers
   if (L.zero == 3) out.buffers += 2 * layer_psi * (pb.weights + pb.grads);  // gathered layers

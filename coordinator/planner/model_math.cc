@@ -7,16 +7,10 @@
 
 namespace loom {
 
-namespace {
-
-// Key/value columns one tensor-parallel rank holds (each of K and V): its share of the KV heads,
-// or one whole head when there are fewer KV heads than ranks (replicated, as Megatron does).
 double KvWidthPerRank(const ModelConfig& m, int tp) {
   const double kv_heads = std::max(1.0, static_cast<double>(m.kv()) / tp);
   return kv_heads * static_cast<double>(m.head_dim());
 }
-
-}  // namespace
 
 double LayerParams(const ModelConfig& m) {
   const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn());

@@ -20,6 +20,10 @@ double LayerParams(const ModelConfig& m);
 // Llama: V*h, twice when the output projection is untied (rotary positions have no table).
 double EmbeddingParams(const ModelConfig& m);
 double TotalParams(const ModelConfig& m);  // embeddings + layers + final norm
+// Key/value columns one tensor-parallel rank holds (each of K and V): its share of the KV heads,
+// or one whole head when there are fewer KV heads than ranks (replicated, as Megatron does).
+// Also what one rank's K (and V) rows carry around the context-parallel ring.
+double KvWidthPerRank(const ModelConfig& m, int tp);
 // One tensor-parallel rank's share of a layer: matrices and column-parallel biases split,
 // norms and row-parallel biases replicated; Llama's K and V heads split while there are as many
 // as ranks, one whole KV head per rank beyond (replicated, as Megatron does).

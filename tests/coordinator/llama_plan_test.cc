@@ -64,6 +64,38 @@ TEST(LlamaPlan, GroupedQueryShapesPerRank) {
   EXPECT_EQ(OutputParamsPerRank(tied, 8), 0);
 }
 
+TEST(LlamaPlan, ContextParallelRingCarriesOnlyTheKvHeads) {
+  // worker/llama_layer.cc: under CP the ring passes the KV heads a rank's queries read. Llama 3
+  // 405B at tp 8 (one KV head of 16 query heads per rank) against the same model with as many
+  // KV heads as query heads: a sixteenth of the context-parallel bytes.
+  const Cluster cluster = H100Nodes(32);
+  const Calibration cal = LoadShippedCalibration("dgx-h100.calibration.json");
+  double bytes[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    PlanJob job;
+    job.model = Llama(126, 16384, 128, i == 0 ? 8 : 128, 53248);
+    job.model.max_seq = job.seq = 32768;
+    job.global_batch = 8;
+    job.precision = Precision::kBf16;
+    job.devices = 256;
+    job.tp = 8;
+    job.cp = 4;
+    job.pp = 8;
+    job.dp = 1;
+    job.vpp = 1;
+    job.micro_batch = 1;
+    job.sp = true;
+    job.recompute = Recompute::kFull;
+    job.zero = 1;
+    job.headroom = 0;
+    Result<SearchResult> r = SearchPlans(job, cluster, cal, 1);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    bytes[i] = r->plans[0].bytes.cp;
+  }
+  ASSERT_GT(bytes[0], 0);
+  EXPECT_NEAR(bytes[1] / bytes[0], 16, 1e-9);
+}
+
 TEST(LlamaPlan, Llama3_405BOn16384H100s) {
   const Cluster cluster = H100Nodes(2048);
   ASSERT_EQ(cluster.nodes.size(), 2048u);
@@ -145,18 +177,12 @@ TEST(LlamaPlan, MetaTable4LayoutsWithTheShippedH100Calibration) {
         t.cp, t.bubble, t.dp, t.slowdown);
     EXPECT_LE(p.peak_memory, p.capacity);
   }
-  // 8K: within 20 % of Meta's figures, and the larger data-parallel group (half the micro-batches
-  // per pipeline, a larger bubble share) slower per GPU, as published.
-  EXPECT_NEAR(predicted[0], 430, 0.20 * 430);
-  EXPECT_NEAR(predicted[1], 400, 0.20 * 400);
+  // Within 20 % of Meta's figures, and at 8K the larger data-parallel group (half the
+  // micro-batches per pipeline, a larger bubble share) slower per GPU, as published. Why the
+  // predictions are low: docs/PLANNER.md (Validation against published runs).
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(predicted[i], rows[i].published, 0.20 * rows[i].published);
   EXPECT_GT(predicted[0], predicted[1]);
-  // 131K: Loom's ring attention passes K and V expanded to every query head (16 per rank here,
-  // where Meta passes the one KV head), and at 10 % headroom the interleaved schedule's
-  // activations need recomputation: predicted well below Meta's figure, for reasons of Loom's
-  // executor that the price reflects (docs/PLANNER.md, Limits). Bounded so that a pricing fault
-  // of a factor shows.
-  EXPECT_NEAR(predicted[2], 380, 0.45 * 380);
-  EXPECT_LT(predicted[2], predicted[1]);
 }
 
 }  // namespace
