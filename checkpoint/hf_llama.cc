@@ -44,6 +44,54 @@ Status Only(const Json& j, const char* key, const Json& want, const std::string&
                          "), got " + j[key].dump());
 }
 
+// config.json's rope_scaling: null, or Llama 3.1's {"rope_type": "llama3", "factor",
+// "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"} ("type" is the
+// older name of "rope_type"). Other kinds (linear, dynamic, yarn, ...) are refused by name.
+Result<RopeScaling> ParseRopeScaling(const Json& j, const std::string& where) {
+  RopeScaling r;
+  if (j.is_null()) return r;
+  if (!j.is_object()) {
+    return InvalidArgument(where + ": field 'rope_scaling': expected null or an object, got " +
+                           j.dump());
+  }
+  const char* type_key = j.contains("rope_type") ? "rope_type" : "type";
+  const Json type = j.contains(type_key) ? j[type_key] : Json();
+  if (type != "llama3") {
+    return InvalidArgument(where + ": field 'rope_scaling." + type_key +
+                           "': expected \"llama3\" (Llama 3.1's frequency scaling; Loom implements "
+                           "no other), got " +
+                           type.dump());
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "rope_type" && key != "type" && key != "factor" && key != "low_freq_factor" &&
+        key != "high_freq_factor" && key != "original_max_position_embeddings") {
+      return InvalidArgument(where + ": field 'rope_scaling." + key +
+                             "': not a field of llama3 scaling (factor, low_freq_factor, "
+                             "high_freq_factor, original_max_position_embeddings)");
+    }
+  }
+  const std::string at = where + " rope_scaling";
+  if (!j.contains("factor")) {
+    return InvalidArgument(where + ": field 'rope_scaling.factor': missing (llama3 needs it)");
+  }
+  LOOM_ASSIGN_OR_RETURN(r.factor, PositiveNumber(j, "factor", 0, at));
+  LOOM_ASSIGN_OR_RETURN(r.low_freq_factor, PositiveNumber(j, "low_freq_factor", 1, at));
+  LOOM_ASSIGN_OR_RETURN(r.high_freq_factor, PositiveNumber(j, "high_freq_factor", 4, at));
+  LOOM_ASSIGN_OR_RETURN(r.original_max_seq,
+                        PositiveInt(j, "original_max_position_embeddings", 8192, at));
+  LOOM_RETURN_IF_ERROR(r.Validate().WithContext(where));
+  return r;
+}
+
+nlohmann::ordered_json RopeScalingJson(const RopeScaling& r) {
+  if (!r.on()) return nullptr;
+  return nlohmann::ordered_json{{"rope_type", "llama3"},
+                                {"factor", r.factor},
+                                {"low_freq_factor", r.low_freq_factor},
+                                {"high_freq_factor", r.high_freq_factor},
+                                {"original_max_position_embeddings", r.original_max_seq}};
+}
+
 }  // namespace
 
 std::vector<HfLlamaTensor> HuggingFaceLlamaTensors(const ModelConfig& m) {
@@ -85,7 +133,7 @@ std::string HuggingFaceLlamaConfigJson(const ModelConfig& m, DType dtype) {
       {"head_dim", m.head_dim()},
       {"max_position_embeddings", m.max_seq},
       {"rope_theta", m.rope_theta},
-      {"rope_scaling", nullptr},
+      {"rope_scaling", RopeScalingJson(m.rope_scaling)},
       {"rms_norm_eps", m.norm_eps},
       {"tie_word_embeddings", m.tie_embeddings},
       {"hidden_act", "silu"},
@@ -152,8 +200,9 @@ Result<ModelConfig> ParseLlamaJson(const Json& j, const std::string& where) {
                            j["head_dim"].dump());
   }
   LOOM_RETURN_IF_ERROR(Only(j, "hidden_act", "silu", "SwiGLU's SiLU, as Loom computes it", where));
-  LOOM_RETURN_IF_ERROR(
-      Only(j, "rope_scaling", nullptr, "plain rotary positions: Loom scales none", where));
+  if (j.contains("rope_scaling")) {
+    LOOM_ASSIGN_OR_RETURN(m.rope_scaling, ParseRopeScaling(j["rope_scaling"], where));
+  }
   LOOM_RETURN_IF_ERROR(Only(j, "attention_bias", false, "Loom's Llama has no biases", where));
   LOOM_RETURN_IF_ERROR(Only(j, "mlp_bias", false, "Loom's Llama has no biases", where));
   LOOM_RETURN_IF_ERROR(m.Validate().WithContext(where));
@@ -176,7 +225,7 @@ std::map<std::string, std::string> HuggingFaceLlamaMetadata(const ModelConfig& m
   for (const char* key :
        {"model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
         "num_attention_heads", "num_key_value_heads", "max_position_embeddings", "rope_theta",
-        "rms_norm_eps", "tie_word_embeddings"}) {
+        "rope_scaling", "rms_norm_eps", "tie_word_embeddings"}) {
     out[key] = config[key].is_string() ? config[key].get<std::string>() : config[key].dump();
   }
   return out;
@@ -192,7 +241,8 @@ Result<ModelConfig> LlamaConfigFromMetadata(const std::map<std::string, std::str
   Json j = Json::object();
   for (const auto& [key, value] : metadata) {
     const Json v = Json::parse(value, nullptr, /*allow_exceptions=*/false);
-    j[key] = v.is_discarded() || v.is_object() || v.is_array() ? Json(value) : v;
+    const bool object_field = key == "rope_scaling";  // the one field that is an object
+    j[key] = v.is_discarded() || (v.is_object() && !object_field) || v.is_array() ? Json(value) : v;
   }
   return ParseLlamaJson(j, where + " metadata");
 }

@@ -38,8 +38,9 @@ std::vector<HfLlamaTensor> HuggingFaceLlamaTensors(const ModelConfig& model);
 
 // config.json for `model` (a llama), for LlamaForCausalLM.from_pretrained: architectures,
 // model_type, the sizes, max_position_embeddings (max_seq), rope_theta, rms_norm_eps,
-// tie_word_embeddings, hidden_act "silu", no biases, dropout or rope scaling, torch_dtype from
-// `dtype`. Two-space indented JSON, with a final newline.
+// tie_word_embeddings, hidden_act "silu", no biases or dropout, rope_scaling (null, or Llama 3.1's
+// "llama3" with its four figures), torch_dtype from `dtype`. Two-space indented JSON, with a final
+// newline.
 std::string HuggingFaceLlamaConfigJson(const ModelConfig& model, DType dtype);
 
 // Whether config.json text says LlamaForCausalLM (model_type "llama", or "LlamaForCausalLM" among
@@ -50,9 +51,10 @@ bool DescribesLlama(const std::string& config_text);
 // intermediate_size, num_hidden_layers and num_attention_heads are required; absent, the others
 // take LlamaConfig's defaults (num_key_value_heads = num_attention_heads, max_position_embeddings
 // 2048, rope_theta 10000, rms_norm_eps 1e-6, tie_word_embeddings false). What Loom does not compute
-// is refused rather than trained differently: a hidden_act other than silu, rope_scaling,
-// attention or MLP biases, a head_dim other than hidden_size / num_attention_heads. Errors name
-// `where` (the file) and the field, and say what was expected.
+// is refused rather than trained differently: a hidden_act other than silu, rope_scaling of a
+// kind other than Llama 3.1's "llama3" (linear, dynamic, yarn, ...), attention or MLP biases, a
+// head_dim other than hidden_size / num_attention_heads. Errors name `where` (the file) and the
+// field, and say what was expected.
 Result<ModelConfig> ParseHuggingFaceLlamaConfig(const std::string& config_text,
                                                 const std::string& where);
 

@@ -137,6 +137,14 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
         Format("             kv_heads %lld, ffn_hidden %lld, rope_theta %g, norm_eps %g, %s head\n",
                static_cast<long long>(mo.kv_heads()), static_cast<long long>(mo.ffn_hidden()),
                mo.rope_theta(), mo.norm_eps(), mo.untied() ? "untied" : "tied");
+    if (mo.has_rope_scaling()) {
+      const proto::RopeScalingSpec& r = mo.rope_scaling();
+      out += Format(
+          "             rope_scaling %s: factor %g, low_freq_factor %g, high_freq_factor %g, "
+          "original_max_seq %lld\n",
+          r.type().c_str(), r.factor(), r.low_freq_factor(), r.high_freq_factor(),
+          static_cast<long long>(r.original_max_seq()));
+    }
   }
   if (l.first_stage_layers() > 0 || l.last_stage_layers() > 0) {
     out += Format("             uneven stages: first %d, last %d layers\n", l.first_stage_layers(),

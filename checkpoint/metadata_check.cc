@@ -56,6 +56,17 @@ Status CheckModelSpec(const std::string& path, const proto::ModelSpec& mo) {
                     "), ffn_hidden in [1, 2^30] (got " + std::to_string(mo.ffn_hidden()) +
                     ") and an even head width");
   }
+  if (mo.has_rope_scaling()) {
+    const proto::RopeScalingSpec& r = mo.rope_scaling();
+    if (mo.arch() != "llama" || r.type() != "llama3") {
+      return DataLoss(path +
+                      ": field 'model.rope_scaling.type': expected llama3 on a llama model, " +
+                      "got '" + r.type() + "' on " + mo.arch());
+    }
+    if (Status v = ModelOf(mo).rope_scaling.Validate(); !v.ok()) {
+      return DataLoss(path + ": field 'model': " + v.message());
+    }
+  }
   // Far beyond any model, and small enough that element counts fit in 63 bits (4 x hidden^2 is
   // at most 2^62; its byte count is checked per chunk).
   constexpr int64_t kMaxDim = int64_t{1} << 30;

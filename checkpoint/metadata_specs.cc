@@ -19,6 +19,14 @@ void SetModelSpec(const ModelConfig& model, proto::ModelSpec* spec) {
     spec->set_rope_theta(model.rope_theta);
     spec->set_norm_eps(model.norm_eps);
     spec->set_untied(!model.tie_embeddings);
+    if (model.rope_scaling.on()) {
+      proto::RopeScalingSpec* r = spec->mutable_rope_scaling();
+      r->set_type("llama3");
+      r->set_factor(model.rope_scaling.factor);
+      r->set_low_freq_factor(model.rope_scaling.low_freq_factor);
+      r->set_high_freq_factor(model.rope_scaling.high_freq_factor);
+      r->set_original_max_seq(model.rope_scaling.original_max_seq);
+    }
   }
 }
 
@@ -31,6 +39,11 @@ ModelConfig ModelOf(const proto::ModelSpec& spec) {
     if (spec.rope_theta() > 0) m.rope_theta = spec.rope_theta();
     if (spec.norm_eps() > 0) m.norm_eps = spec.norm_eps();
     m.tie_embeddings = !spec.untied();
+    if (spec.has_rope_scaling()) {
+      const proto::RopeScalingSpec& r = spec.rope_scaling();
+      m.rope_scaling = {r.factor(), r.low_freq_factor(), r.high_freq_factor(),
+                        r.original_max_seq()};
+    }
   }
   return m;
 }

@@ -38,7 +38,7 @@ Status ReadModel(ConfigSection s, ModelConfig* m) {
   if (!f.ok()) return InvalidArgument(s.Where("family") + ": " + f.status().message());
   m->family = *f;
   m->tie_embeddings = !m->llama();  // Llama 3's default; Llama 3.2 1B/3B tie theirs
-  for (const char* key : {"kv_heads", "rope_theta", "tie_embeddings"}) {
+  for (const char* key : {"kv_heads", "rope_theta", "rope_scaling", "tie_embeddings"}) {
     if (!m->llama() && s.Has(key)) {
       return InvalidArgument(s.Where(key) + ": only with model.family llama (GPT-2 has no " +
                              "grouped-query attention, rotary positions or untied output)");
@@ -51,6 +51,26 @@ Status ReadModel(ConfigSection s, ModelConfig* m) {
   }
   LOOM_RETURN_IF_ERROR(s.Int("ffn_hidden", &m->ffn_hidden, false, 1, int64_t{1} << 24));
   LOOM_RETURN_IF_ERROR(s.Double("rope_theta", &m->rope_theta, false, 1.0, 1e12));
+  if (s.Has("rope_scaling")) {
+    LOOM_ASSIGN_OR_RETURN(ConfigSection r, s.Section("rope_scaling", true));
+    std::string type;
+    LOOM_RETURN_IF_ERROR(r.String("type", &type, true));
+    if (type != "llama3") {
+      return InvalidArgument(r.Where("type") +
+                             ": expected llama3 (Llama 3.1's frequency scaling; linear, dynamic "
+                             "and yarn scaling are not implemented), got '" +
+                             type + "'");
+    }
+    RopeScaling& rs = m->rope_scaling;
+    LOOM_RETURN_IF_ERROR(r.Double("factor", &rs.factor, true, 1.0, 1e6));
+    LOOM_RETURN_IF_ERROR(r.Double("low_freq_factor", &rs.low_freq_factor, false, 1e-6, 1e6));
+    LOOM_RETURN_IF_ERROR(r.Double("high_freq_factor", &rs.high_freq_factor, false, 1e-6, 1e6));
+    LOOM_RETURN_IF_ERROR(r.Int("original_max_seq", &rs.original_max_seq, false, 1, 1 << 24));
+    if (Status v = rs.Validate(); !v.ok()) {
+      return InvalidArgument(r.Where("high_freq_factor") + ": " + v.message());
+    }
+    LOOM_RETURN_IF_ERROR(r.Finish());
+  }
   LOOM_RETURN_IF_ERROR(s.Double("norm_eps", &m->norm_eps, false, 1e-12, 1.0));
   LOOM_RETURN_IF_ERROR(s.Bool("tie_embeddings", &m->tie_embeddings, false));
   return s.Finish();

@@ -15,6 +15,24 @@ Status ModelConfig::Validate() const {
                            ") must be a multiple of model.kv_heads (" + std::to_string(kv_heads) +
                            ")");
   }
+  return rope_scaling.Validate();
+}
+
+Status RopeScaling::Validate() const {
+  if (!on()) return Status::Ok();
+  if (!(factor >= 1)) {
+    return InvalidArgument("rope_scaling.factor: expected at least 1, got " +
+                           std::to_string(factor));
+  }
+  if (!(low_freq_factor > 0 && high_freq_factor > low_freq_factor)) {
+    return InvalidArgument("rope_scaling: expected 0 < low_freq_factor < high_freq_factor, got " +
+                           std::to_string(low_freq_factor) + " and " +
+                           std::to_string(high_freq_factor));
+  }
+  if (original_max_seq <= 0) {
+    return InvalidArgument("rope_scaling.original_max_seq: expected a positive length, got " +
+                           std::to_string(original_max_seq));
+  }
   return Status::Ok();
 }
 

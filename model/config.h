@@ -17,6 +17,20 @@ enum class ModelFamily { kGpt2, kLlama };
 const char* ModelFamilyName(ModelFamily f);                     // "gpt2", "llama"
 Result<ModelFamily> ParseModelFamily(const std::string& name);  // gpt2 | llama
 
+// Llama 3.1's rotary frequency scaling (Hugging Face config.json: "rope_scaling" with
+// "rope_type": "llama3"): a frequency whose wavelength exceeds original_max_seq / low_freq_factor
+// is divided by `factor`, one shorter than original_max_seq / high_freq_factor is kept, and those
+// between are interpolated (core/kernels/rope.h).
+struct RopeScaling {
+  double factor = 0;  // 0: no scaling
+  double low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_seq = 8192;
+  bool on() const { return factor > 0; }
+  bool operator==(const RopeScaling&) const = default;
+  // factor >= 1, 0 < low_freq_factor < high_freq_factor, original_max_seq > 0 (when on).
+  Status Validate() const;
+};
+
 struct ModelConfig {
   int64_t vocab = 256;
   int64_t max_seq = 256;
@@ -24,9 +38,10 @@ struct ModelConfig {
   int64_t heads = 8;
   int64_t hidden = 256;
   ModelFamily family = ModelFamily::kGpt2;
-  int64_t kv_heads = 0;       // key/value heads (llama; 0: = heads)
-  int64_t ffn_hidden = 0;     // MLP width (0: 4 * hidden)
-  double rope_theta = 10000;  // llama: rotary base
+  int64_t kv_heads = 0;           // key/value heads (llama; 0: = heads)
+  int64_t ffn_hidden = 0;         // MLP width (0: 4 * hidden)
+  double rope_theta = 10000;      // llama: rotary base
+  RopeScaling rope_scaling = {};  // llama: off unless set
   double norm_eps = 1e-5;
   bool tie_embeddings = true;  // the output projection is the token embedding (gpt2: always)
 

@@ -59,7 +59,10 @@ Gpt::Gpt(const ModelConfig& config, const ModelRuntime& rt, const ParamLayout& l
     kvl_ = kv % t == 0 ? kv / t : kv;  // fewer KV heads than tp: all of them, replicated
     kv_first_ = kv % t == 0 ? tp_.rank() * kvl_ : 0;
     qw_ = cl_ + 2 * kvl_ * config_.head_dim();
-    rope_ = RopeTable::Make(config_.max_seq, config_.head_dim(), config_.rope_theta);
+    const RopeScaling& rs = config_.rope_scaling;
+    rope_ = RopeTable::Make(config_.max_seq, config_.head_dim(), config_.rope_theta,
+                            {rs.on() ? rs.factor : 0, rs.low_freq_factor, rs.high_freq_factor,
+                             static_cast<double>(rs.original_max_seq)});
   }
 }
 

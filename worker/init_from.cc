@@ -2,6 +2,7 @@
 #include "worker/init_from.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "checkpoint/format.h"
@@ -19,24 +20,32 @@ std::string DescribeModel(const ModelConfig& m) {
                         std::to_string(m.max_seq) + ", " + std::to_string(m.layers) + " layers, " +
                         std::to_string(m.heads) + " heads, hidden " + std::to_string(m.hidden);
   if (!m.llama()) return d;
-  char numbers[96];
+  char numbers[192];
   std::snprintf(numbers, sizeof(numbers), ", rope_theta %g, norm_eps %g", m.rope_theta, m.norm_eps);
+  if (m.rope_scaling.on()) {
+    const RopeScaling& r = m.rope_scaling;
+    const size_t used = std::strlen(numbers);
+    std::snprintf(numbers + used, sizeof(numbers) - used,
+                  ", rope_scaling llama3 (factor %g, low %g, high %g, original_max_seq %lld)",
+                  r.factor, r.low_freq_factor, r.high_freq_factor,
+                  static_cast<long long>(r.original_max_seq));
+  }
   return d + "; llama: " + std::to_string(m.kv()) + " key/value heads, ffn_hidden " +
          std::to_string(m.ffn()) + (m.tie_embeddings ? ", tied embeddings" : ", untied head") +
          numbers;
 }
 
-// Whether the weights are of the job's model: the sizes, and a Llama's rope_theta and norm
-// epsilon too (trained with others, the model would compute something other than the one the
-// weights were made for).
+// Whether the weights are of the job's model: the sizes, and a Llama's rope_theta, rope scaling
+// and norm epsilon too (trained with others, the model would compute something other than the one
+// the weights were made for).
 bool SameModel(const ModelConfig& a, const ModelConfig& b) {
   if (a.vocab != b.vocab || a.max_seq != b.max_seq || a.layers != b.layers || a.heads != b.heads ||
       a.hidden != b.hidden || a.family != b.family) {
     return false;
   }
-  return !a.llama() ||
-         (a.kv() == b.kv() && a.ffn() == b.ffn() && a.tie_embeddings == b.tie_embeddings &&
-          a.rope_theta == b.rope_theta && a.norm_eps == b.norm_eps);
+  return !a.llama() || (a.kv() == b.kv() && a.ffn() == b.ffn() &&
+                        a.tie_embeddings == b.tie_embeddings && a.rope_theta == b.rope_theta &&
+                        a.rope_scaling == b.rope_scaling && a.norm_eps == b.norm_eps);
 }
 
 // Rank 0: imports init_from into `tmp`; another model is named here, not by the loader (its

@@ -2,17 +2,30 @@
 #include "core/kernels/rope.h"
 
 #include <cmath>
+#include <numbers>
 
 namespace loom {
 
-RopeTable RopeTable::Make(int64_t max_seq, int64_t head_dim, double theta) {
+double RopeScaledFrequency(double freq, const RopeFrequencyScaling& s) {
+  if (s.factor <= 0) return freq;
+  const double wavelength = 2 * std::numbers::pi / freq;
+  if (wavelength < s.original_max_seq / s.high_freq_factor) return freq;
+  if (wavelength > s.original_max_seq / s.low_freq_factor) return freq / s.factor;
+  const double t = (s.original_max_seq / wavelength - s.low_freq_factor) /
+                   (s.high_freq_factor - s.low_freq_factor);
+  return (1 - t) * freq / s.factor + t * freq;
+}
+
+RopeTable RopeTable::Make(int64_t max_seq, int64_t head_dim, double theta,
+                          const RopeFrequencyScaling& scaling) {
   RopeTable t;
   t.half = head_dim / 2;
   t.cos.resize(static_cast<size_t>(max_seq * t.half));
   t.sin.resize(t.cos.size());
   for (int64_t p = 0; p < max_seq; ++p) {
     for (int64_t j = 0; j < t.half; ++j) {
-      const double freq = std::pow(theta, -2.0 * static_cast<double>(j) / head_dim);
+      const double freq =
+          RopeScaledFrequency(std::pow(theta, -2.0 * static_cast<double>(j) / head_dim), scaling);
       const double a = static_cast<double>(p) * freq;
       t.cos[static_cast<size_t>(p * t.half + j)] = static_cast<float>(std::cos(a));
       t.sin[static_cast<size_t>(p * t.half + j)] = static_cast<float>(std::sin(a));

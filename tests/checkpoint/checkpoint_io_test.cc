@@ -493,6 +493,11 @@ TEST_F(CheckpointIo, WrappingNumbersInTheMetadataAreRefused) {
          c["region_sizes"][0] = "9151314442816848128";
        },
        "rows 72057594037927936 + 9151314442816848128"},
+      {"Llama 3.1's rope scaling on a GPT-2 model",
+       [](nlohmann::json& j) {
+         j["model"]["rope_scaling"] = {{"type", "llama3"}, {"factor", 8}};
+       },
+       "field 'model.rope_scaling.type': expected llama3 on a llama model, got 'llama3' on gpt2"},
       {"layout tp=0", [](nlohmann::json& j) { j["saved_layout"]["tp"] = 0; },
        "field 'saved_layout': expected tp, pp and dp of at least 1"},
       {"layout of 2^62 ranks",

@@ -149,8 +149,22 @@ TEST(HfLlamaConfig, WhatLoomDoesNotComputeIsNamed) {
        "field 'num_key_value_heads': expected a divisor of num_attention_heads (4), got 3"},
       {"{" + base + R"(, "num_attention_heads": 4, "hidden_act": "gelu"})",
        "field 'hidden_act': expected \"silu\""},
+      {"{" + base + R"(, "num_attention_heads": 4, "rope_scaling": {"rope_type": "yarn"}})",
+       "field 'rope_scaling.rope_type': expected \"llama3\" (Llama 3.1's frequency scaling; Loom "
+       "implements no other), got \"yarn\""},
+      {"{" + base + R"(, "num_attention_heads": 4, "rope_scaling": {"type": "linear"}})",
+       "field 'rope_scaling.type': expected \"llama3\""},
       {"{" + base + R"(, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3"}})",
-       "field 'rope_scaling': expected null (plain rotary positions: Loom scales none)"},
+       "field 'rope_scaling.factor': missing"},
+      {"{" + base +
+           R"(, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3", "factor": 8,
+                "beta_fast": 32}})",
+       "field 'rope_scaling.beta_fast': not a field of llama3 scaling"},
+      {"{" + base +
+           R"(, "num_attention_heads": 4, "rope_scaling": {"rope_type": "llama3", "factor": 0.5}})",
+       "rope_scaling.factor: expected at least 1, got 0.5"},
+      {"{" + base + R"(, "num_attention_heads": 4, "rope_scaling": 8})",
+       "field 'rope_scaling': expected null or an object, got 8"},
       {"{" + base + R"(, "num_attention_heads": 4, "attention_bias": true})",
        "field 'attention_bias': expected false"},
       {"{" + base + R"(, "num_attention_heads": 4, "head_dim": 8})",
@@ -194,6 +208,37 @@ TEST(HfLlamaConfig, MetadataRoundTrip) {
                                       "expected a positive integer, got \"four\""),
             std::string::npos)
       << r.status().message();
+}
+
+TEST(HfLlamaConfig, Llama31RopeScalingBothWays) {
+  // Meta-Llama-3.1-8B's config.json fragment.
+  Result<ModelConfig> m = ParseHuggingFaceLlamaConfig(
+      R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096,
+          "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+          "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 8192, "rope_type": "llama3"}})",
+      "config.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->rope_scaling, (RopeScaling{8, 1, 4, 8192}));
+  // Written back as Hugging Face writes it, and read back the same, from config.json and from a
+  // safetensors file's metadata.
+  const std::string json = HuggingFaceLlamaConfigJson(*m, DType::kBF16);
+  EXPECT_NE(json.find(R"("rope_type": "llama3")"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("original_max_position_embeddings": 8192)"), std::string::npos) << json;
+  Result<ModelConfig> again = ParseHuggingFaceLlamaConfig(json, "config.json");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->rope_scaling, m->rope_scaling);
+  Result<ModelConfig> meta =
+      LlamaConfigFromMetadata(HuggingFaceLlamaMetadata(*m), "model.safetensors");
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ(meta->rope_scaling, m->rope_scaling);
+  // Without scaling: null, both ways.
+  ModelConfig plain = *m;
+  plain.rope_scaling = {};
+  EXPECT_NE(HuggingFaceLlamaConfigJson(plain, DType::kBF16).find(R"("rope_scaling": null)"),
+            std::string::npos);
+  EXPECT_FALSE(LlamaConfigFromMetadata(HuggingFaceLlamaMetadata(plain), "m")->rope_scaling.on());
 }
 
 // Weights under Hugging Face names, distinct everywhere, written as files of a test directory.

@@ -251,5 +251,38 @@ data: {seq: 8192, global_batch: 512}
               "field 'model.family': expected gpt2 or llama, got 'gpt3'");
 }
 
+TEST(JobConfig, LlamaRopeScaling) {
+  // Llama 3.1's: factor 8 over an original 8K context; the band defaults to 1 and 4.
+  auto job = LoadJobConfig(
+      WriteJob(std::string(kGood).replace(
+          0, 8,
+          "model: {family: llama, rope_scaling: {type: llama3, factor: 8, original_max_seq: "
+          "8192}, ")),
+      JobUse::kTrain);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const RopeScaling& r = job->model.rope_scaling;
+  EXPECT_TRUE(r.on());
+  EXPECT_EQ(r.factor, 8);
+  EXPECT_EQ(r.low_freq_factor, 1);
+  EXPECT_EQ(r.high_freq_factor, 4);
+  EXPECT_EQ(r.original_max_seq, 8192);
+  EXPECT_FALSE(LoadJobConfig(WriteJob(kGood), JobUse::kTrain)->model.rope_scaling.on());
+  ExpectError(std::string(kGood).replace(0, 8,
+                                         "model: {family: llama, rope_scaling: {type: yarn, "
+                                         "factor: 4}, "),
+              "field 'model.rope_scaling.type': expected llama3 (Llama 3.1's frequency scaling; "
+              "linear, dynamic and yarn scaling are not implemented), got 'yarn'");
+  ExpectError(
+      std::string(kGood).replace(0, 8, "model: {family: llama, rope_scaling: {type: llama3}, "),
+      "field 'model.rope_scaling.factor'");
+  ExpectError(std::string(kGood).replace(0, 8,
+                                         "model: {family: llama, rope_scaling: {type: llama3, "
+                                         "factor: 8, low_freq_factor: 4, high_freq_factor: 2}, "),
+              "field 'model.rope_scaling.high_freq_factor': rope_scaling: expected 0 < "
+              "low_freq_factor < high_freq_factor");
+  ExpectError(std::string(kGood).replace(0, 8, "model: {rope_scaling: {type: llama3, factor: 8}, "),
+              "field 'model.rope_scaling': only with model.family llama");
+}
+
 }  // namespace
 }  // namespace loom

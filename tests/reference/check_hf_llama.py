@@ -134,11 +134,28 @@ def read_hf_dir(path):
 
 def model_config(hf):
     """torch_llama's config from config.json, as LlamaConfig reads it."""
-    return {"vocab": hf["vocab_size"], "max_seq": hf["max_position_embeddings"],
-            "layers": hf["num_hidden_layers"], "heads": hf["num_attention_heads"],
-            "hidden": hf["hidden_size"], "kv_heads": hf["num_key_value_heads"],
-            "ffn_hidden": hf["intermediate_size"], "rope_theta": hf["rope_theta"],
-            "norm_eps": hf["rms_norm_eps"], "tie_embeddings": hf["tie_word_embeddings"]}
+    config = {"vocab": hf["vocab_size"], "max_seq": hf["max_position_embeddings"],
+              "layers": hf["num_hidden_layers"], "heads": hf["num_attention_heads"],
+              "hidden": hf["hidden_size"], "kv_heads": hf["num_key_value_heads"],
+              "ffn_hidden": hf["intermediate_size"], "rope_theta": hf["rope_theta"],
+              "norm_eps": hf["rms_norm_eps"], "tie_embeddings": hf["tie_word_embeddings"]}
+    r = hf.get("rope_scaling")
+    if r:
+        config["rope_scaling"] = {"factor": r["factor"], "low_freq_factor": r["low_freq_factor"],
+                                  "high_freq_factor": r["high_freq_factor"],
+                                  "original_max_seq": r["original_max_position_embeddings"]}
+    return config
+
+
+def hf_rope_scaling(m):
+    """config.json's rope_scaling for the job's model section (null without one)."""
+    r = m.get("rope_scaling")
+    if not r:
+        return None
+    return {"rope_type": "llama3", "factor": r["factor"],
+            "low_freq_factor": r.get("low_freq_factor", 1.0),
+            "high_freq_factor": r.get("high_freq_factor", 4.0),
+            "original_max_position_embeddings": r.get("original_max_seq", 8192)}
 
 
 def job_data(path):
@@ -153,11 +170,11 @@ def check_export(a):
     job, tokens = job_data(a.job)
     d = job["data"]
     hf, tensors, files = read_hf_dir(a.hf_dir)
+    m = job["model"]
     want = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
-            "rope_scaling": None, "attention_bias": False, "mlp_bias": False,
+            "rope_scaling": hf_rope_scaling(m), "attention_bias": False, "mlp_bias": False,
             "torch_dtype": "float32"}
     wrong = {k: hf.get(k) for k, v in want.items() if hf.get(k) != v}
-    m = job["model"]
     sizes = {"vocab_size": m["vocab"], "max_position_embeddings": m["max_seq"],
              "num_hidden_layers": m["layers"], "num_attention_heads": m["heads"],
              "num_key_value_heads": m["kv_heads"], "hidden_size": m["hidden"],
@@ -256,6 +273,7 @@ def write(a):
               "max_position_embeddings": m["max_seq"], "rope_theta": m.get("rope_theta", 10000),
               "rms_norm_eps": m.get("norm_eps", 1e-5),
               "tie_word_embeddings": m.get("tie_embeddings", False), "hidden_act": "silu",
+              "rope_scaling": hf_rope_scaling(m),
               "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
     torch_config = model_config(config)
     rng = np.random.default_rng(11)
@@ -298,8 +316,9 @@ def write(a):
     bad("no_heads", config={k: v for k, v in config.items() if k != "num_attention_heads"})
     tied = dict(config, tie_word_embeddings=True)
     bad("tied_head", config=tied)  # lm_head.weight is there and differs from the embedding
-    bad("rope_scaling", config=dict(config, rope_scaling={"rope_type": "llama3", "factor": 8.0}))
+    bad("rope_scaling", config=dict(config, rope_scaling={"rope_type": "yarn", "factor": 8.0}))
     bad("theta", config=dict(config, rope_theta=500000.0))  # imports; another model for the job
+    bad("unscaled", config=dict(config, rope_scaling=None))  # the same: plain rotary positions
     nan = OrderedDict(stored)
     t = nan["model.layers.0.mlp.down_proj.weight"][1].copy()
     t.flat[7] = 0x7FC0  # a BF16 NaN

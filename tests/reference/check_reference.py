@@ -357,6 +357,8 @@ def main(argv=None):
         print(f"       kv_heads={c['kv_heads']} ffn_hidden={c['ffn_hidden']} "
               f"rope_theta={c['rope_theta']:g} norm_eps={c['norm_eps']:g} "
               f"tie_embeddings={c['tie_embeddings']}")
+        if c.get("rope_scaling"):
+            print(f"       rope_scaling={c['rope_scaling']}")
     print(f"run:   batch={c['batch']} seq={c['seq']} steps={c['steps']} "
           f"lr={c['lr']:g} betas=({c['beta1']:g}, {c['beta2']:g}) "
           f"eps={c['eps']:g} weight_decay={c['weight_decay']:g} "

@@ -85,6 +85,13 @@ Status Dump(JobConfig job, const std::string& dir) {
     cfg["rope_theta"] = job.model.rope_theta;
     cfg["norm_eps"] = job.model.norm_eps;
     cfg["tie_embeddings"] = job.model.tie_embeddings;
+    if (job.model.rope_scaling.on()) {
+      const RopeScaling& r = job.model.rope_scaling;
+      cfg["rope_scaling"] = {{"factor", r.factor},
+                             {"low_freq_factor", r.low_freq_factor},
+                             {"high_freq_factor", r.high_freq_factor},
+                             {"original_max_seq", r.original_max_seq}};
+    }
   }
   return WriteFileAtomic(dir + "/config.json", cfg.dump(2));
 }
@@ -122,6 +129,11 @@ int main(int argc, char** argv) {
   app.add_option("--ffn-hidden", job.model.ffn_hidden);
   app.add_option("--rope-theta", job.model.rope_theta);
   app.add_option("--norm-eps", job.model.norm_eps);
+  loom::RopeScaling& rs = job.model.rope_scaling;
+  app.add_option("--rope-scaling-factor", rs.factor, "llama: Llama 3.1's rope scaling (0: none)");
+  app.add_option("--rope-low-freq-factor", rs.low_freq_factor);
+  app.add_option("--rope-high-freq-factor", rs.high_freq_factor);
+  app.add_option("--rope-original-max-seq", rs.original_max_seq);
   bool untied = false;
   app.add_flag("--untied", untied, "llama: an lm_head of its own");
   std::string precision = "fp32";

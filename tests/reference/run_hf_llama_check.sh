@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Hugging Face Llama weights both ways, against PyTorch (check_hf_llama.py):
+# Hugging Face Llama weights both ways, against PyTorch (check_hf_llama.py), the model with
+# Llama 3.1's rope scaling:
 #   1. A trains 3 steps of the llama job with tp2 (2 ranks), exporting its final checkpoint itself
 #      (checkpoint.export, bf16: the same bytes as `loom ckpt export --hf-dir --dtype bf16`).
 #      `loom ckpt export --hf-dir --max-shard-size 100KB` writes save_pretrained's sharded layout
@@ -15,9 +16,9 @@
 #      PyTorch takes from the same weights with a fresh AdamW, within 1e-5.
 #   3. Bad input, each a named error with exit status 1 that leaves nothing: a missing tensor, a
 #      wrong shape, an index naming a missing shard, a shard holding a tensor the index does not
-#      list, config.json without num_attention_heads, rope_scaling, a tied config whose lm_head
-#      differs from the embedding, a NaN; --init-from of another model (rope_theta) or of a
-#      directory missing a shard.
+#      list, config.json without num_attention_heads, yarn rope_scaling, a tied config whose lm_head
+#      differs from the embedding, a NaN; --init-from of another model (rope_theta, no rope
+#      scaling) or of a directory missing a shard.
 # Usage: run_hf_llama_check.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -25,7 +26,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$dir" && mkdir -p "$dir"
 . "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
 jobdir=$(cd "$(dirname "$job")" && pwd)
-sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2}\nsteps:/" "$job" > "$dir/job.yaml"
+# The model with Llama 3.1's rope scaling (original context 64: of head dim 8's frequencies one
+# is kept, one blended, two slowed), so that both directions carry it.
+sed "s#text: \([^,}]*\)#text: $jobdir/\1#; s/^steps:/parallel: {tp: 2}\nsteps:/; s/rope_theta: 10000}/rope_theta: 10000, rope_scaling: {type: llama3, factor: 8, original_max_seq: 64}}/" "$job" > "$dir/job.yaml"
+grep -q "rope_scaling: {type: llama3" "$dir/job.yaml" || { echo "FAIL: no rope_scaling in the job"; exit 1; }
 export PYTHONPATH="$here"
 fail=0
 train() {  # train NAME JOB STEPS args...: 2 ranks
@@ -112,7 +116,7 @@ expect_import shape "$r/bad_shape/model-00001-of-00003.safetensors: tensor 'mode
 expect_import missing_shard "$r/bad_missing_shard/model.safetensors.index.json: field 'weight_map': tensor 'model.layers.2.mlp.down_proj.weight' is in 'model-00002-of-00003.safetensors', which does not exist"
 expect_import unlisted "$r/bad_unlisted/model-00003-of-00003.safetensors: tensor 'model.layers.0.self_attn.extra.weight' is not in $r/bad_unlisted/model.safetensors.index.json's weight_map"
 expect_import no_heads "$r/bad_no_heads/config.json: field 'num_attention_heads': missing"
-expect_import rope_scaling "$r/bad_rope_scaling/config.json: field 'rope_scaling': expected null (plain rotary positions: Loom scales none)"
+expect_import rope_scaling "$r/bad_rope_scaling/config.json: field 'rope_scaling.rope_type': expected \"llama3\" (Llama 3.1's frequency scaling; Loom implements no other), got \"yarn\""
 expect_import tied_head "$r/bad_tied_head/model-00003-of-00003.safetensors: tensor 'lm_head.weight' differs from 'model.embed_tokens.weight': the config ties the head to the embedding"
 expect_import nan "$r/bad_nan/model-00001-of-00003.safetensors: tensor 'model.layers.0.mlp.down_proj.weight' element 7 is NaN: expected finite weights"
 
@@ -129,8 +133,11 @@ expect_train() {  # NAME PATTERN args...: a run fails with PATTERN, saves and le
     echo "$name: $(grep -F -- "$pattern" "$dir/$name.log" | head -1)"
   fi
 }
-expect_train init_theta "--init-from: '$r/bad_theta' holds a model of vocab 257, max_seq 64, 8 layers, 4 heads, hidden 32; llama: 2 key/value heads, ffn_hidden 48, untied head, rope_theta 500000, norm_eps 1e-05; the job's model has vocab 257, max_seq 64, 8 layers, 4 heads, hidden 32; llama: 2 key/value heads, ffn_hidden 48, untied head, rope_theta 10000, norm_eps 1e-05" \
+scaled="rope_scaling llama3 (factor 8, low 1, high 4, original_max_seq 64)"
+expect_train init_theta "--init-from: '$r/bad_theta' holds a model of vocab 257, max_seq 64, 8 layers, 4 heads, hidden 32; llama: 2 key/value heads, ffn_hidden 48, untied head, rope_theta 500000, norm_eps 1e-05, $scaled; the job's model has vocab 257, max_seq 64, 8 layers, 4 heads, hidden 32; llama: 2 key/value heads, ffn_hidden 48, untied head, rope_theta 10000, norm_eps 1e-05, $scaled" \
   --init-from "$r/bad_theta"
+expect_train init_unscaled "--init-from: '$r/bad_unscaled' holds a model of vocab 257, max_seq 64, 8 layers, 4 heads, hidden 32; llama: 2 key/value heads, ffn_hidden 48, untied head, rope_theta 10000, norm_eps 1e-05; the job's model has vocab 257, max_seq 64, 8 layers, 4 heads, hidden 32; llama: 2 key/value heads, ffn_hidden 48, untied head, rope_theta 10000, norm_eps 1e-05, $scaled" \
+  --init-from "$r/bad_unscaled"
 expect_train init_missing_shard "--init-from: $r/bad_missing_shard/model.safetensors.index.json: field 'weight_map'" \
   --init-from "$r/bad_missing_shard"
 

@@ -8,7 +8,9 @@ Loom's canonical names (model/layout.h): the k and v projections are one
 one [2F, C] "mlp.c_fc" matrix (gate rows first).
 
 config: the GPT keys ("vocab", "max_seq", "layers", "heads", "hidden") plus
-"kv_heads", "ffn_hidden", "rope_theta", "norm_eps", "tie_embeddings".
+"kv_heads", "ffn_hidden", "rope_theta", "norm_eps", "tie_embeddings", and
+optionally "rope_scaling" (Llama 3.1's: factor, low_freq_factor,
+high_freq_factor, original_max_seq).
 """
 
 import math
@@ -32,6 +34,31 @@ def parse_config(config):
     return (vocab, max_seq, layers, heads, hidden, kv, ffn,
             float(config["rope_theta"]), float(config["norm_eps"]),
             bool(config["tie_embeddings"]))
+
+
+def rotary_frequencies(hd, theta, scaling=None):
+    """theta^(-2j/hd) for j < hd/2, float64; with `scaling` (a dict of factor, low_freq_factor,
+    high_freq_factor, original_max_seq: Llama 3.1's "llama3" rope_scaling) each frequency is
+    judged by its wavelength 2 pi / f against the original context: short wavelengths (under
+    original / high_freq_factor) stay, long ones (over original / low_freq_factor) are slowed
+    by the factor, and the band between blends the two by where the wavelength lies in it."""
+    freqs = [theta ** (-j / hd) for j in range(0, hd, 2)]
+    if scaling:
+        factor = float(scaling["factor"])
+        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        context = float(scaling["original_max_seq"])
+        scaled = []
+        for f in freqs:
+            wavelength = 2 * math.pi / f
+            if wavelength < context / high:
+                scaled.append(f)
+            elif wavelength > context / low:
+                scaled.append(f / factor)
+            else:
+                blend = (context / wavelength - low) / (high - low)
+                scaled.append(blend * f + (1 - blend) * f / factor)
+        freqs = scaled
+    return torch.tensor(freqs, dtype=torch.float64)
 
 
 def expected_shapes(config):
@@ -70,10 +97,10 @@ def rotate_half(x):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, hidden, heads, kv_heads, theta):
+    def __init__(self, hidden, heads, kv_heads, theta, scaling=None):
         super().__init__()
         self.heads, self.kv_heads, self.hd = heads, kv_heads, hidden // heads
-        self.theta = theta
+        self.inv_freq = rotary_frequencies(self.hd, theta, scaling)
         self.q = torch.nn.Linear(hidden, heads * self.hd, bias=False)
         self.kv = torch.nn.Linear(hidden, 2 * kv_heads * self.hd, bias=False)
         self.c_proj = torch.nn.Linear(heads * self.hd, hidden, bias=False)
@@ -85,8 +112,7 @@ class Attention(torch.nn.Module):
         k, v = self.kv(x).split(self.kv_heads * hd, dim=2)
         k = k.view(b, t, self.kv_heads, hd).transpose(1, 2)
         v = v.view(b, t, self.kv_heads, hd).transpose(1, 2)
-        inv_freq = 1.0 / (self.theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-        freqs = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+        freqs = torch.outer(torch.arange(t, dtype=torch.float64), self.inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         q = q * cos + rotate_half(q) * sin
@@ -114,10 +140,10 @@ class MLP(torch.nn.Module):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, hidden, heads, kv_heads, ffn, theta, eps):
+    def __init__(self, hidden, heads, kv_heads, ffn, theta, eps, scaling=None):
         super().__init__()
         self.ln_1 = RMSNorm(hidden, eps)
-        self.attn = Attention(hidden, heads, kv_heads, theta)
+        self.attn = Attention(hidden, heads, kv_heads, theta, scaling)
         self.ln_2 = RMSNorm(hidden, eps)
         self.mlp = MLP(hidden, ffn)
 
@@ -134,7 +160,8 @@ class Llama(torch.nn.Module):
         (self.vocab, self.max_seq, layers, heads, hidden, kv, ffn, theta, eps,
          self.tied) = parse_config(config)
         self.wte = torch.nn.Parameter(torch.empty(self.vocab, hidden))
-        self.h = torch.nn.ModuleList(Block(hidden, heads, kv, ffn, theta, eps)
+        scaling = config.get("rope_scaling")
+        self.h = torch.nn.ModuleList(Block(hidden, heads, kv, ffn, theta, eps, scaling)
                                      for _ in range(layers))
         self.ln_f = RMSNorm(hidden, eps)
         if not self.tied:
