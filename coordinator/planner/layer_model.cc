@@ -82,7 +82,9 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
       nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) + (m.llama() ? 3 : 2) * e * tokens * f / L.tp;
   if (hw.type.fused_kernels) {
     const double flops = g[kScores].flops() + g[kContext].flops();
-    x.attn_fwd = hw.AttentionTime(flops, static_cast<double>(job.seq), g[kScores].k);
+    // At the rate for a rank's own query rows: under context parallelism the kernel folds in
+    // blocks of seq / cp rows, which run slower than whole sequences.
+    x.attn_fwd = hw.AttentionTime(flops, static_cast<double>(job.seq) / L.cp, g[kScores].k);
     x.attn_bwd = 2 * x.attn_fwd;
   } else {
     // Scaled-masked softmax (read, write) and dropout (read, write, mask) over the scores.

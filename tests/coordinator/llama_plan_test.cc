@@ -7,6 +7,8 @@
 
 #include <chrono>
 
+#include "coordinator/planner/hardware.h"
+#include "coordinator/planner/layer_model.h"
 #include "coordinator/planner/model_math.h"
 #include "coordinator/planner/report.h"
 #include "coordinator/planner/search.h"
@@ -94,6 +96,28 @@ TEST(LlamaPlan, ContextParallelRingCarriesOnlyTheKvHeads) {
   }
   ASSERT_GT(bytes[0], 0);
   EXPECT_NEAR(bytes[1] / bytes[0], 16, 1e-9);
+}
+
+TEST(LlamaPlan, AttentionAtTheRanksOwnQueryLength) {
+  // The H100 calibration's FlashAttention-2 rates by length: under context parallelism a rank
+  // folds in blocks of seq / cp rows, priced at that length's (slower) rate.
+  const Cluster cluster = H100Nodes(1);
+  const Calibration cal = LoadShippedCalibration("dgx-h100.calibration.json");
+  const Hardware hw = MakeHardware(cluster, 0, cal, Precision::kBf16, 1);
+  PlanJob job;
+  job.model = Llama(126, 16384, 128, 8, 53248);
+  job.model.max_seq = job.seq = 8192;
+  job.precision = Precision::kBf16;
+  double per_flop[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int cp = i == 0 ? 1 : 8;
+    const Layout L{8, cp, 1, 1, 1, 1, true};
+    const std::vector<GemmShape> g = LayerForwardGemms(job.model, 1, job.seq, 8, cp);
+    const double flops = g[kScores].flops() + g[kContext].flops();
+    per_flop[i] = (LayerCompute(job, hw, L, 1, Recompute::kNone).attn_fwd - hw.op_overhead) / flops;
+  }
+  EXPECT_NEAR(per_flop[0], 1 / 552.2e12, 1e-18);  // 8,192 query rows
+  EXPECT_NEAR(per_flop[1], 1 / 445.7e12, 1e-18);  // 1,024
 }
 
 TEST(LlamaPlan, Llama3_405BOn16384H100s) {
