@@ -65,7 +65,7 @@ echo "by accounting: $(tail -1 "$work/cost"); median over the runs $bound of ste
 
 # 2. Detection latency and false alarms.
 /usr/bin/python3 "$root/tests/integration/detect_trials.py" "$loom" "$work/trials" \
-  "$root/data/tinyshakespeare.txt" --measure-slow \
+  "$root/data/tinyshakespeare.txt" \
   --cases healthy,slow_rank,slow_link,stop,stop_in,healthy > "$work/trials.out" || true
 grep -E "^(healthy|slow|stop)|FAILED" "$work/trials.out" || true
 figures=$(tail -2 "$work/trials.out" | head -1)

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/train_run.h"
 #include "cli/validators.h"
+#include "core/affinity.h"
 #include "core/file_util.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
@@ -58,6 +59,19 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   req.set_local_rank(std::atoi(Env("OMPI_COMM_WORLD_LOCAL_RANK").c_str()));
   LOOM_ASSIGN_OR_RETURN(*client, CoordinatorClient::Register(endpoint, token, req, o.timeout_ms));
   const proto::Plan& plan = (*client)->plan();
+  // This rank's compute on its share of the host's cores (core/affinity.h): this thread trains,
+  // and the compute threads it starts inherit the pinning.
+  std::string cpus;
+  if (plan.core_shares() > 1) {
+    Result<std::vector<int>> pinned = PinToCoreShare(plan.core_share(), plan.core_shares());
+    if (!pinned.ok()) {
+      LOOM_LOG(WARN, COORD) << "computing on any core: " << pinned.status().message();
+    } else if (!pinned->empty()) {
+      cpus = CpuListString(*pinned);
+      LOOM_LOG(DEBUG, COORD) << "core share " << plan.core_share() << " of " << plan.core_shares()
+                             << ": CPUs " << cpus;
+    }
+  }
   LOOM_ASSIGN_OR_RETURN(JobConfig job, ParseJobConfig(plan.job_yaml(), plan.job_path()));
   // What checkpoints record: the job file and the flags the user gave, not the rewrite.
   if (!plan.job_file_text().empty()) job.text = plan.job_file_text();
@@ -74,6 +88,7 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   LOOM_RETURN_IF_ERROR(ApplyOverrides(topt, &job));
   if (*backend) (*client)->AttachTrace(&(*backend)->trace());
   CoordinatorReporter reporter(client->get(), req.rank(), backend->get());
+  reporter.set_cpus(cpus);
   RunHooks hooks;
   if (plan.has_snapshot()) {
     hooks.snapshots = SnapshotSetup{plan.snapshot(), plan.epoch(), nullptr};

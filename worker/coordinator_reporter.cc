@@ -72,6 +72,7 @@ void CoordinatorReporter::AddEvidence(const TraceRead& read, int64_t end_ns, dou
   const int64_t cpu = ThreadCpuNs();
   if (last_cpu_ns_ > 0) ev.set_compute_cpu_ns(cpu - last_cpu_ns_);
   last_cpu_ns_ = cpu;
+  if (!cpus_.empty()) ev.set_cpus(cpus_);
 }
 
 Status CoordinatorReporter::OnFinish(int64_t /*steps*/) {

@@ -30,6 +30,8 @@ class CoordinatorReporter : public StepObserver {
   Status OnFinish(int64_t steps) override;
 
   int64_t last_step() const { return last_step_; }  // the last step reported (0: none)
+  // The CPUs this rank's compute is pinned to ("0-1"), sent with every step's evidence.
+  void set_cpus(std::string cpus) { cpus_ = std::move(cpus); }
 
  private:
   // The step's calls for the anomaly detector (times on the coordinator's clock).
@@ -44,6 +46,7 @@ class CoordinatorReporter : public StepObserver {
   RestoreReport restore_;                            // sent with the first report
   std::set<std::pair<std::string, int>> described_;  // groups whose members were sent
   int64_t last_cpu_ns_ = 0;  // the training thread's CPU time at the previous step's end
+  std::string cpus_;
   // The evidence's cost: time building it on the training thread, its bytes, the steps' time.
   int64_t evidence_ns_ = 0, evidence_bytes_ = 0, step_ns_ = 0, evidence_steps_ = 0;
 };

@@ -78,6 +78,10 @@ Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double
   const size_t i = static_cast<size_t>(req.rank());
   plan.set_node(i < spec_.node.size() ? spec_.node[i] : 0);
   plan.set_device(i < spec_.device.size() ? spec_.device[i] : req.rank());
+  if (i < spec_.core_shares.size() && spec_.core_shares[i] > 1) {
+    plan.set_core_share(spec_.core_share[i]);
+    plan.set_core_shares(spec_.core_shares[i]);
+  }
   plan.set_predicted_step_s(spec_.predicted_step_s);
   plan.set_flops_per_step(spec_.flops_per_step);
   plan.set_peak_flops(spec_.peak_flops);

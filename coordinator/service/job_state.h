@@ -30,6 +30,9 @@ struct JobSpec {
   int64_t steps = 0;
   int64_t tokens_per_step = 0;
   std::vector<int> node, device;  // per world rank (empty: node 0, device = rank)
+  // Per world rank: its node's share of its host's cores, of core_shares (logical nodes of CPU
+  // devices sharing one host split its cores, core/affinity.h); core_shares 0: not split.
+  std::vector<int> core_share, core_shares;
   double predicted_step_s = 0;
   double flops_per_step = 0;  // model FLOPs of one step, all ranks together
   double peak_flops = 0;      // per device

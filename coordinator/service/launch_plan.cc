@@ -1,6 +1,7 @@
 // Layout choice and job rewriting for loom launch / loom coordinator.
 #include "coordinator/service/launch_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -97,6 +98,27 @@ void SetHosts(const Cluster& cluster, LaunchPlan* plan) {
     const Node& n = cluster.nodes[static_cast<size_t>(node)];
     plan->hosts.push_back(n.host.empty() ? n.name : n.host);
     plan->slots.push_back(count);
+  }
+  // Ranks of CPU devices on one host split its cores in (node, device) order, so that a logical
+  // node's ranks are consecutive shares (core/affinity.h).
+  const std::vector<int>& node = plan->spec.node;
+  const std::vector<int>& device = plan->spec.device;
+  std::map<std::string, std::vector<std::pair<std::pair<int, int>, size_t>>> cpu_ranks_of_host;
+  for (size_t r = 0; r < node.size(); ++r) {
+    const Node& n = cluster.nodes[static_cast<size_t>(node[r])];
+    if (!cluster.types[static_cast<size_t>(n.type)].shared_cores) continue;
+    const int dev = r < device.size() ? device[r] : static_cast<int>(r);
+    cpu_ranks_of_host[n.host.empty() ? n.name : n.host].push_back({{node[r], dev}, r});
+  }
+  plan->spec.core_share.assign(node.size(), 0);
+  plan->spec.core_shares.assign(node.size(), 0);
+  for (auto& [host, ranks] : cpu_ranks_of_host) {
+    if (ranks.size() < 2) continue;
+    std::sort(ranks.begin(), ranks.end());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      plan->spec.core_share[ranks[i].second] = static_cast<int>(i);
+      plan->spec.core_shares[ranks[i].second] = static_cast<int>(ranks.size());
+    }
   }
 }
 

@@ -28,7 +28,9 @@ struct LaunchPlan {
   std::vector<int> slots;          // per used node: ranks on it
 };
 
-// Recomputes plan->hosts and plan->slots from plan->spec.node (every rank's node of `cluster`).
+// Recomputes plan->hosts, plan->slots and the cores' shares (spec.core_share, core_shares: the
+// ranks of CPU devices on one host, in node and device order, when they are two or more) from
+// plan->spec.node and device (every rank's node of `cluster` and device on it).
 void SetHosts(const Cluster& cluster, LaunchPlan* plan);
 
 // `job` as parsed (LoadJobConfig) with the command line's `overrides` (applied to it already);

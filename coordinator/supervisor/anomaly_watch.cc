@@ -28,6 +28,7 @@ detect::RankStep EvidenceOf(const proto::StepReport& report, detect::Detector* d
   // On CPU ranks the training thread's CPU time: the wall-clock compute of ranks sharing cores
   // mostly measures the scheduler.
   s.compute_ns = ev.compute_cpu_ns() > 0 ? ev.compute_cpu_ns() : ev.compute_ns();
+  s.cpus = ev.cpus();
   std::vector<std::string> keys;
   for (const proto::TraceGroupRef& g : ev.groups()) {
     keys.push_back(detect::GroupKey(g.name(), g.root()));

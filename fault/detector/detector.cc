@@ -58,6 +58,7 @@ std::string Detector::RankName(int rank) const {
 std::vector<Verdict> Detector::OnStep(const std::vector<RankStep>& step) {
   if (++steps_seen_ <= c_.warmup) return {};
   std::vector<Verdict> out = SlowRanks(step);
+  if (steps_seen_ <= c_.warmup + c_.link_warmup) return out;
   std::vector<Verdict> links = SlowLinks(step);
   out.insert(out.end(), links.begin(), links.end());
   return out;

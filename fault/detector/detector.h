@@ -3,15 +3,18 @@
 // machine or a link:
 //   slow rank  per step, each rank's compute time (the step not blocked on communication)
 //              against the median of the other ranks doing the same work (its peer class, e.g.
-//              its pipeline stage): its straggler score. A rank scoring >= slow_rank_score for
-//              `persist` consecutive steps is slow. (Its peers wait for it, so their compute is
-//              normal and their waits long: the score tells the culprit from the victims.)
+//              its pipeline stage; of those, the ones whose compute is pinned to the same CPUs,
+//              when there are any: ranks sharing cores share what slows them): its straggler
+//              score. A rank scoring >= slow_rank_score for `persist` consecutive steps is slow.
+//              (Its peers wait for it, so their compute is normal and their waits long: the
+//              score tells the culprit from the victims.)
 //   slow link  per step, every send matched with its receive (the k-th send from A to B with a
 //              tag is the k-th receive at B from A with that tag): the transfer time is the
 //              receive's exit minus the later of the two entries, per byte. Per stream (a link's
 //              messages of one size, at least two a step) its floor, the fastest transfer of
 //              the last `link_window` steps (waiting to be scheduled only adds time, so the
-//              minimum is the link's own speed). A link whose floor is slow_link_factor x the
+//              minimum is the link's own speed; after `link_warmup` more steps than the
+//              ranks' warm-up). A link whose floor is slow_link_factor x the
 //              median floor of its class (inside a node, between nodes; same message size) for
 //              `persist` steps is slow; when every
 //              observed link leaving a node (a row of the node matrix) or entering it (a column)
@@ -47,6 +50,10 @@ struct DetectorConfig {
   int persist = 3;      // consecutive steps
   int link_window = 6;  // steps whose fastest transfer is a link's floor
   int warmup = 3;       // the first steps seen (allocation, first touches) are not judged
+  // Links: transfers of this many more steps are left out. The first transfers of a job (or of a
+  // restarted incarnation) are slowed unevenly by connection setup and first touches of its
+  // buffers: measured up to 4x between healthy links on the development VM (docs/FAULTS.md).
+  int link_warmup = 6;
   int64_t min_link_bytes = 16 * 1024;     // smaller transfers measure latency, not the link
   double hang_min_s = 2, hang_steps = 2;  // blocked this long: look for the culprit
   double stale_s = 2;                     // no beat for this long: the rank is not running

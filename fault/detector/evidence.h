@@ -39,6 +39,7 @@ struct RankStep {
   int64_t start_ns = 0, end_ns = 0;  // the step's wall interval (coordinator clock)
   int64_t compute_ns = 0;            // the step's time not blocked waiting on communication
   std::vector<CallEvidence> calls;   // in the order they closed
+  std::string cpus;                  // the CPUs its compute is pinned to ("": not pinned)
 };
 
 // A rank's live state, from its latest beat.

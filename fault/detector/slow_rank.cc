@@ -8,9 +8,13 @@ namespace loom::detect {
 std::vector<Verdict> Detector::SlowRanks(const std::vector<RankStep>& step) {
   const int w = c_.world;
   std::vector<double> compute(static_cast<size_t>(w), -1.0);
+  std::vector<std::string> cpus(static_cast<size_t>(w));
   int64_t at = 0;
   for (const RankStep& r : step) {
-    if (r.rank >= 0 && r.rank < w) compute[r.rank] = static_cast<double>(r.compute_ns);
+    if (r.rank >= 0 && r.rank < w) {
+      compute[r.rank] = static_cast<double>(r.compute_ns);
+      cpus[r.rank] = r.cpus;
+    }
     at = std::max(at, r.step);
   }
   auto cls = [&](int r) {
@@ -19,10 +23,15 @@ std::vector<Verdict> Detector::SlowRanks(const std::vector<RankStep>& step) {
   std::vector<Verdict> out;
   for (int r = 0; r < w; ++r) {
     if (compute[r] < 0) continue;
-    std::vector<double> others;
+    // Peers: the ranks doing the same work; of those, the ones pinned to the same CPUs when there
+    // are any, since a core that the hypervisor or a neighbour slows slows all of its ranks.
+    std::vector<double> others, core_mates;
     for (int q = 0; q < w; ++q) {
-      if (q != r && compute[q] >= 0 && cls(q) == cls(r)) others.push_back(compute[q]);
+      if (q == r || compute[q] < 0 || cls(q) != cls(r)) continue;
+      others.push_back(compute[q]);
+      if (!cpus[r].empty() && cpus[q] == cpus[r]) core_mates.push_back(compute[q]);
     }
+    if (!core_mates.empty()) others.swap(core_mates);
     if (others.empty()) continue;
     const double m = MedianOf(others);
     const double score = m > 0 ? compute[r] / m : 1.0;

@@ -52,8 +52,22 @@ TEST(JobState, PlansCarryCoordinatesAndTheJob) {
     EXPECT_EQ(plan->layout().zero(), 1);
     EXPECT_EQ(plan->job_yaml(), "steps: 10\n");
     EXPECT_EQ(plan->device(), r);
+    EXPECT_EQ(plan->core_shares(), 0);  // not split
   }
   EXPECT_EQ(job.GetProgress().registered, 4);
+}
+
+TEST(JobState, PlansCarryTheNodesShareOfItsHostsCores) {
+  JobSpec spec = Spec();
+  spec.core_share = {0, 0, 1, 1};
+  spec.core_shares = {2, 2, 2, 2};
+  JobState job(spec);
+  for (int r = 0; r < 4; ++r) {
+    auto plan = job.Register(Req(r), 0);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->core_share(), r / 2);
+    EXPECT_EQ(plan->core_shares(), 2);
+  }
 }
 
 TEST(JobState, RegistrationErrorsNameTheField) {

@@ -27,11 +27,16 @@ struct Fault {
   int link_src = -1, link_dst = -1;  // one slow directed link
   int slow_node = -1;                // every link out of this node slow
   double link_factor = 2.0;
+  std::string slow_cpus;  // every rank pinned to these CPUs computes cpu_factor x as long
+  double cpu_factor = 1.4;
 };
 
 class Simulator {
  public:
   Simulator(Topology t, uint64_t seed) : topo_(t), rng_(seed) {}
+
+  // The CPUs each rank's compute is pinned to, reported with its evidence ("": not pinned).
+  void set_cpus(std::vector<std::string> cpus) { cpus_ = std::move(cpus); }
 
   DetectorConfig Config() const {
     DetectorConfig c;
@@ -62,9 +67,12 @@ class Simulator {
       out[r].rank = r;
       out[r].step = step_;
       out[r].start_ns = Ns(t[r]);
+      if (r < static_cast<int>(cpus_.size())) out[r].cpus = cpus_[r];
     }
     auto work = [&](int r, double base) {
-      const double d = base * J() * (r == f.slow_rank ? f.rank_factor : 1.0);
+      const bool slow_core = !f.slow_cpus.empty() && out[r].cpus == f.slow_cpus;
+      const double d =
+          base * J() * (r == f.slow_rank ? f.rank_factor : 1.0) * (slow_core ? f.cpu_factor : 1.0);
       t[r] += d;
       compute[r] += d;
     };
@@ -150,6 +158,7 @@ class Simulator {
   double now_ = 1000;
   int64_t step_ = 0;
   std::map<std::string, uint64_t> seq_[8];
+  std::vector<std::string> cpus_;
 };
 
 }  // namespace loom::detect::testing
