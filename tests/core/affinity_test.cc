@@ -76,6 +76,8 @@ TEST(PinToCoreShare, TheThreadAndThoseItStartsGetTheLastShare) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    unsetenv("SLURM_STEP_ID");  // whatever runs the tests
+    unsetenv("LOOM_PIN_CORES");
     std::atomic<pid_t> tid{0};
     std::atomic<bool> stop{false};
     std::thread early([&] {  // running before the pinning: keeps its CPUs
@@ -116,6 +118,22 @@ TEST(PinToCoreShare, LoomPinCoresZeroLeavesTheThreadAlone) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     setenv("LOOM_PIN_CORES", "0", 1);
+    Result<std::vector<int>> got = PinToCoreShare(0, 2);
+    _exit(!got.ok() || !got->empty() ? 2 : CpusOfThread(0) != *allowed ? 3 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: it pinned, 3: the thread's CPUs changed";
+}
+
+TEST(PinToCoreShare, AnSrunTaskIsLeftToSlurm) {
+  Result<std::vector<int>> allowed = AllowedCpus();
+  ASSERT_TRUE(allowed.ok());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("SLURM_STEP_ID", "0", 1);
     Result<std::vector<int>> got = PinToCoreShare(0, 2);
     _exit(!got.ok() || !got->empty() ? 2 : CpusOfThread(0) != *allowed ? 3 : 0);
   }

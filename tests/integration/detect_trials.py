@@ -101,7 +101,7 @@ def main():
     ap.add_argument("workdir")
     ap.add_argument("data")
     ap.add_argument("--cases", default="healthy,slow_rank,slow_link,stop,stop_in")
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=36)
     a = ap.parse_args()
     loom = os.path.abspath(a.loom)
     os.makedirs(a.workdir, exist_ok=True)

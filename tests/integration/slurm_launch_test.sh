@@ -158,9 +158,10 @@ preempt preempt_launcher launcher
 # ends with the parameters of an uninterrupted run (`loom ckpt diff`: bit for bit).
 batch() {
   # Enough steps that the signal, passed on from the batch shell through loom launch and srun,
-  # arrives before the end: a step takes 4-6 ms here, and the signal has been seen to take up
-  # to 10 s to reach the workers (2,000 steps were not always enough).
-  local steps=6000 template job_id state="" restarts="" stop resumed
+  # arrives before the end: a step takes 3.5-6 ms here, and the signal has been seen to take up
+  # to 20 s to reach the workers (it stopped them after step 5,580 of 6,000 once; 2,000 steps
+  # were not always enough either).
+  local steps=12000 template job_id state="" restarts="" stop resumed
   template=$(cd "$(dirname "$0")/../.." && pwd)/deploy/slurm/loom.sbatch
   sed "s#^steps: .*#steps: $steps\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//" \
     "$dir/job.yaml" > "$dir/batch.yaml"
