@@ -113,13 +113,16 @@ Status WriteFileAtomic(const std::string& path, std::string_view data) {
   return WriteFileAtomicParts(path, &data, 1);
 }
 
-Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count) {
+namespace {
+
+Status WriteAndRename(const std::string& path, const std::string_view* parts, size_t count,
+                      bool sync) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("create '" + tmp + "'", errno);
   Status st;
   for (size_t i = 0; i < count && st.ok(); ++i) st = WriteAll(fd, parts[i], tmp);
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + tmp + "'", errno);
+  if (sync && st.ok() && ::fsync(fd) != 0) st = ErrnoError("fsync '" + tmp + "'", errno);
   if (::close(fd) != 0 && st.ok()) st = ErrnoError("close '" + tmp + "'", errno);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     st = ErrnoError("rename '" + tmp + "' to '" + path + "'", errno);
@@ -128,7 +131,17 @@ Status WriteFileAtomicParts(const std::string& path, const std::string_view* par
     ::unlink(tmp.c_str());
     return st;
   }
-  return FsyncDir(ParentDir(path));
+  return sync ? FsyncDir(ParentDir(path)) : Status::Ok();
+}
+
+}  // namespace
+
+Status WriteFileAtomicParts(const std::string& path, const std::string_view* parts, size_t count) {
+  return WriteAndRename(path, parts, count, /*sync=*/true);
+}
+
+Status WriteFileReplace(const std::string& path, std::string_view data) {
+  return WriteAndRename(path, &data, 1, /*sync=*/false);
 }
 
 Status FsyncDir(const std::string& dir) {

@@ -17,6 +17,11 @@ Result<std::string> ReadFile(const std::string& path);
 // read until memory runs out. Errors name the path and what it is.
 Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes);
 Status WriteFileAtomic(const std::string& path, std::string_view data);
+// As WriteFileAtomic (a reader sees the old file or the whole new one), without flushing it to
+// the disk: for diagnostics that a power failure may lose, written on a path where waiting for a
+// flush would hold up something urgent (a restart: an fsync behind other programs' writeback has
+// taken 27 s here).
+Status WriteFileReplace(const std::string& path, std::string_view data);
 // Writes all of `data` to the open descriptor `fd` (short writes continued, EINTR retried);
 // errors name `path`.
 Status WriteAll(int fd, std::string_view data, const std::string& path);

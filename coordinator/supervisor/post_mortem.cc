@@ -58,7 +58,8 @@ Status WriteJson(const std::string& path, const google::protobuf::Message& m) {
   o.add_whitespace = true;
   const auto st = google::protobuf::util::MessageToJsonString(m, &json, o);
   if (!st.ok()) return Internal(path + ": " + std::string(st.message()));
-  return WriteFileAtomic(path, json);
+  // Not flushed: the launcher writes it between a verdict and the restart (file_util.h).
+  return WriteFileReplace(path, json);
 }
 
 Status ReadJson(const std::string& path, google::protobuf::Message* m) {
