@@ -111,36 +111,31 @@ TEST(PinToCoreShare, TheThreadAndThoseItStartsGetTheLastShare) {
          "moved, 5: one started after not pinned, 6: an already placed thread was moved";
 }
 
-TEST(PinToCoreShare, LoomPinCoresZeroLeavesTheThreadAlone) {
-  Result<std::vector<int>> allowed = AllowedCpus();
-  ASSERT_TRUE(allowed.ok());
-  const pid_t child = fork();  // the environment and the CPUs change in the child only
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    setenv("LOOM_PIN_CORES", "0", 1);
-    Result<std::vector<int>> got = PinToCoreShare(0, 2);
-    _exit(!got.ok() || !got->empty() ? 2 : CpusOfThread(0) != *allowed ? 3 : 0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: it pinned, 3: the thread's CPUs changed";
-}
-
-TEST(PinToCoreShare, AnSrunTaskIsLeftToSlurm) {
+// In a child with `var` set to `value` (the environment and the CPUs change there only),
+// PinToCoreShare(0, 2) must leave the thread alone. The child's exit status: 0 if it did, 2 if it
+// pinned, 3 if the thread's CPUs changed anyway.
+void ExpectLeftAloneWith(const char* var, const char* value) {
   Result<std::vector<int>> allowed = AllowedCpus();
   ASSERT_TRUE(allowed.ok());
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    setenv("SLURM_STEP_ID", "0", 1);
+    setenv(var, value, 1);
     Result<std::vector<int>> got = PinToCoreShare(0, 2);
     _exit(!got.ok() || !got->empty() ? 2 : CpusOfThread(0) != *allowed ? 3 : 0);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: it pinned, 3: the thread's CPUs changed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << var << "=" << value << ": 2: it pinned, 3: CPUs changed";
+}
+
+TEST(PinToCoreShare, LoomPinCoresZeroLeavesTheThreadAlone) {
+  ExpectLeftAloneWith("LOOM_PIN_CORES", "0");
+}
+
+TEST(PinToCoreShare, AnSrunTaskIsLeftToSlurm) {
+  ExpectLeftAloneWith("SLURM_STEP_ID", "0");
 }
 
 TEST(PinToCoreShare, OneShareLeavesTheProcessAlone) {
