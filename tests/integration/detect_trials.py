@@ -73,7 +73,7 @@ spare: [dt4]
 # differ by up to ~3x (a machine's NICs by far less), while the injected fault (each send held for
 # a typical send's time, which this scheduling stretches) shows as 5-25x: the rule runs from 4x
 # (docs/FAULTS.md, "This machine"). The healthy runs only log, so that every false alarm counts.
-DETECT = {"healthy": "action: log, slow_link_factor: 4"}
+DETECT_HEALTHY = "action: log, slow_link_factor: 4"
 DETECT_FAULTS = "action: restart, slow_link_factor: 4"
 
 FAULT_STEP = 8
@@ -107,8 +107,6 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     w = os.path.abspath(a.workdir)
     data = os.path.abspath(a.data)
-    def thresholds(case):
-        return DETECT.get(case, DETECT_FAULTS)
     cluster = os.path.join(w, "cluster.yaml")
     with open(cluster, "w") as f:
         f.write(CLUSTER.format())
@@ -118,7 +116,7 @@ def main():
     shutil.rmtree(ref_dir, ignore_errors=True)
     os.makedirs(ref_dir)
     with open(os.path.join(ref_dir, "job.yaml"), "w") as f:  # (the parameters' reference only)
-        f.write(JOB.format(data=data, steps=a.steps, thresholds=thresholds("healthy")))
+        f.write(JOB.format(data=data, steps=a.steps, thresholds=DETECT_HEALTHY))
     rc, _ = launch(loom, os.path.join(ref_dir, "job.yaml"), cluster,
                    {}, os.path.join(ref_dir, "log"))
     ref_text = open(os.path.join(ref_dir, "log")).read()
@@ -139,7 +137,8 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         with open(os.path.join(d, "job.yaml"), "w") as f:
-            f.write(JOB.format(data=data, steps=a.steps, thresholds=thresholds(case)))
+            detect = DETECT_HEALTHY if case == "healthy" else DETECT_FAULTS
+            f.write(JOB.format(data=data, steps=a.steps, thresholds=detect))
         log = os.path.join(d, "log")
         rc, secs = launch(loom, os.path.join(d, "job.yaml"), cluster, env, log)
         text = open(log).read()
