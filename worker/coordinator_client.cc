@@ -17,6 +17,21 @@ WireDeadline After(int ms) {
   return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
 }
 
+// The most reports one message carries: far below the wire's 16 MiB limit even with a large
+// job's evidence (a few hundred calls per step, ~50 bytes each).
+constexpr size_t kMaxReportsPerMessage = 64;
+
+// Moves up to kMaxReportsPerMessage reports from the front of `queue` into one message.
+proto::Envelope TakeReports(std::deque<proto::StepReport>* queue) {
+  proto::Envelope msg;
+  proto::StepReports& batch = *msg.mutable_step_reports();
+  while (!queue->empty() && static_cast<size_t>(batch.reports_size()) < kMaxReportsPerMessage) {
+    *batch.add_reports() = std::move(queue->front());
+    queue->pop_front();
+  }
+  return msg;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Register(
@@ -135,8 +150,7 @@ void CoordinatorClient::Loop() {
     proto::Envelope msg;
     const bool beat = queue_.empty();
     if (!beat) {
-      *msg.mutable_step_report() = std::move(queue_.front());
-      queue_.pop_front();
+      msg = TakeReports(&queue_);
     } else {
       msg = Beat(last_step_);
       next_beat = std::chrono::steady_clock::now() + period;
@@ -171,11 +185,7 @@ Status CoordinatorClient::Finish(const proto::Done& done) {
     LOOM_RETURN_IF_ERROR(status_);
     rest.swap(queue_);
   }
-  for (proto::StepReport& r : rest) {
-    proto::Envelope msg;
-    *msg.mutable_step_report() = std::move(r);
-    LOOM_RETURN_IF_ERROR(Exchange(std::move(msg)));
-  }
+  while (!rest.empty()) LOOM_RETURN_IF_ERROR(Exchange(TakeReports(&rest)));
   proto::Envelope msg;
   *msg.mutable_done() = done;
   return Exchange(std::move(msg));

@@ -33,7 +33,8 @@ class CoordinatorClient {
   ~CoordinatorClient();  // stops the background thread
 
   const proto::Plan& plan() const { return plan_; }
-  // Queues a step report (sent in order by the background thread).
+  // Queues a step report (sent in order by the background thread, all queued ones in one
+  // message).
   void ReportStep(proto::StepReport report);
   // The first failure talking to the coordinator (OK while all is well).
   Status status() const;

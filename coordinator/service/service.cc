@@ -168,10 +168,15 @@ class Session : public std::enable_shared_from_this<Session> {
     const double now = owner_->Now();
     reply->set_job_token(job.spec().token);
     // After Register a connection speaks for its rank only.
-    const int claimed = msg.body_case() == proto::Envelope::kHeartbeat    ? msg.heartbeat().rank()
-                        : msg.body_case() == proto::Envelope::kStepReport ? msg.step_report().rank()
-                        : msg.body_case() == proto::Envelope::kDone       ? msg.done().rank()
-                                                                          : rank_;
+    int claimed = msg.body_case() == proto::Envelope::kHeartbeat    ? msg.heartbeat().rank()
+                  : msg.body_case() == proto::Envelope::kStepReport ? msg.step_report().rank()
+                  : msg.body_case() == proto::Envelope::kDone       ? msg.done().rank()
+                                                                    : rank_;
+    if (msg.body_case() == proto::Envelope::kStepReports) {
+      for (const proto::StepReport& r : msg.step_reports().reports()) {
+        if (r.rank() != rank_) claimed = r.rank();
+      }
+    }
     if (msg.body_case() != proto::Envelope::kRegister && rank_ < 0) {
       return FailedPrecondition("the first message of a connection must be a register");
     }
@@ -197,12 +202,17 @@ class Session : public std::enable_shared_from_this<Session> {
       case proto::Envelope::kStepReport:
         LOOM_RETURN_IF_ERROR(job.Report(msg.step_report(), now));
         break;
+      case proto::Envelope::kStepReports:
+        for (const proto::StepReport& r : msg.step_reports().reports()) {
+          LOOM_RETURN_IF_ERROR(job.Report(r, now));
+        }
+        break;
       case proto::Envelope::kDone:
         LOOM_RETURN_IF_ERROR(job.Done(msg.done(), now));
         break;
       default:
         return InvalidArgument(
-            "a worker may send register, heartbeat, step_report or done, "
+            "a worker may send register, heartbeat, step_report(s) or done, "
             "not field " +
             std::to_string(msg.body_case()));
     }
