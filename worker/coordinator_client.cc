@@ -131,6 +131,7 @@ proto::Envelope CoordinatorClient::Beat(int64_t last_step) const {
 Status CoordinatorClient::Exchange(proto::Envelope msg, proto::Ack* ack) {
   std::lock_guard<std::mutex> lock(io_mu_);
   msg.set_job_token(token_);
+  msg.set_sent_ns(NowNs() + offset_ns_.load());
   const std::string peer = "coordinator " + endpoint_;
   LOOM_RETURN_IF_ERROR(SendMessage(fd_, msg, After(timeout_ms_), peer));
   LOOM_ASSIGN_OR_RETURN(proto::Envelope reply, RecvMessage(fd_, After(timeout_ms_), peer));

@@ -90,6 +90,13 @@ Result<proto::Plan> JobState::Register(const proto::RegisterRequest& req, double
   return plan;
 }
 
+void JobState::Spoke(int rank, double sent_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return;
+  RankStatus& r = ranks_[static_cast<size_t>(rank)];
+  r.last_sent = std::max(r.last_sent, sent_s);
+}
+
 Status JobState::Heartbeat(const proto::Heartbeat& hb, double now) {
   LOOM_RETURN_IF_ERROR(CheckRank(hb.rank(), "heartbeat"));
   std::lock_guard<std::mutex> lock(mu_);

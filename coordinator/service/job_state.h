@@ -47,6 +47,8 @@ struct RankStatus {
   std::string host;
   int pid = 0;
   double last_contact = 0;  // seconds, the caller's clock
+  // When it sent its latest message, on the same clock by its own estimate (-1: not known).
+  double last_sent = -1;
   int64_t step = 0;         // last step this rank said it completed (reports or heartbeats)
   int64_t reported = 0;     // last step it sent a report for
   bool done = false, ok = false;
@@ -107,6 +109,8 @@ class JobState {
   Status Heartbeat(const proto::Heartbeat& hb, double now);
   Status Report(const proto::StepReport& report, double now);
   Status Done(const proto::Done& done, double now);
+  // A message from registered rank `rank` was sent at `sent_s` (the caller's clock).
+  void Spoke(int rank, double sent_s);
 
   Progress GetProgress() const;
   std::vector<RankStatus> Ranks() const;

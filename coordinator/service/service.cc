@@ -187,6 +187,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return InvalidArgument("field 'rank': this connection registered rank " +
                              std::to_string(rank_) + ", not " + std::to_string(claimed));
     }
+    if (rank_ >= 0 && msg.sent_ns() > 0) job.Spoke(rank_, static_cast<double>(msg.sent_ns()) / 1e9);
     switch (msg.body_case()) {
       case proto::Envelope::kRegister: {
         LOOM_ASSIGN_OR_RETURN(*reply->mutable_plan(), job.Register(msg.register_(), now));

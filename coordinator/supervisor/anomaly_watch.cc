@@ -102,6 +102,7 @@ std::vector<detect::Verdict> AnomalyWatch::Observe(const JobState& job, double n
     // Any message is a sign of life (a rank busy with fast steps reports before it beats).
     if (r < static_cast<int>(ranks.size()) && ranks[r].registered) {
       beats.back().received_s = std::max(beats.back().received_s, ranks[r].last_contact);
+      beats.back().sent_s = ranks[r].last_sent;
     }
   }
   if (std::optional<detect::Verdict> h = detector_.OnBeats(beats, now, median_step_s())) {

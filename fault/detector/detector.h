@@ -22,7 +22,9 @@
 //   hang       live, from the beats: a rank blocked on a call for longer than the hang limit
 //              (max(hang_min_s, hang_steps x the median step)) waits for the members that have
 //              not issued that call; the wait-for chain is followed to its end: a rank that
-//              stopped sending beats (stale_s: stopped, or its machine gone), one computing
+//              stopped sending beats (stale_s, by when its latest message was sent, against the
+//              other ranks': stopped, or its machine gone; nothing is judged while the
+//              coordinator has read nothing for stale_s), one computing
 //              (hung in compute, after compute_hang_s), or a call every member is inside with
 //              one of them stale (stopped inside it), else stuck in communication.
 // Alarms are edge-triggered: a verdict once per onset (the state must clear, below the release

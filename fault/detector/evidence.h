@@ -46,6 +46,9 @@ struct RankStep {
 struct Beat {
   int rank = 0;
   double received_s = -1;      // when the coordinator received it (its clock); < 0: never
+  // When the rank sent its latest message (coordinator clock, by the rank's offset estimate;
+  // < 0: not known): a coordinator short of CPU time may read it seconds later.
+  double sent_s = -1;
   int64_t step = 0;            // last completed step
   bool io = false;             // in checkpoint or snapshot I/O: long pauses are expected
   bool blocked = false;        // its caller waits on a call

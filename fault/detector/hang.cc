@@ -46,7 +46,23 @@ std::optional<Verdict> Detector::OnBeats(const std::vector<Beat>& beats, double 
                                          double step_s) {
   const double limit = std::max(c_.hang_min_s, c_.hang_steps * step_s);
   auto heard = [&](const Beat& b) { return b.received_s >= 0; };
-  auto stale = [&](const Beat& b) { return heard(b) && now - b.received_s > c_.stale_s; };
+  // When a rank last spoke: when it sent its latest message, else when that was read.
+  auto spoke = [](const Beat& b) { return b.sent_s >= 0 ? b.sent_s : b.received_s; };
+  double last_read = -1, last_spoke = -1;
+  for (const Beat& b : beats) {
+    if (!heard(b)) continue;
+    last_read = std::max(last_read, b.received_s);
+    last_spoke = std::max(last_spoke, spoke(b));
+  }
+  // Nothing read for stale_s: the coordinator is what was held up, not every rank at once.
+  if (last_read < 0 || now - last_read > c_.stale_s) return std::nullopt;
+  // Silent: not read for stale_s, and its latest message sent stale_s before another rank's. A
+  // coordinator short of CPU time (measured under srun beside busy ranks on the 2-vCPU VM) reads
+  // the ranks' messages seconds late and one by one: by when they were read alone, a healthy
+  // rank whose message it had yet to read was named hung ("no beat for 2-9 s").
+  auto stale = [&](const Beat& b) {
+    return heard(b) && now - b.received_s > c_.stale_s && last_spoke - spoke(b) > c_.stale_s;
+  };
   // The longest-blocked rank that is itself alive.
   const Beat* waiter = nullptr;
   for (const Beat& b : beats) {

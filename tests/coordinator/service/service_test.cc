@@ -107,6 +107,12 @@ TEST_F(Service, WorkersRegisterReportAndFinish) {
   EXPECT_EQ(p.done, 2);
   EXPECT_EQ(p.failed, 0);
   EXPECT_GT(service_->stats().messages, 8);  // registers, reports, heartbeats, dones
+  // Every message after the register carries when it was sent, on the coordinator's clock.
+  const double now = service_->Now();
+  for (const RankStatus& r : job_.Ranks()) {
+    EXPECT_GT(r.last_sent, now - 5);
+    EXPECT_LE(r.last_sent, now + 0.01);  // the offset's error is half a loopback round trip
+  }
 }
 
 TEST_F(Service, GarbageIsRefusedAndTheJobGoesOn) {

@@ -288,5 +288,44 @@ TEST(DetectorTest, NoHangWhileWaitsAreShortOrAnyRankIsInCheckpointIo) {
   }
 }
 
+// A coordinator short of CPU time reads the ranks' messages seconds late, one by one: every rank
+// sent its latest message around t0, and the coordinator has read the waiting ranks' just now
+// but the culprit's 2.3 s ago. By when messages were read alone, that is a rank silent for 2.3 s
+// that the others wait for (the false verdict seen live); by when they were sent, nobody is
+// silent. A rank that really stopped at t0, while the others kept speaking, is still named, and
+// while the coordinator has read nothing for stale_s nobody is.
+TEST(DetectorTest, ACoordinatorReadingLateBlamesNoRank) {
+  Simulator sim(Topology::kPipeline, 1);
+  std::uniform_real_distribution<double> u(0, 1);
+  int named_before = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const int culprit = static_cast<int>(seed % 8);
+    const double t0 = 500, now = t0 + 3.0, step_s = 0.05;
+    std::vector<Beat> beats = HangBeats(HangMode::kStoppedBefore, culprit, t0, now, &rng);
+    for (Beat& b : beats) b.sent_s = t0 - 0.2 * u(rng);
+    beats[culprit].received_s = now - 2.3;
+    std::vector<Beat> unsent = beats;  // what the old rule saw: receipt times only
+    for (Beat& b : unsent) b.sent_s = -1;
+    Detector before = Make(sim);
+    if (before.OnBeats(unsent, now, step_s)) ++named_before;  // shows the test can fail
+    Detector d = Make(sim);
+    std::optional<Verdict> v = d.OnBeats(beats, now, step_s);
+    EXPECT_FALSE(v) << "seed " << seed << ": " << v->line;
+    // Nothing read for stale_s: nobody named, whatever the beats say.
+    std::vector<Beat> unread = beats;
+    for (Beat& b : unread) b.received_s = now - 2.5 - 0.2 * u(rng);
+    EXPECT_FALSE(d.OnBeats(unread, now, step_s));
+    // A real stop at t0: the others kept sending.
+    for (Beat& b : beats) b.sent_s = now - 0.1 - 0.1 * u(rng);
+    beats[culprit].sent_s = t0 - 0.1 * u(rng);
+    v = d.OnBeats(beats, now, step_s);
+    ASSERT_TRUE(v) << "seed " << seed;
+    EXPECT_EQ(v->rank, culprit);
+    EXPECT_TRUE(v->stopped);
+  }
+  EXPECT_EQ(named_before, 200);
+}
+
 }  // namespace
 }  // namespace loom::detect
