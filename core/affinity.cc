@@ -38,9 +38,6 @@ Result<std::vector<int>> AllowedCpus() {
 
 Result<std::vector<int>> PinToCoreShare(int share, int shares) {
   if (shares < 2 || TunableOr(kPinCoresTunable) == 0) return std::vector<int>{};
-  // srun's tasks are Slurm's to place (--cpu-bind, its task plugin). Pinned by us beside an
-  // unbound batch step, the launcher's view of a 3 ms/step job fell 20 s behind on this machine.
-  if (std::getenv("SLURM_STEP_ID") != nullptr) return std::vector<int>{};
   LOOM_ASSIGN_OR_RETURN(std::vector<int> allowed, AllowedCpus());
   if (static_cast<long>(allowed.size()) < ::sysconf(_SC_NPROCESSORS_ONLN)) {
     return std::vector<int>{};  // placed by someone else: theirs to decide

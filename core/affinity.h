@@ -30,9 +30,11 @@ Result<std::vector<int>> AllowedCpus();
 // of the host's CPUs; threads already running (communication progress, the coordinator client)
 // keep running on any core, as they would on a machine with idle cores: a receive is noticed when
 // its progress thread gets a core, and pinned behind three busy ranks it waits for their time
-// slices. Left alone (returns an empty list) when shares < 2, with LOOM_PIN_CORES=0, in a task of
-// srun (SLURM_STEP_ID set: Slurm places its tasks), or when the thread may not run on every online
-// CPU: someone (mpirun --bind-to, taskset) has placed it already. Returns the CPUs it now runs on.
+// slices. Left alone (returns an empty list) when shares < 2, with LOOM_PIN_CORES=0, or when the
+// thread may not run on every online CPU: someone (mpirun --bind-to, Slurm's --cpu-bind or task
+// plugin, taskset) has placed it already. srun's tasks that Slurm did not bind are pinned as
+// mpirun's are (unpinned, the Slurm trial's healthy ranks drew 2-6 false slow-rank lines a run).
+// Returns the CPUs it now runs on.
 Result<std::vector<int>> PinToCoreShare(int share, int shares);
 
 // "0-3,6" for people.

@@ -66,7 +66,8 @@ std::vector<int> CpusOfThread(pid_t tid) {
 }
 
 // In a child process, so this one keeps its CPUs. The child's exit status says what went wrong.
-TEST(PinToCoreShare, TheThreadAndThoseItStartsGetTheLastShare) {
+// `srun_task`: as a task of srun that Slurm did not bind (task/none: every CPU allowed).
+void ExpectLastSharePinned(bool srun_task) {
   Result<std::vector<int>> allowed = AllowedCpus();
   ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
   const bool whole_host = static_cast<long>(allowed->size()) == sysconf(_SC_NPROCESSORS_ONLN);
@@ -76,7 +77,11 @@ TEST(PinToCoreShare, TheThreadAndThoseItStartsGetTheLastShare) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    unsetenv("SLURM_STEP_ID");  // whatever runs the tests
+    if (srun_task) {
+      setenv("SLURM_STEP_ID", "0", 1);
+    } else {
+      unsetenv("SLURM_STEP_ID");  // whatever runs the tests
+    }
     unsetenv("LOOM_PIN_CORES");
     std::atomic<pid_t> tid{0};
     std::atomic<bool> stop{false};
@@ -111,6 +116,16 @@ TEST(PinToCoreShare, TheThreadAndThoseItStartsGetTheLastShare) {
          "moved, 5: one started after not pinned, 6: an already placed thread was moved";
 }
 
+TEST(PinToCoreShare, TheThreadAndThoseItStartsGetTheLastShare) {
+  ExpectLastSharePinned(/*srun_task=*/false);
+}
+
+// Unbound by Slurm, srun's tasks are split as mpirun's are; bound (--cpu-bind, task/affinity),
+// their CPUs are narrower than the host's and they are left alone (checked above: code 6).
+TEST(PinToCoreShare, AnSrunTaskSlurmDidNotBindIsPinned) {
+  ExpectLastSharePinned(/*srun_task=*/true);
+}
+
 // In a child with `var` set to `value` (the environment and the CPUs change there only),
 // PinToCoreShare(0, 2) must leave the thread alone. The child's exit status: 0 if it did, 2 if it
 // pinned, 3 if the thread's CPUs changed anyway.
@@ -132,10 +147,6 @@ void ExpectLeftAloneWith(const char* var, const char* value) {
 
 TEST(PinToCoreShare, LoomPinCoresZeroLeavesTheThreadAlone) {
   ExpectLeftAloneWith("LOOM_PIN_CORES", "0");
-}
-
-TEST(PinToCoreShare, AnSrunTaskIsLeftToSlurm) {
-  ExpectLeftAloneWith("SLURM_STEP_ID", "0");
 }
 
 TEST(PinToCoreShare, OneShareLeavesTheProcessAlone) {
