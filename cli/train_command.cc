@@ -90,7 +90,8 @@ void AddTrainCommand(CLI::App& app, int* exit_code) {
     int stopped_by = 0;
     Status st = RunCatching([&] { return RunTrain(*opt, &backend, &stopped_by); });
     if (!st.ok()) {
-      *exit_code = ReportError("train", st);
+      // Before the ranks met (no backend yet), every rank fails alike on a bad job file.
+      *exit_code = backend ? ReportError("train", st) : ReportStartupError("train", st);
       AbortAfterGrace(backend.get(), *exit_code);
       return;
     }

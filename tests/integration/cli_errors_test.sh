@@ -88,4 +88,19 @@ expect 0 "the LR decay ends at step 3 (the job file's steps; --steps does not mo
   -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 5
 expect 1 "--steps: the checkpoint is at step 5, past the job's 2 steps" \
   -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 2
+# Under plain mpirun a bad job file fails every rank alike: one line says it (rank 0's), not one
+# per rank; an error of one rank's own is said by that rank, named.
+mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun --oversubscribe)
+out=$("${mpi[@]}" -np 4 "$loom" train --config "$dir/typo.yaml" 2>&1)
+if [[ $? -eq 0 || $(grep -c "error:" <<<"$out") -ne 1 ]] || ! grep -q "^loom train: error: .*field 'model.layers': missing" <<<"$out"; then
+  echo "FAIL: 4 ranks on a bad job file: expected one error line: $out"; fail=1
+else
+  echo "ok: mpirun -np 4 on a bad job file -> one line"
+fi
+out=$("${mpi[@]}" -np 1 "$loom" train --config "$dir/good.yaml" : -np 1 "$loom" train --config "$dir/typo.yaml" 2>&1)
+if [[ $? -eq 0 || $(grep -c "error:" <<<"$out") -ne 1 ]] || ! grep -q "^loom train: error: rank 1: .*field 'model.layers': missing" <<<"$out"; then
+  echo "FAIL: rank 1 alone on a bad job file: expected one error line naming rank 1: $out"; fail=1
+else
+  echo "ok: rank 1 alone on a bad job file -> one line naming it"
+fi
 exit $fail
