@@ -44,10 +44,13 @@ void AddJobOverrideOptions(CLI::App* cmd, JobOverrides* opt);
 // Prints an error for the user: the message without the source-location trail (kept with
 // LOOM_LOG_LEVEL=DEBUG).
 int ReportError(const std::string& command, const Status& status);
-// The same for an error before the ranks of a multi-process launch (mpirun, srun: their
-// OMPI_COMM_WORLD_*, PMIX_RANK or SLURM_PROCID/SLURM_NTASKS) have met: a bad job file fails every
-// rank alike, so rank 0 says it and the others wait kStartupErrorGraceMs first (the launcher stops
-// them once rank 0 has exited with it), then say it naming their rank (an error of their own).
+// The rank this process's launcher gave it (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or
+// SLURM_PROCID), for before MPI says; -1 when none did.
+int LauncherRank();
+// ReportError for an error before the ranks of a multi-process launch have met: a bad job file
+// fails every rank alike, so rank 0 says it and the others wait kStartupErrorGraceMs first (the
+// launcher stops them once rank 0 has exited with it), then say it naming their rank (an error of
+// their own).
 int ReportStartupError(const std::string& command, const Status& status);
 inline constexpr int kStartupErrorGraceMs = 3000;
 

@@ -6,13 +6,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "checkpoint/export.h"
+#include "cli/commands.h"
 #include "core/interrupt.h"
 #include "core/signals.h"
 #include "worker/checkpointer.h"
@@ -31,12 +31,7 @@ void SetInterruptRank(int rank) {
 void WatchInterrupts(const JobConfig& job) {
   if (job.checkpoint.dir.empty()) return;  // nothing to name: the default actions as they are
   // Until MPI says: the launcher's word (a signal while MPI starts prints from rank 0 only).
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
-      g_rank.store(std::atoi(v));
-      break;
-    }
-  }
+  if (const int rank = LauncherRank(); rank >= 0) g_rank.store(rank);
   // (The job's checkpoint.signal saves and stops instead.)
   std::vector<int> handled = InstallInterruptHandlers(job.checkpoint.stop_signal);
   if (handled.empty()) return;  // all ignored from the start (nohup)

@@ -49,8 +49,8 @@ struct RankStatus {
   double last_contact = 0;  // seconds, the caller's clock
   // When it sent its latest message, on the same clock by its own estimate (-1: not known).
   double last_sent = -1;
-  int64_t step = 0;         // last step this rank said it completed (reports or heartbeats)
-  int64_t reported = 0;     // last step it sent a report for
+  int64_t step = 0;      // last step this rank said it completed (reports or heartbeats)
+  int64_t reported = 0;  // last step it sent a report for
   bool done = false, ok = false;
   int stopped_by = 0;  // the signal it stopped on after saving step `step` (checkpoint.signal)
   bool checkpoint_io = false;  // its latest heartbeat said it was loading or saving a checkpoint

@@ -3,6 +3,7 @@
 
 #include <boost/asio.hpp>
 #include <mutex>
+#include <vector>
 
 #include "control/wire.h"
 #include "core/logging.h"
@@ -168,14 +169,15 @@ class Session : public std::enable_shared_from_this<Session> {
     const double now = owner_->Now();
     reply->set_job_token(job.spec().token);
     // After Register a connection speaks for its rank only.
-    int claimed = msg.body_case() == proto::Envelope::kHeartbeat    ? msg.heartbeat().rank()
-                  : msg.body_case() == proto::Envelope::kStepReport ? msg.step_report().rank()
-                  : msg.body_case() == proto::Envelope::kDone       ? msg.done().rank()
-                                                                    : rank_;
-    if (msg.body_case() == proto::Envelope::kStepReports) {
-      for (const proto::StepReport& r : msg.step_reports().reports()) {
-        if (r.rank() != rank_) claimed = r.rank();
-      }
+    // A lone report (step_report) or a worker's queued ones (step_reports), oldest first.
+    std::vector<const proto::StepReport*> reports;
+    if (msg.body_case() == proto::Envelope::kStepReport) reports.push_back(&msg.step_report());
+    for (const proto::StepReport& r : msg.step_reports().reports()) reports.push_back(&r);
+    int claimed = msg.body_case() == proto::Envelope::kHeartbeat ? msg.heartbeat().rank()
+                  : msg.body_case() == proto::Envelope::kDone    ? msg.done().rank()
+                                                                 : rank_;
+    for (const proto::StepReport* r : reports) {
+      if (r->rank() != rank_) claimed = r->rank();
     }
     if (msg.body_case() != proto::Envelope::kRegister && rank_ < 0) {
       return FailedPrecondition("the first message of a connection must be a register");
@@ -201,12 +203,8 @@ class Session : public std::enable_shared_from_this<Session> {
         LOOM_RETURN_IF_ERROR(job.Heartbeat(msg.heartbeat(), now));
         break;
       case proto::Envelope::kStepReport:
-        LOOM_RETURN_IF_ERROR(job.Report(msg.step_report(), now));
-        break;
       case proto::Envelope::kStepReports:
-        for (const proto::StepReport& r : msg.step_reports().reports()) {
-          LOOM_RETURN_IF_ERROR(job.Report(r, now));
-        }
+        for (const proto::StepReport* r : reports) LOOM_RETURN_IF_ERROR(job.Report(*r, now));
         break;
       case proto::Envelope::kDone:
         LOOM_RETURN_IF_ERROR(job.Done(msg.done(), now));

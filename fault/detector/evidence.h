@@ -45,7 +45,7 @@ struct RankStep {
 // A rank's live state, from its latest beat.
 struct Beat {
   int rank = 0;
-  double received_s = -1;      // when the coordinator received it (its clock); < 0: never
+  double received_s = -1;  // when the coordinator received it (its clock); < 0: never
   // When the rank sent its latest message (coordinator clock, by the rank's offset estimate;
   // < 0: not known): a coordinator short of CPU time may read it seconds later.
   double sent_s = -1;
