@@ -302,7 +302,8 @@ struct DirFile {
 }  // namespace
 
 Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::string& out_dir,
-                                          DType dtype, uint64_t max_shard_bytes) {
+                                          DType dtype, uint64_t max_shard_bytes,
+                                          const HfExtras& extras) {
   std::error_code ec;
   const bool existed = fs::exists(out_dir, ec);
   if (existed && !fs::is_directory(out_dir, ec)) {
@@ -317,6 +318,20 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
   const std::string config_text = model.llama() ? HuggingFaceLlamaConfigJson(model, dtype)
                                                 : Gpt2ConfigJson(meta.model(), dtype);
   const std::vector<OutTensor> tensors = OutTensors(model, /*hf=*/true);
+  if (extras.byte_tokenizer && model.vocab < kByteVocab) {
+    return InvalidArgument("the byte-level tokenizer has " + std::to_string(kByteVocab) +
+                           " tokens; the model's vocabulary (" + dir + ") has " +
+                           std::to_string(model.vocab));
+  }
+  // Beside the weights: name and text, renamed after them and before config.json.
+  std::vector<std::pair<std::string, std::string>> extra_files;
+  GenerationDefaults generation = extras.generation;
+  if (generation.max_length <= 0) generation.max_length = model.max_seq;
+  extra_files.emplace_back("generation_config.json", GenerationConfigJson(generation));
+  if (extras.byte_tokenizer) {
+    extra_files.emplace_back("tokenizer.json", ByteTokenizerJson());
+    extra_files.emplace_back("tokenizer_config.json", ByteTokenizerConfigJson(model.max_seq));
+  }
 
   // The shards, save_pretrained's way; one is model.safetensors, without an index.
   std::vector<uint64_t> bytes;
@@ -328,11 +343,14 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
     const std::string path = ThroughLinks(JoinPath(out_dir, name));
     return DirFile{name, path, TempName(path)};
   };
-  std::vector<DirFile> files;  // the weights, the index if sharded, config.json: renamed in order
+  // The weights, the index if sharded, the extras, config.json: renamed in this order.
+  std::vector<DirFile> files;
   for (size_t s = 0; s < shards; ++s) {
     files.push_back(file(shards == 1 ? kHfSingleFile : ShardFileName(s, shards)));
   }
   if (shards > 1) files.push_back(file(kHfIndexFile));
+  const size_t first_extra = files.size();
+  for (const auto& [name, text] : extra_files) files.push_back(file(name));
   files.push_back(file("config.json"));
   for (const DirFile& f : files) {
     LOOM_RETURN_IF_ERROR(CheckOutputFile(f.path, "", "--hf-dir"));
@@ -346,6 +364,9 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
   const nlohmann::ordered_json metadata = HeaderMetadata(meta, dir, /*hf=*/true, dtype);
   // config.json first, as before the weights existed the directory had its old pair.
   Status st = WriteFileAtomic(files.back().tmp, config_text);
+  for (size_t i = 0; i < extra_files.size() && st.ok(); ++i) {
+    st = WriteFileAtomic(files[first_extra + i].tmp, extra_files[i].second);
+  }
   std::map<std::string, std::string> weight_map;
   for (size_t s = 0; s < shards && st.ok(); ++s) {
     st = writer.WriteFile(tensors, first[s], first[s + 1], metadata, files[s].path, files[s].tmp,
@@ -386,6 +407,7 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
   dirs.insert(out_dir);
   for (const std::string& d : dirs) LOOM_RETURN_IF_ERROR(FsyncDir(d));
   result.dir = dir;
+  result.tokenizer = extras.byte_tokenizer;
   return result;
 }
 
@@ -414,7 +436,8 @@ void RemoveExportLeftovers(const std::string& path) {
     sweep(target, [](const std::string& base) {
       // WriteFileAtomic's own temporary of a temporary: config.json.tmp.<pid>.tmp.<pid>
       const std::string b = base.substr(0, base.find(".tmp."));
-      return b == "config.json" || IsHfWeightsFileName(b);
+      return b == "config.json" || b == "generation_config.json" || b == "tokenizer.json" ||
+             b == "tokenizer_config.json" || IsHfWeightsFileName(b);
     });
   }
 }

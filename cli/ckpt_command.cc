@@ -5,7 +5,9 @@
 //   loom ckpt reshard DIR --to tp=2,pp=4,dp=2,zero=3 OUT
 //   loom ckpt export DIR --safetensors model.safetensors [--names hf|loom] [--dtype f32|bf16|f16]
 //   loom ckpt export DIR --hf-dir OUT [--dtype f32|bf16|f16] [--max-shard-size 5GB]
-//                                               model.safetensors (or shards + index), config.json
+//                    [--tokenizer auto|byte|none]
+//                    model.safetensors (or shards + index), config.json, generation_config.json,
+//                    the byte-level tokenizer (tokenizer.json, tokenizer_config.json)
 //   loom ckpt import FILE.safetensors|HF_DIR OUT [--heads N]   GPT-2 or Llama weights
 //   loom ckpt diff A B [--rtol R] [--atol T] [--weights-only] [--all]   any two layouts
 // DIR is a step directory or a checkpoint root (its newest checkpoint).
@@ -27,12 +29,15 @@
 #include "core/logging.h"
 #include "core/memory.h"
 #include "core/threads.h"
+#include "job/job_config.h"
+#include "worker/final_export.h"
 
 namespace loom {
 namespace {
 
 struct CkptOptions {
-  std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32", max_shard_size;
+  std::string dir, out, to, safetensors, hf_dir, names = "hf", dtype = "f32", max_shard_size,
+                                                 tokenizer = "auto";
   int64_t heads = 0;
   bool all = false, weights_only = false, job = false;
   double rtol = 0, atol = 0;
@@ -140,6 +145,26 @@ const char* HfClass(ModelFamily f) {
   return f == ModelFamily::kLlama ? "LlamaForCausalLM" : "GPT2LMHeadModel";
 }
 
+// --tokenizer: auto follows the job the checkpoint recorded (worker/final_export.h).
+Result<HfExtras> ExportExtras(const CkptOptions& o) {
+  if (o.tokenizer != "auto" && o.tokenizer != "byte" && o.tokenizer != "none") {
+    return InvalidArgument("--tokenizer: expected 'auto', 'byte' or 'none', got '" + o.tokenizer +
+                           "'");
+  }
+  LOOM_ASSIGN_OR_RETURN(std::string dir, ResolveCheckpointDir(o.dir));
+  LOOM_ASSIGN_OR_RETURN(const proto::CheckpointMetadata m, ReadMetadata(dir));
+  std::optional<JobConfig> job;
+  const proto::Provenance& p = m.provenance();
+  if (!p.job_yaml().empty()) {
+    // Read for its data source and sampling only: a job whose files have moved since still says.
+    Result<JobConfig> j = ParseJobConfig(p.job_yaml(), p.job_path(), JobUse::kPlan);
+    if (j.ok()) job = std::move(*j);
+  }
+  HfExtras e = HfExtrasFor(job ? &*job : nullptr, m.model().vocab());
+  if (o.tokenizer != "auto") e.byte_tokenizer = o.tokenizer == "byte";
+  return e;
+}
+
 Status RunExport(const CkptOptions& o) {
   ExportNames names;
   if (o.names == "hf") {
@@ -156,6 +181,9 @@ Status RunExport(const CkptOptions& o) {
   if (!o.max_shard_size.empty() && o.hf_dir.empty()) {
     return InvalidArgument("--max-shard-size: only with --hf-dir (--safetensors is one file)");
   }
+  if (o.tokenizer != "auto" && o.hf_dir.empty()) {
+    return InvalidArgument("--tokenizer: only with --hf-dir (--safetensors holds weights only)");
+  }
   InstallInterruptHandlers();  // an interrupted export removes its partial files
   if (!o.hf_dir.empty()) {
     if (names != ExportNames::kHuggingFace) {
@@ -165,17 +193,23 @@ Status RunExport(const CkptOptions& o) {
     if (!o.max_shard_size.empty()) {
       LOOM_ASSIGN_OR_RETURN(max_shard, ParseByteSize(o.max_shard_size, "--max-shard-size"));
     }
-    LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportHuggingFaceDir(o.dir, o.hf_dir, dtype, max_shard));
+    LOOM_ASSIGN_OR_RETURN(HfExtras extras, ExportExtras(o));
+    LOOM_ASSIGN_OR_RETURN(ExportResult r,
+                          ExportHuggingFaceDir(o.dir, o.hf_dir, dtype, max_shard, extras));
     const std::string weights = r.files.size() == 1
                                     ? JoinPath(o.hf_dir, r.files[0])
                                     : JoinPath(o.hf_dir, r.files.front()) + " ... " +
                                           r.files.back() + " (" + std::to_string(r.files.size()) +
                                           " shards), " + kHfIndexFile;
     std::printf(
-        "wrote %s and config.json from %s: %d tensors, %.2f MiB (%s); load it "
-        "with %s.from_pretrained\n",
+        "wrote %s and config.json from %s: %d tensors, %.2f MiB (%s); load it with "
+        "%s.from_pretrained\n",
         weights.c_str(), r.dir.c_str(), r.tensors, static_cast<double>(r.bytes) / (1 << 20),
         DTypeName(dtype), HfClass(r.family));
+    std::printf("  and generation_config.json%s\n",
+                r.tokenizer ? "; tokenizer.json and tokenizer_config.json: the byte-level "
+                              "tokenizer (256 tokens), for AutoTokenizer.from_pretrained"
+                            : " (no tokenizer: --tokenizer byte writes Loom's byte-level one)");
     return Status::Ok();
   }
   LOOM_ASSIGN_OR_RETURN(ExportResult r, ExportSafetensors(o.dir, o.safetensors, names, dtype));
@@ -349,6 +383,10 @@ void AddCkptCommand(CLI::App& app, int* exit_code) {
                   "With --hf-dir: the largest shard, as save_pretrained's max_shard_size (bytes, "
                   "or 5GB, 200MiB, ...; default 5GB); larger weights are written as "
                   "model-0000i-of-0000n.safetensors shards with an index");
+  exp->add_option("--tokenizer", o->tokenizer,
+                  "With --hf-dir: byte: write the byte-level tokenizer Loom trains with "
+                  "(tokenizer.json, tokenizer_config.json); none: no tokenizer; auto (default): "
+                  "byte when the run read text or the vocabulary is 256 tokens");
   exp->add_option("--names", o->names,
                   "hf: Hugging Face names and layouts of the model's family, GPT-2 or Llama "
                   "(default); loom: Loom's");

@@ -20,6 +20,17 @@ bool ExportsOneFile(const CheckpointConfig& c) {
 
 }  // namespace
 
+HfExtras HfExtrasFor(const JobConfig* job, int64_t vocab) {
+  HfExtras e;
+  e.byte_tokenizer =
+      vocab == kByteVocab || (job != nullptr && !job->data.text.empty() && vocab >= kByteVocab);
+  if (job != nullptr) {
+    e.generation.temperature = job->sample.temperature;
+    e.generation.top_k = job->sample.top_k;
+  }
+  return e;
+}
+
 Status CheckExportDestination(const JobConfig& job) {
   const CheckpointConfig& c = job.checkpoint;
   const std::string field = job.path + ": field 'checkpoint.export'";
@@ -48,12 +59,14 @@ Status ExportFinalWeights(const JobConfig& job, int64_t step) {
   Result<ExportResult> r =
       !dtype.ok() ? Result<ExportResult>(dtype.status())
       : file      ? ExportSafetensors(src, c.export_path, ExportNames::kHuggingFace, *dtype)
-                  : ExportHuggingFaceDir(src, c.export_path, *dtype);
+                  : ExportHuggingFaceDir(src, c.export_path, *dtype, kDefaultMaxShardBytes,
+                                         HfExtrasFor(&job, job.model.vocab));
   if (r.ok()) {
     LOOM_LOG(INFO, CKPT) << "exported " << src << " to " << c.export_path << " ("
                          << (file ? "" : "a Hugging Face model directory, ") << r->tensors
                          << " tensors, " << c.export_dtype << ", Hugging Face "
-                         << (r->family == ModelFamily::kLlama ? "Llama" : "GPT-2") << " names)";
+                         << (r->family == ModelFamily::kLlama ? "Llama" : "GPT-2") << " names"
+                         << (r->tokenizer ? ", the byte-level tokenizer)" : ")");
   }
   return r.status().WithContext(job.path + ": field 'checkpoint.export'");
 }

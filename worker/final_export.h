@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "checkpoint/export.h"
 #include "core/status.h"
 #include "job/job_config.h"
 
@@ -15,6 +16,13 @@ namespace loom {
 // Before training: checkpoint.export lies outside every checkpoint, its directory exists, a
 // .safetensors path is not a directory and a directory path not a file. Errors name the field.
 Status CheckExportDestination(const JobConfig& job);
+
+// What a Hugging Face export of a model with `vocab` tokens writes beside its weights, knowing the
+// job that trained it (`job`; null: unknown, e.g. an imported checkpoint): the byte-level
+// tokenizer when the job read text (`data.text`, which Loom tokenises byte by byte) or, whatever
+// the data, when the vocabulary is exactly the byte vocabulary's 256 (token files are then taken
+// for `loom data prepare`'s); and the job's sampling settings (`sample:`) for generation.
+HfExtras HfExtrasFor(const JobConfig* job, int64_t vocab);
 
 // World rank 0, after the checkpoint of `step` under checkpoint.dir was committed: exports it
 // to checkpoint.export (removing what an export cut short by a crash left first).

@@ -334,7 +334,8 @@ TEST_F(HfLlamaFiles, ImportShardedExportImportKeepsEveryWeight) {
     left.push_back(f.path().filename().string());
   }
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(left, (std::vector<std::string>{"config.json", "generation_config.json",
+                                            "model.safetensors"}));
 }
 
 TEST_F(HfLlamaFiles, BadInputsAreNamedAndLeaveNothing) {

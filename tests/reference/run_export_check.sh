@@ -5,7 +5,7 @@
 # the bf16 and f16 exports must be the f32 one rounded to nearest-even, bit for bit; the --hf-dir
 # export's model, built from its config.json alone, must give the same loss. The first run also
 # exports its final checkpoint itself (checkpoint.export, bf16): the same bytes as `loom ckpt
-# export --hf-dir --dtype bf16` of it.
+# export --hf-dir --dtype bf16` of it (its tokenizer and generation files too).
 # Usage: run_export_check.sh LOOM WORK_DIR JOB
 set -euo pipefail
 loom=$1 dir=$2 job=$3
@@ -18,10 +18,10 @@ mpi() { mpirun --oversubscribe -np 4 "$loom" train --config "$dir/job.yaml" --ch
 sed "s#^steps:#checkpoint: {export: $dir/trained_hf/, export_dtype: bf16}\nsteps:#" "$dir/job.yaml" > "$dir/export_job.yaml"
 mpirun --oversubscribe -np 4 "$loom" train --config "$dir/export_job.yaml" --checkpoint-dir "$dir/ck" \
   --steps 5 > "$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
-grep -q "exported $dir/ck/step_00000005 to $dir/trained_hf (a Hugging Face model directory, 28 tensors, bf16" "$dir/train.log" \
+grep -q "exported $dir/ck/step_00000005 to $dir/trained_hf (a Hugging Face model directory, 28 tensors, bf16, Hugging Face GPT-2 names, the byte-level tokenizer)" "$dir/train.log" \
   || { echo "FAIL: the run did not say it exported: $(grep -i export "$dir/train.log")"; exit 1; }
 "$loom" ckpt export "$dir/ck" --hf-dir "$dir/hf_dir_bf16" --dtype bf16 > /dev/null
-for f in model.safetensors config.json; do
+for f in model.safetensors config.json generation_config.json tokenizer.json tokenizer_config.json; do
   cmp "$dir/trained_hf/$f" "$dir/hf_dir_bf16/$f" || { echo "FAIL: checkpoint.export's $f differs"; exit 1; }
 done
 echo "checkpoint.export: the run's own bf16 Hugging Face export is byte-identical to loom ckpt export's"

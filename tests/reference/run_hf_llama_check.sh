@@ -43,10 +43,10 @@ train() {  # train NAME JOB STEPS args...: 2 ranks
 sed "s#^steps:#checkpoint: {export: $dir/trained_hf/, export_dtype: bf16}\nsteps:#" "$dir/job.yaml" \
   > "$dir/export_job.yaml"
 train a "$dir/export_job.yaml" 3 --checkpoint-dir "$dir/a" || { tail -20 "$dir/a.log"; echo "FAIL: run a"; exit 1; }
-grep -q "exported $dir/a/step_00000003 to $dir/trained_hf (a Hugging Face model directory, 75 tensors, bf16, Hugging Face Llama names)" "$dir/a.log" \
+grep -q "exported $dir/a/step_00000003 to $dir/trained_hf (a Hugging Face model directory, 75 tensors, bf16, Hugging Face Llama names, the byte-level tokenizer)" "$dir/a.log" \
   || { echo "FAIL: run a did not say it exported: $(grep -i export "$dir/a.log")"; fail=1; }
 "$loom" ckpt export "$dir/a" --hf-dir "$dir/hf_bf16" --dtype bf16 > /dev/null || { echo "FAIL: bf16 export"; fail=1; }
-for f in model.safetensors config.json; do
+for f in model.safetensors config.json generation_config.json tokenizer.json tokenizer_config.json; do
   cmp "$dir/trained_hf/$f" "$dir/hf_bf16/$f" || { echo "FAIL: checkpoint.export's $f differs"; fail=1; }
 done
 "$loom" ckpt export "$dir/a" --hf-dir "$dir/hf" --max-shard-size 100KB > "$dir/export.log" 2>&1 \
@@ -82,7 +82,7 @@ done
 grep -q "Llama of 8 layers, 4 heads (2 key/value), hidden 32, ffn_hidden 48, vocab 257, max_seq 64, untied head; 75 tensors" "$dir/imported_hf.log" \
   || { echo "FAIL: import of hf: $(cat "$dir/imported_hf.log")"; fail=1; }
 "$loom" ckpt export "$dir/a" --hf-dir "$dir/hf" > /dev/null
-[[ $(ls "$dir/hf" | tr '\n' ' ') == "config.json model.safetensors " ]] \
+[[ $(ls "$dir/hf" | tr '\n' ' ') == "config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json " ]] \
   && echo "exported again without the limit: one model.safetensors, the shards and index removed" \
   || { echo "FAIL: exported again without the limit: $(ls "$dir/hf")"; fail=1; }
 

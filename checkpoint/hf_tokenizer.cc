@@ -1,0 +1,94 @@
+// Hugging Face tokenizer and generation files for an export.
+#include "checkpoint/hf_tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+namespace loom {
+namespace {
+
+// The byte-level pre-tokenizer's alphabet (as GPT-2's `bytes_to_unicode`): printable Latin-1
+// bytes stand for themselves, the other 68 for the code points from U+0100 on, in byte order.
+// tokenizer.json's vocabulary is written in these characters.
+std::string ByteSymbol(int b) {
+  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+  int code = b;
+  if (!printable) {
+    int n = 0;  // how many non-printable bytes come before b
+    for (int x = 0; x < b; ++x) {
+      n += !((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE));
+    }
+    code = 256 + n;
+  }
+  std::string utf8;  // code < 0x800: one or two bytes
+  if (code < 0x80) {
+    utf8 += static_cast<char>(code);
+  } else {
+    utf8 += static_cast<char>(0xC0 | (code >> 6));
+    utf8 += static_cast<char>(0x80 | (code & 0x3F));
+  }
+  return utf8;
+}
+
+}  // namespace
+
+std::string ByteTokenizerJson() {
+  // No regex split and no prefix space: the text is one word of byte symbols, and with no merges
+  // BPE leaves each symbol a token of its own.
+  const nlohmann::ordered_json byte_level = {{"type", "ByteLevel"},
+                                             {"add_prefix_space", false},
+                                             {"trim_offsets", false},
+                                             {"use_regex", false}};
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  for (int b = 0; b < kByteVocab; ++b) vocab[ByteSymbol(b)] = b;
+  const nlohmann::ordered_json tokenizer = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", nlohmann::ordered_json::array()},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", byte_level},
+      {"post_processor", nullptr},
+      {"decoder", byte_level},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"vocab", vocab},
+        {"merges", nlohmann::ordered_json::array()}}},
+  };
+  return tokenizer.dump(2) + "\n";
+}
+
+std::string ByteTokenizerConfigJson(int64_t max_seq) {
+  const nlohmann::ordered_json config = {
+      {"tokenizer_class", "PreTrainedTokenizerFast"},
+      {"model_max_length", max_seq},
+      {"clean_up_tokenization_spaces", false},
+      {"bos_token", nullptr},
+      {"eos_token", nullptr},
+      {"unk_token", nullptr},
+      {"pad_token", nullptr},
+  };
+  return config.dump(2) + "\n";
+}
+
+std::string GenerationConfigJson(const GenerationDefaults& g) {
+  nlohmann::ordered_json config = {{"max_length", g.max_length}};
+  if (g.temperature) {
+    // Loom samples greedily at temperature 0; transformers wants do_sample false for that.
+    const bool sample = *g.temperature > 0;
+    config["do_sample"] = sample;
+    if (sample) config["temperature"] = *g.temperature;
+  }
+  if (g.top_k && (!g.temperature || *g.temperature > 0)) config["top_k"] = *g.top_k;
+  config["bos_token_id"] = nullptr;
+  config["eos_token_id"] = nullptr;
+  config["pad_token_id"] = nullptr;
+  return config.dump(2) + "\n";
+}
+
+}  // namespace loom
