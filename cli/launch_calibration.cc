@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -108,6 +109,12 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
     Result<Calibration> cached = LoadCalibration(out.path);
     if (cached.ok()) {
       out.calibration = *cached;
+      const auto written = fs::last_write_time(out.path, ec);
+      if (!ec) {
+        out.age_s = std::max(0.0, std::chrono::duration<double>(
+                                      fs::file_time_type::clock::now() - written)
+                                      .count());
+      }
       return out;
     }
     std::fprintf(stderr,

@@ -25,6 +25,7 @@ struct LocalCalibration {
   std::optional<Calibration> calibration;  // none: LOOM_CALIBRATION=none
   std::string path;                        // the file it came from
   bool measured = false;                   // measured now (else read from the cache)
+  double age_s = 0;                        // read from the cache: seconds since it was measured
 };
 
 // `loom`: this binary; `job_path`: the job file as given (loom calibrate --job reads it);

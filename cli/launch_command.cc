@@ -237,8 +237,17 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
                           LocalhostCalibration(job, o.job, SelfPath(), world > 0 ? world : 4));
     if (local.calibration) {
       l.calibration = *local.calibration;
+      // A cached one can be hours old: this VM's speed drifted 0.57x in four hours
+      // (docs/BENCHMARKS.md), so its age is part of what the prediction rests on.
+      char age[64];
+      const double h = local.age_s / 3600;
+      std::snprintf(age, sizeof(age), h < 1 ? "%.0f min" : h < 48 ? "%.1f h" : "%.0f days",
+                    h < 1 ? local.age_s / 60 : h < 48 ? h : h / 24);
       std::printf("loom launch: calibration %s (%s)\n", local.path.c_str(),
-                  local.measured ? "measured now" : "cached; delete it to measure again");
+                  local.measured ? "measured now"
+                                 : ("measured " + std::string(age) +
+                                    " ago, cached; delete it to measure again")
+                                       .c_str());
     }
   }
   LOOM_ASSIGN_OR_RETURN(l.plan, PlanLaunch(job, o.overrides, l.cluster, l.calibration, world));
