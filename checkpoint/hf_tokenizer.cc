@@ -63,6 +63,38 @@ std::string ByteTokenizerJson() {
   return tokenizer.dump(2) + "\n";
 }
 
+bool IsByteTokenizerJson(const std::string& text, std::string* what) {
+  const nlohmann::json t = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (t.is_discarded() || !t.is_object()) {
+    *what = "not JSON";
+    return false;
+  }
+  const nlohmann::json model = t.value("model", nlohmann::json::object());
+  const nlohmann::json vocab = model.value("vocab", nlohmann::json());
+  const std::string type = model.value("type", std::string("no"));
+  *what = "a " + type + " model";
+  auto count = [](size_t n, const char* noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+  };
+  if (vocab.is_object() || vocab.is_array()) *what += " of " + count(vocab.size(), "token");
+  const nlohmann::json merges = model.value("merges", nlohmann::json::array());
+  const nlohmann::json added = t.value("added_tokens", nlohmann::json::array());
+  if (type != "BPE" || !vocab.is_object() || vocab.size() != kByteVocab || !merges.empty() ||
+      !added.empty()) {
+    if (!merges.empty()) *what += ", " + count(merges.size(), "merge");
+    if (!added.empty()) *what += ", " + count(added.size(), "added token");
+    return false;
+  }
+  for (int b = 0; b < kByteVocab; ++b) {
+    const auto it = vocab.find(ByteSymbol(b));
+    if (it == vocab.end() || !it->is_number_integer() || it->get<int64_t>() != b) {
+      *what += " whose ids are not the bytes' values (byte " + std::to_string(b) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string ByteTokenizerConfigJson(int64_t max_seq) {
   const nlohmann::ordered_json config = {
       {"tokenizer_class", "PreTrainedTokenizerFast"},

@@ -22,6 +22,11 @@ std::string ByteTokenizerJson();
 // `max_seq` tokens (the model's positions), no special tokens, text decoded as it was.
 std::string ByteTokenizerConfigJson(int64_t max_seq);
 
+// Whether tokenizer.json text is the byte-level tokenizer above (a BPE of the 256 byte symbols,
+// each the id of its byte, no merges and no added tokens): the tokens `data.text` gives. Else
+// false with `what` saying what it is instead ("a BPE of 50257 tokens", "not JSON", ...).
+bool IsByteTokenizerJson(const std::string& text, std::string* what);
+
 // What `generate` does by default: at most `max_length` tokens (the model's positions, not
 // transformers' 20) and, where the run's job said how it sampled (`sample:`), the same.
 struct GenerationDefaults {

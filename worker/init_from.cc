@@ -6,7 +6,9 @@
 #include <filesystem>
 
 #include "checkpoint/format.h"
+#include "checkpoint/hf_tokenizer.h"
 #include "checkpoint/import.h"
+#include "core/file_util.h"
 #include "core/logging.h"
 #include "model/config.h"
 
@@ -48,6 +50,29 @@ bool SameModel(const ModelConfig& a, const ModelConfig& b) {
                         a.rope_scaling == b.rope_scaling && a.norm_eps == b.norm_eps);
 }
 
+// A Hugging Face directory that carries its tokenizer, fine-tuned on `data.text` (tokenised byte
+// by byte): unless that tokenizer is the byte-level one, the model would read bytes as its own
+// tokens and learn from noise, which training would not say.
+Status CheckTokenizer(const JobConfig& job, const std::string& where) {
+  const std::string& from = job.checkpoint.init_from;
+  std::error_code ec;
+  const fs::path file = fs::path(from) / "tokenizer.json";
+  if (job.data.text.empty() || !fs::is_directory(from, ec) || !fs::exists(file, ec)) {
+    return Status::Ok();
+  }
+  // Hugging Face's largest tokenizer.json files are tens of MB.
+  Result<std::string> text = ReadRegularFile(file.string(), uint64_t{256} << 20);
+  if (!text.ok()) return text.status().WithContext(where);
+  std::string what;
+  if (IsByteTokenizerJson(*text, &what)) return Status::Ok();
+  return InvalidArgument(
+      where + ": '" + from + "' comes with its own tokenizer (" + file.string() + ": " + what +
+      "), but the job's data.text is tokenised byte by byte (one token per byte, " + job.data.text +
+      "), so the model would read bytes as its tokens: tokenise the text with the model's "
+      "tokenizer into token files for data.train (docs/DATA.md), or, if the model was trained "
+      "on Loom's byte tokens, remove that tokenizer.json");
+}
+
 // Rank 0: imports init_from into `tmp`; another model is named here, not by the loader (its
 // errors would name the import). Nothing is left in `tmp` on failure.
 Status ImportWeights(const JobConfig& job, const std::string& where, const std::string& tmp) {
@@ -62,6 +87,7 @@ Status ImportWeights(const JobConfig& job, const std::string& where, const std::
                                DescribeModel(r->model) + "; the job's model has " +
                                DescribeModel(job.model));
   }
+  if (imported.ok()) imported = CheckTokenizer(job, where);
   if (imported.ok()) {
     LOOM_LOG(INFO, CKPT) << "imported " << c.init_from << " (" << r->tensors
                          << " tensors) to start from its weights";

@@ -33,6 +33,30 @@ TEST(ByteTokenizer, EveryByteIsOneTokenOfItsOwnValue) {
   EXPECT_EQ(t["decoder"]["type"], "ByteLevel");
 }
 
+TEST(ByteTokenizer, ItsOwnJsonIsRecognisedAndOthersNamed) {
+  std::string what;
+  EXPECT_TRUE(IsByteTokenizerJson(ByteTokenizerJson(), &what));
+
+  nlohmann::json t = nlohmann::json::parse(ByteTokenizerJson());
+  std::swap(t["model"]["vocab"]["A"], t["model"]["vocab"]["B"]);  // ids no longer the bytes
+  EXPECT_FALSE(IsByteTokenizerJson(t.dump(), &what));
+  EXPECT_EQ(what, "a BPE model of 256 tokens whose ids are not the bytes' values (byte 65)");
+
+  t = nlohmann::json::parse(ByteTokenizerJson());  // GPT-2's first merge and its token
+  t["model"]["merges"].push_back("\xC4\xA0 t");
+  t["model"]["vocab"]["\xC4\xA0t"] = 256;
+  EXPECT_FALSE(IsByteTokenizerJson(t.dump(), &what));
+  EXPECT_EQ(what, "a BPE model of 257 tokens, 1 merge");
+
+  t = nlohmann::json::parse(ByteTokenizerJson());
+  t["model"] = {{"type", "Unigram"}, {"vocab", nlohmann::json::array({{"a", -1.0}})}};
+  EXPECT_FALSE(IsByteTokenizerJson(t.dump(), &what));
+  EXPECT_EQ(what, "a Unigram model of 1 token");
+
+  EXPECT_FALSE(IsByteTokenizerJson("{\"model\": ", &what));
+  EXPECT_EQ(what, "not JSON");
+}
+
 TEST(ByteTokenizer, ConfigCapsAtTheModelsPositions) {
   const nlohmann::json c = nlohmann::json::parse(ByteTokenizerConfigJson(96));
   EXPECT_EQ(c["tokenizer_class"], "PreTrainedTokenizerFast");

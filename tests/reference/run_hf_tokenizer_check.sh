@@ -3,7 +3,8 @@
 # reads text (byte tokens) trains 2 steps; its export must carry tokenizer.json that encodes the
 # text (ASCII, accented Latin, CJK, a control byte) into exactly Loom's tokens (`loom data
 # prepare`'s) and decodes them back, tokenizer_config.json and generation_config.json agreeing
-# with the model and the job's sampling (check_hf_tokenizer.js). `--tokenizer none` writes no
+# with the model and the job's sampling (check_hf_tokenizer.js); fine-tuning on text starts from
+# it, and is refused from a directory whose tokenizer is another. `--tokenizer none` writes no
 # tokenizer; a model trained on token files with a vocabulary other than 256 gets none unless
 # asked, and one asked of a model of fewer than 256 tokens is refused by name.
 # Usage: run_hf_tokenizer_check.sh LOOM WORK_DIR NODE_MODULES
@@ -55,6 +56,30 @@ NODE_PATH=$modules node "$here/check_hf_tokenizer.js" "$dir/hf" "$dir/text.txt" 
 [[ -f $dir/hf_none/generation_config.json && ! -e $dir/hf_none/tokenizer.json &&
    ! -e $dir/hf_none/tokenizer_config.json ]] ||
   { echo "FAIL: --tokenizer none: $(ls "$dir/hf_none")"; exit 1; }
+
+# Fine-tuning from the export on text: its tokenizer is the byte tokens, so it starts. From a
+# directory whose tokenizer is another (two ids swapped), the job on text is refused by name.
+sed "s#ck}#ck_ft}#" "$dir/job.yaml" > "$dir/job_ft.yaml"
+"$loom" train --config "$dir/job_ft.yaml" --init-from "$dir/hf" > "$dir/ft.log" 2>&1 &&
+  grep -q "initialised from $dir/hf: model weights only" "$dir/ft.log" ||
+  { cat "$dir/ft.log"; echo "FAIL: fine-tuning from the byte-tokenizer export"; exit 1; }
+cp -r "$dir/hf" "$dir/hf_other"
+/usr/bin/python3 - "$dir/hf_other/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+v["A"], v["B"] = v["B"], v["A"]
+json.dump(t, open(sys.argv[1], "w"))
+PY
+sed "s#ck}#ck_other}#" "$dir/job.yaml" > "$dir/job_other.yaml"
+if err=$("$loom" train --config "$dir/job_other.yaml" --init-from "$dir/hf_other" 2>&1); then
+  echo "FAIL: fine-tuning on text from a model with another tokenizer started"; exit 1
+fi
+grep -q "comes with its own tokenizer ($dir/hf_other/tokenizer.json: a BPE model of 256 tokens whose ids are not the bytes' values (byte 65)), but the job's data.text is tokenised byte by byte" <<<"$err" ||
+  { echo "$err"; echo "FAIL: the refusal does not name the tokenizer"; exit 1; }
+[[ $(grep -c 'comes with its own tokenizer' <<<"$err") == 1 && ! -e $dir/ck_other/init_weights.tmp ]] ||
+  { echo "$err"; echo "FAIL: said more than once, or left the import"; exit 1; }
+echo "init_from a directory with another tokenizer on data.text: $(grep -m1 'comes with' <<<"$err" | cut -c1-160)..."
 
 # Token files and vocab 300: the tokens may be anyone's, so no tokenizer unless asked for.
 sed "s#text: [^,]*,#train: $dir/tok/train.bin,#; s/vocab: 256/vocab: 300/; s#ck}#ck300}#" \
