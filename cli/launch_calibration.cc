@@ -111,9 +111,8 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
       out.calibration = *cached;
       const auto written = fs::last_write_time(out.path, ec);
       if (!ec) {
-        out.age_s = std::max(0.0, std::chrono::duration<double>(
-                                      fs::file_time_type::clock::now() - written)
-                                      .count());
+        out.age_s = std::max(
+            0.0, std::chrono::duration<double>(fs::file_time_type::clock::now() - written).count());
       }
       return out;
     }

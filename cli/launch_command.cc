@@ -241,8 +241,13 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
       // (docs/BENCHMARKS.md), so its age is part of what the prediction rests on.
       char age[64];
       const double h = local.age_s / 3600;
-      std::snprintf(age, sizeof(age), h < 1 ? "%.0f min" : h < 48 ? "%.1f h" : "%.0f days",
-                    h < 1 ? local.age_s / 60 : h < 48 ? h : h / 24);
+      std::snprintf(age, sizeof(age),
+                    h < 1    ? "%.0f min"
+                    : h < 48 ? "%.1f h"
+                             : "%.0f days",
+                    h < 1    ? local.age_s / 60
+                    : h < 48 ? h
+                             : h / 24);
       std::printf("loom launch: calibration %s (%s)\n", local.path.c_str(),
                   local.measured ? "measured now"
                                  : ("measured " + std::string(age) +
