@@ -27,6 +27,13 @@ struct PlanJob {
   bool selective_recompute = false;  // may the search choose selective recompute?
   bool dropout = false;  // the model applies dropout (Megatron's GPT does; Loom's does not)
   bool overlap = true;   // parallel.overlap: DP reductions overlap the backward
+  // Bytes per parameter of the data-parallel traffic under bf16: gradient reductions
+  // (all-reduce, reduce-scatter) and parameter gathers (ZeRO 1-2's after the update, ZeRO 3's
+  // per layer). 0: what Loom moves, 4 each (it keeps, reduces and gathers them in fp32; the bf16
+  // copies are made where they are used); 2 for software that moves half precision (Megatron's
+  // fp16 reductions, DeepSpeed's fp16 ZeRO, FSDP's bf16 gathers) in published runs. fp32 jobs
+  // move 4 whatever these say.
+  double grad_comm_bytes = 0, param_comm_bytes = 0;
   // Fixed choices; nullopt means "the planner chooses".
   std::optional<int64_t> micro_batch, tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;

@@ -55,6 +55,17 @@ void AddLayers(const LayerPass& p, double count, double slowdown, PassCosts* d, 
   *bytes += p.bytes.Scaled(count);
 }
 
+// The bytes per parameter that data-parallel transfers move (PlanJob::grad_comm_bytes and
+// param_comm_bytes): the stored sizes of ParamBytes are the memory's, not the wire's.
+BytesPerParam DpCommBytes(const PlanJob& job) {
+  BytesPerParam b = ParamBytes(job.precision);
+  if (job.precision == Precision::kFp32) return b;
+  constexpr double kLoom = 4;  // fp32 gradients and parameters on the wire
+  b.grads = job.grad_comm_bytes > 0 ? job.grad_comm_bytes : kLoom;
+  b.weights = job.param_comm_bytes > 0 ? job.param_comm_bytes : kLoom;
+  return b;
+}
+
 }  // namespace
 
 ChunkCosts TimeModel::Chunk(const Candidate& c) const {
@@ -67,7 +78,7 @@ ChunkCosts TimeModel::Chunk(const Candidate& c) const {
   Buckets z;
   z.dp = paths_->Ring(L.tp, nd);
   if (nd > 1 && L.zero >= 2) {
-    const BytesPerParam pb = ParamBytes(job_.precision);
+    const BytesPerParam pb = DpCommBytes(job_);
     const double psi = LayerParamsPerRank(job_.model, L.tp);
     z.rs = ReduceScatter(z.dp, psi * pb.grads);
     z.rs_bytes = RingBytes(nd, psi * pb.grads);
@@ -166,7 +177,7 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
     // reduce-scattered after every micro-batch's backward; under ZeRO 3 the next gather queues
     // behind it.
     const GroupPath dp = paths_->Ring(L.tp, nd);
-    const double grads = EmbeddingParamsPerRank(m, L.tp) * ParamBytes(job_.precision).grads;
+    const double grads = EmbeddingParamsPerRank(m, L.tp) * DpCommBytes(job_).grads;
     const double rs = ReduceScatter(dp, grads);
     if (L.zero == 3 || !job_.overlap) x.first_zero = rs;
     x.first_load.Add(dp, rs);
@@ -190,7 +201,7 @@ void TimeModel::DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakd
   const Layout& L = c.layout;
   const int nd = L.dp * L.cp;
   if (nd <= 1) return;
-  const BytesPerParam pb = ParamBytes(job_.precision);
+  const BytesPerParam pb = DpCommBytes(job_);
   // The first stage is the largest (it holds the embedding): its buckets are one per layer plus
   // the embedding's, reduced last in the backward and gathered first in the forward.
   const int buckets = static_cast<int>(job_.model.layers / L.pp);

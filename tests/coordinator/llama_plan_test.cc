@@ -180,6 +180,10 @@ TEST(LlamaPlan, MetaTable4LayoutsWithTheShippedH100Calibration) {
     job.global_batch = 16 * 1024 * 1024 / row.seq;  // 16M tokens per step
     job.precision = Precision::kBf16;
     job.dropout = false;
+    // Meta reduce-scattered gradients in FP32 (the paper's "numerical stability" paragraph)
+    // and gathered bf16 parameters.
+    job.grad_comm_bytes = 4;
+    job.param_comm_bytes = 2;
     job.devices = row.gpus;
     job.tp = 8;
     job.cp = row.cp;

@@ -38,6 +38,10 @@ inline PlanJob MegatronJob(int64_t heads, int64_t hidden, int64_t layers, int64_
   j.global_batch = batch;
   j.precision = Precision::kBf16;
   j.dropout = true;
+  // Half-precision reductions and gathers on the wire (Megatron's fp16 in SC'21; the ZeRO-3
+  // rows are DeepSpeed's fp16), where Loom's executor moves fp32.
+  j.grad_comm_bytes = 2;
+  j.param_comm_bytes = 2;
   j.devices = devices;
   return j;
 }

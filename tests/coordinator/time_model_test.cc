@@ -157,6 +157,32 @@ TEST_F(GptOnA100, Zero3BytesPerStep) {
   EXPECT_LE(p.links.busy[kInterNode], p.time.step);
 }
 
+// A job file is priced for Loom's executor, which reduces fp32 gradients and gathers fp32
+// parameters under bf16: twice the half-precision bytes of the published runs, for ZeRO 3's
+// gathers and reduce-scatters and ZeRO 0's all-reduce alike, and more of the step on the link.
+TEST_F(GptOnA100, LoomsBf16DataParallelTrafficIsFp32) {
+  const Prediction half = Price(OldChoice());
+  Candidate z0 = OldChoice();
+  z0.layout.zero = 0;
+  const Prediction half0 = Price(z0);
+  job_.grad_comm_bytes = 0;  // Loom's own
+  job_.param_comm_bytes = 0;
+  Rebuild();
+  const Prediction full = Price(OldChoice());
+  EXPECT_NEAR(full.bytes.dp, 2 * half.bytes.dp, 1e3);
+  EXPECT_NEAR(Price(z0).bytes.dp, 2 * half0.bytes.dp, 1e3);
+  EXPECT_GT(full.links.busy[kInterNode], 1.5 * half.links.busy[kInterNode]);  // pp shares it
+  EXPECT_GE(full.time.step, half.time.step);
+  // Gradients alone at 4 bytes (Meta's Llama 3): ZeRO 0 moves only gradients, so all of it.
+  job_.grad_comm_bytes = 4;
+  job_.param_comm_bytes = 2;
+  Rebuild();
+  EXPECT_NEAR(Price(z0).bytes.dp, 2 * half0.bytes.dp, 1e3);
+  const Prediction mixed = Price(OldChoice());
+  EXPECT_GT(mixed.bytes.dp, half.bytes.dp);
+  EXPECT_LT(mixed.bytes.dp, full.bytes.dp);
+}
+
 TEST_F(GptOnA100, FirstGatherOfEveryChunkIsWaitedFor) {
   // One layer per chunk (pp 8, vpp 10): nothing can be prefetched, so every chunk's forward
   // waits for a whole gather and its backward for a gather and a reduce-scatter, although a
