@@ -34,6 +34,10 @@ struct PlanJob {
   // fp16 reductions, DeepSpeed's fp16 ZeRO, FSDP's bf16 gathers) in published runs. fp32 jobs
   // move 4 whatever these say.
   double grad_comm_bytes = 0, param_comm_bytes = 0;
+  // Model states in memory: false, as Loom's executor keeps them (fp32 parameters and
+  // gradients, plus bf16 weight copies under bf16); true, mixed precision's 2 + 2 + 12 bytes a
+  // parameter of Megatron and DeepSpeed (published runs). The same under fp32.
+  bool mixed_precision_states = false;
   // Fixed choices; nullopt means "the planner chooses".
   std::optional<int64_t> micro_batch, tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;

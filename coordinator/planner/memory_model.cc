@@ -24,6 +24,15 @@ ModelStates ZeroModelStates(double psi, int nd, int stage, Precision p) {
   return s;
 }
 
+ModelStates LoomModelStates(double psi, int nd, int stage, Precision p) {
+  ModelStates s{4 * psi, 4 * psi, 8 * psi};
+  if (stage >= 1) s.optimizer /= nd;
+  if (stage >= 2) s.grads /= nd;
+  if (stage >= 3) s.weights /= nd;
+  if (p == Precision::kBf16 && stage < 3) s.weights += 2 * psi;
+  return s;
+}
+
 namespace {
 
 struct TensorCounts {
@@ -120,7 +129,9 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   if (first) psi += EmbeddingParamsPerRank(m, L.tp);
   if (last) psi += (m.llama() ? 1 : 2) * h + OutputParamsPerRank(m, L.tp);  // norm (+ head)
   MemoryBreakdown out;
-  const ModelStates st = ZeroModelStates(psi, L.dp * L.cp, L.zero, in.precision);
+  const ModelStates st = in.mixed_precision_states
+                             ? ZeroModelStates(psi, L.dp * L.cp, L.zero, in.precision)
+                             : LoomModelStates(psi, L.dp * L.cp, L.zero, in.precision);
   out.weights = st.weights;
   out.grads = st.grads;
   out.optimizer = st.optimizer;

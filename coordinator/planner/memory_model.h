@@ -43,8 +43,15 @@ struct ModelStates {
   double weights = 0, grads = 0, optimizer = 0;
   double total() const { return weights + grads + optimizer; }
 };
-// What one rank holds of `psi` parameters shared by `nd` ranks under ZeRO `stage` (0..3).
+// What one rank holds of `psi` parameters shared by `nd` ranks under ZeRO `stage` (0..3), in
+// mixed precision's layout (Rajbhandari et al.; Megatron's and DeepSpeed's): bf16 weights and
+// gradients, fp32 master, m and v, the master sharded with the optimizer state.
 ModelStates ZeroModelStates(double psi, int nd, int stage, Precision p);
+// The same as Loom's executor keeps it: parameters and gradients in fp32 (the parameters are the
+// master copy; sharded at stage 3, the gradients from stage 2), m and v sharded from stage 1, and
+// under bf16 a bf16 copy of the weights beside the parameters (dropped with a released bucket
+// under ZeRO 3, so not held for the step then).
+ModelStates LoomModelStates(double psi, int nd, int stage, Precision p);
 
 struct ActivationShape {
   int64_t micro_batch = 1;
@@ -82,7 +89,8 @@ struct StageMemoryInput {
   Recompute recompute = Recompute::kNone;
   Precision precision = Precision::kBf16;
   bool dropout = true;
-  bool fused_kernels = false;  // fused attention and chunked loss
+  bool fused_kernels = false;           // fused attention and chunked loss
+  bool mixed_precision_states = false;  // ZeroModelStates (published runs), else LoomModelStates
 };
 // Peak memory of pipeline rank `stage` holding at most `in_flight` micro-batch chunks (from the
 // schedule simulator) of its chunks' layers (layers / (pp * vpp) each unless the layout's first

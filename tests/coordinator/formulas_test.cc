@@ -28,6 +28,27 @@ TEST(ZeroFormulas, PaperExample) {
   EXPECT_DOUBLE_EQ(ZeroModelStates(psi, 64, 3, Precision::kFp32).total(), 16 * psi / 64);
 }
 
+// Loom's executor: fp32 parameters (the master copy) and gradients, m and v; under bf16 a bf16
+// copy of the weights too, except under ZeRO 3 (dropped with each released bucket). ZeRO 1-2
+// shard less of it than mixed precision's layout above: the master copy stays whole.
+TEST(ZeroFormulas, LoomsExecutorStates) {
+  const double psi = 7.5e9;
+  const double bf16[4][3] = {
+      {6, 4, 8}, {6, 4, 8.0 / 64}, {6, 4.0 / 64, 8.0 / 64}, {4.0 / 64, 4.0 / 64, 8.0 / 64}};
+  for (int stage = 0; stage < 4; ++stage) {
+    const ModelStates s = LoomModelStates(psi, 64, stage, Precision::kBf16);
+    EXPECT_DOUBLE_EQ(s.weights, bf16[stage][0] * psi) << "stage " << stage;
+    EXPECT_DOUBLE_EQ(s.grads, bf16[stage][1] * psi) << "stage " << stage;
+    EXPECT_DOUBLE_EQ(s.optimizer, bf16[stage][2] * psi) << "stage " << stage;
+    // fp32: the same as mixed precision's layout of fp32 training.
+    EXPECT_DOUBLE_EQ(LoomModelStates(psi, 64, stage, Precision::kFp32).total(),
+                     ZeroModelStates(psi, 64, stage, Precision::kFp32).total());
+  }
+  // ZeRO 1 at Nd 64: 10 bytes a parameter against mixed precision's 4.2.
+  EXPECT_GT(LoomModelStates(psi, 64, 1, Precision::kBf16).total(),
+            2 * ZeroModelStates(psi, 64, 1, Precision::kBf16).total());
+}
+
 // Korthikanti et al. 2022, table 2, with s = 2048, b = 1, h = 12288, a = 96, t = 8.
 class ActivationFormulas : public ::testing::Test {
  protected:
