@@ -1,11 +1,13 @@
 // Layout enumeration, memory pruning and branch-and-bound ranking.
 #include "coordinator/planner/search.h"
-#include "model/config.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "model/config.h"
 
 namespace loom {
 namespace {
@@ -304,11 +306,12 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
                              " devices: " + why);
     }
     const Prediction& r = *res.closest_rejected;
-    return InvalidArgument(
-        "no layout fits in memory: the closest, " + r.candidate.ToString() + ", needs " +
-        std::to_string(r.peak_memory / 1e9) + " GB on pipeline stage " +
-        std::to_string(r.peak_stage) + " but a device offers " + std::to_string(r.capacity / 1e9) +
-        " GB after " + std::to_string(static_cast<int>(job.headroom * 100)) + "% headroom");
+    char gb[96];
+    std::snprintf(gb, sizeof(gb), "%.1f GB on pipeline stage %d but a device offers %.1f GB",
+                  r.peak_memory / 1e9, r.peak_stage, r.capacity / 1e9);
+    return InvalidArgument("no layout fits in memory: the closest, " + r.candidate.ToString() +
+                           ", needs " + gb + " after " +
+                           std::to_string(static_cast<int>(job.headroom * 100)) + "% headroom");
   }
   return res;
 }
