@@ -327,10 +327,10 @@ Result<ExportResult> ExportHuggingFaceDir(const std::string& src, const std::str
   std::vector<std::pair<std::string, std::string>> extra_files;
   GenerationDefaults generation = extras.generation;
   if (generation.max_length <= 0) generation.max_length = model.max_seq;
-  extra_files.emplace_back("generation_config.json", GenerationConfigJson(generation));
+  extra_files.emplace_back(kHfGenerationConfigFile, GenerationConfigJson(generation));
   if (extras.byte_tokenizer) {
-    extra_files.emplace_back("tokenizer.json", ByteTokenizerJson());
-    extra_files.emplace_back("tokenizer_config.json", ByteTokenizerConfigJson(model.max_seq));
+    extra_files.emplace_back(kHfTokenizerFile, ByteTokenizerJson());
+    extra_files.emplace_back(kHfTokenizerConfigFile, ByteTokenizerConfigJson(model.max_seq));
   }
 
   // The shards, save_pretrained's way; one is model.safetensors, without an index.
@@ -436,8 +436,8 @@ void RemoveExportLeftovers(const std::string& path) {
     sweep(target, [](const std::string& base) {
       // WriteFileAtomic's own temporary of a temporary: config.json.tmp.<pid>.tmp.<pid>
       const std::string b = base.substr(0, base.find(".tmp."));
-      return b == "config.json" || b == "generation_config.json" || b == "tokenizer.json" ||
-             b == "tokenizer_config.json" || IsHfWeightsFileName(b);
+      return b == "config.json" || b == kHfGenerationConfigFile || b == kHfTokenizerFile ||
+             b == kHfTokenizerConfigFile || IsHfWeightsFileName(b);
     });
   }
 }

@@ -9,15 +9,15 @@ namespace {
 // The byte-level pre-tokenizer's alphabet (as GPT-2's `bytes_to_unicode`): printable Latin-1
 // bytes stand for themselves, the other 68 for the code points from U+0100 on, in byte order.
 // tokenizer.json's vocabulary is written in these characters.
+bool Printable(int b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+}
+
 std::string ByteSymbol(int b) {
-  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
   int code = b;
-  if (!printable) {
-    int n = 0;  // how many non-printable bytes come before b
-    for (int x = 0; x < b; ++x) {
-      n += !((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE));
-    }
-    code = 256 + n;
+  if (!Printable(b)) {
+    code = 256;  // plus how many non-printable bytes come before b
+    for (int x = 0; x < b; ++x) code += !Printable(x);
   }
   std::string utf8;  // code < 0x800: one or two bytes
   if (code < 0x80) {

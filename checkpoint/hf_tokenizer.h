@@ -13,6 +13,11 @@ namespace loom {
 // Tokens in the byte-level vocabulary: ids 0-255, one per byte value.
 constexpr int64_t kByteVocab = 256;
 
+// The files' names in a Hugging Face model directory.
+inline constexpr char kHfTokenizerFile[] = "tokenizer.json";
+inline constexpr char kHfTokenizerConfigFile[] = "tokenizer_config.json";
+inline constexpr char kHfGenerationConfigFile[] = "generation_config.json";
+
 // tokenizer.json (the `tokenizers` library's format): a byte-level BPE without merges, so that
 // every byte of the text is one token whose id is the byte's value, the ids Loom's own byte
 // tokenizer gives; decoding joins the bytes back into the text. No special tokens.

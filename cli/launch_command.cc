@@ -51,6 +51,19 @@
 namespace loom {
 namespace {
 
+// "44 min", "3.2 h", "5 days".
+std::string AgeText(double seconds) {
+  char text[32];
+  if (seconds < 3600) {
+    std::snprintf(text, sizeof(text), "%.0f min", seconds / 60);
+  } else if (seconds < 48 * 3600) {
+    std::snprintf(text, sizeof(text), "%.1f h", seconds / 3600);
+  } else {
+    std::snprintf(text, sizeof(text), "%.0f days", seconds / 86400);
+  }
+  return text;
+}
+
 struct LaunchOptions {
   std::string job, cluster, calibration, launcher, address = "127.0.0.1", advertise, token;
   int np = 0, port = 0, threads = 0;
@@ -239,18 +252,9 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
       l.calibration = *local.calibration;
       // A cached one can be hours old: this VM's speed drifted 0.57x in four hours
       // (docs/BENCHMARKS.md), so its age is part of what the prediction rests on.
-      char age[64];
-      const double h = local.age_s / 3600;
-      std::snprintf(age, sizeof(age),
-                    h < 1    ? "%.0f min"
-                    : h < 48 ? "%.1f h"
-                             : "%.0f days",
-                    h < 1    ? local.age_s / 60
-                    : h < 48 ? h
-                             : h / 24);
       std::printf("loom launch: calibration %s (%s)\n", local.path.c_str(),
                   local.measured ? "measured now"
-                                 : ("measured " + std::string(age) +
+                                 : ("measured " + AgeText(local.age_s) +
                                     " ago, cached; delete it to measure again")
                                        .c_str());
     }

@@ -56,7 +56,7 @@ bool SameModel(const ModelConfig& a, const ModelConfig& b) {
 Status CheckTokenizer(const JobConfig& job, const std::string& where) {
   const std::string& from = job.checkpoint.init_from;
   std::error_code ec;
-  const fs::path file = fs::path(from) / "tokenizer.json";
+  const fs::path file = fs::path(from) / kHfTokenizerFile;
   if (job.data.text.empty() || !fs::is_directory(from, ec) || !fs::exists(file, ec)) {
     return Status::Ok();
   }
