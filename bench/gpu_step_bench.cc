@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   int64_t layers = 12, hidden = 768, heads = 12, seq = 1024, batch = 8, vocab = 50257;
   int64_t vocab_chunk = 8192;
   int warmup = 3, steps = 10;
-  std::string precision_name = "bf16", tf32 = "off", torch_script, python;
+  std::string precision_name = "bf16", tf32 = "default", attention = "gemm", torch_script, python;
   double peak_bf16 = 989, peak_tf32 = 494, peak_fp32 = 67;
   bool skip_torch = false;
   app.add_option("--layers", layers);
@@ -90,8 +90,10 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", vocab);
   app.add_option("--vocab-chunk", vocab_chunk, "vocabulary rows per cross-entropy chunk");
   app.add_option("--precision", precision_name)->check(CLI::IsMember({"fp32", "bf16"}));
-  app.add_option("--tf32", tf32, "TF32 for the fp32 GEMMs (fp32 precision only), also in PyTorch")
-      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--tf32", tf32,
+                 "TF32 for the fp32 GEMMs: all of them under fp32 (also in PyTorch), attention's "
+                 "under bf16; default: off under fp32, on under bf16")
+      ->check(CLI::IsMember({"default", "on", "off"}));
   app.add_option("--torch-script", torch_script,
                  "bench/torch_train_step.py (default: the source tree's, else ./bench/'s)");
   app.add_option("--python", python,
@@ -102,6 +104,10 @@ int main(int argc, char** argv) {
   app.add_option("--peak-tf32-tflops", peak_tf32, "dense TF32 peak (H100 SXM: 494)");
   app.add_option("--peak-fp32-tflops", peak_fp32, "fp32 non-tensor peak (H100 SXM: 67)");
   app.add_flag("--skip-torch", skip_torch);
+  app.add_option("--attention", attention,
+                 "gemm: batched GEMMs over [heads, T, T] scores (the default, where they fit); "
+                 "flash: the flash-style kernels")
+      ->check(CLI::IsMember({"gemm", "flash"}));
   CLI11_PARSE(app, argc, argv);
 
   if (loom::cuda::DeviceCount() == 0) {
@@ -123,7 +129,9 @@ int main(int argc, char** argv) {
               Mib(info->total_bytes) / 1024, Mib(info->free_bytes) / 1024);
 
   const bool bf16 = precision_name == "bf16";
-  const bool use_tf32 = tf32 == "on" && !bf16;  // no fp32 GEMM is left under bf16
+  // TF32: under fp32 for every GEMM (off by default, also in PyTorch), under bf16 for the
+  // attention's fp32 GEMMs only (on by default; GpuGpt::set_allow_tf32).
+  const bool use_tf32 = tf32 == "on" || (tf32 == "default" && bf16);
   const loom::ModelConfig mc{vocab, seq, layers, heads, hidden};
   loom::ModelRuntime rt{batch, seq, loom::Recompute::kNone, vocab_chunk};
   rt.precision = bf16 ? loom::Precision::kBf16 : loom::Precision::kFp32;
@@ -131,6 +139,7 @@ int main(int argc, char** argv) {
   if (!created.ok()) return fail("create", created.status());
   std::unique_ptr<loom::GpuGpt> gpt = std::move(*created);
   gpt->set_allow_tf32(use_tf32);
+  gpt->set_attention_by_gemm(attention == "gemm");
   if (loom::Status st = gpt->InitParams(1234); !st.ok()) return fail("init", st);
 
   std::vector<int32_t> tokens(static_cast<size_t>(batch * seq)), targets(tokens.size());
@@ -139,8 +148,7 @@ int main(int argc, char** argv) {
     targets[i] = static_cast<int32_t>(loom::Mix64(i + 7777777) % static_cast<uint64_t>(vocab));
   }
   const float dloss = 1.0f / static_cast<float>(batch * seq);
-  std::vector<double> times;
-  double first_loss = 0, last_loss = 0;
+  std::vector<double> times, losses;
   for (int s = 0; s < warmup + steps; ++s) {
     const auto t0 = Clock::now();
     auto loss = gpt->ForwardBackward(tokens.data(), targets.data(), batch, seq, dloss);
@@ -150,8 +158,7 @@ int main(int argc, char** argv) {
     if (loom::Status st = gpt->Synchronize(); !st.ok()) return fail("synchronize", st);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (s >= warmup) times.push_back(ms);
-    if (s == 0) first_loss = *loss * dloss;
-    last_loss = *loss * dloss;
+    losses.push_back(*loss * dloss);
   }
   const double gpu_ms = Median(times);
   const double n = static_cast<double>(batch * seq), c = static_cast<double>(hidden);
@@ -161,17 +168,22 @@ int main(int argc, char** argv) {
                                                      static_cast<double>(seq * seq) * c;
   const double peak = bf16 ? peak_bf16 : (use_tf32 ? peak_tf32 : peak_fp32);
   const char* peak_name = bf16 ? "bf16 dense" : (use_tf32 ? "TF32 dense" : "fp32 non-tensor");
+  const bool torch_tf32 = use_tf32 && !bf16;  // autocast runs attention in bf16 anyway
   const double tokens_per_s = n / (gpu_ms * 1e-3);
   const double mfu = flops / (gpu_ms * 1e-3) / (peak * 1e12);
   std::printf(
       "config layers=%lld hidden=%lld heads=%lld seq=%lld batch=%lld vocab=%lld precision=%s "
-      "tf32=%s vocab_chunk=%lld; %.1fM parameters (%.1fM in matmuls)\n",
+      "tf32=%s vocab_chunk=%lld attention=%s; %.1fM parameters (%.1fM in matmuls)\n",
       (long long)layers, (long long)hidden, (long long)heads, (long long)seq, (long long)batch,
       (long long)vocab, precision_name.c_str(), use_tf32 ? "on" : "off", (long long)vocab_chunk,
-      static_cast<double>(gpt->layout().total) / 1e6, matmul_params / 1e6);
+      gpt->attention_by_gemm() ? "gemm" : "flash", static_cast<double>(gpt->layout().total) / 1e6,
+      matmul_params / 1e6);
   std::printf("loom: median %.2f ms/step over %d steps (min %.2f, max %.2f); loss %.4f -> %.4f\n",
               gpu_ms, steps, *std::min_element(times.begin(), times.end()),
-              *std::max_element(times.begin(), times.end()), first_loss, last_loss);
+              *std::max_element(times.begin(), times.end()), losses.front(), losses.back());
+  std::printf("loom: loss per step (warm-up included):");
+  for (double l : losses) std::printf(" %.4f", l);
+  std::printf("\n");
   std::printf(
       "loom: %.0f tokens/s, %.1f TFLOP/s achieved, MFU %.3f against %.0f TFLOP/s (%s "
       "peak; --peak-*-tflops to change)\n",
@@ -218,7 +230,7 @@ int main(int argc, char** argv) {
                   "%lld --vocab %lld --warmup %d --steps %d --grad-clip 1.0%s%s",
                   (long long)layers, (long long)hidden, (long long)heads, (long long)seq,
                   (long long)batch, (long long)vocab, warmup, steps, bf16 ? " --autocast-bf16" : "",
-                  use_tf32 ? " --tf32" : "");
+                  torch_tf32 ? " --tf32" : "");
     const std::string cmd = python + " " + torch_script + args;
     const bool ok = RunCapture(cmd, &out);
     const char* at = std::strstr(out.c_str(), "torch_ms=");

@@ -9,6 +9,7 @@ one machine-readable line:
 
   torch_ms=<median ms> threads=<N> openblas_threads=<env> peak_rss_mb=<MB>
   [peak_gpu_mb=<MB> device=<name>]   (with --device cuda)
+  loss_first=<loss of the first step> loss_last=<loss of the last>
 
 On the GPU every timed step is bracketed by torch.cuda.synchronize(), so the
 time is the device's, not the launch queue's. The caller is expected to set
@@ -101,19 +102,22 @@ def main(argv=None):
         if args.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
+        return loss.detach()
 
     def sync():
         if cuda:
             torch.cuda.synchronize()
 
+    # Losses are kept as tensors and read after the timed loop: .item() would synchronise.
+    losses = []
     for _ in range(args.warmup):
-        train_step()
+        losses.append(train_step())
     sync()
     times_ms = []
     for _ in range(args.steps):
         sync()
         start = time.perf_counter()
-        train_step()
+        losses.append(train_step())
         sync()
         times_ms.append((time.perf_counter() - start) * 1e3)
 
@@ -126,7 +130,8 @@ def main(argv=None):
           f"peak_rss_mb={peak_rss_mb:.1f}"
           + (f" peak_gpu_mb={torch.cuda.max_memory_allocated() / 2**20:.1f}"
              f" device={torch.cuda.get_device_name().replace(' ', '_')}"
-             if cuda else ""))
+             if cuda else "")
+          + f" loss_first={losses[0].item():.4f} loss_last={losses[-1].item():.4f}")
     return 0
 
 

@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -80,11 +81,36 @@ Status EmptyProduct(float beta, float* c, int64_t m, int64_t n, int64_t ldc, Str
       "cudaMemset2DAsync (GEMM with k == 0)");
 }
 
+// Strided batches (Batched below): how many products, and each operand's stride in elements.
+struct Batch {
+  int64_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+// Sets a layout's batch count and stride (nothing for a single product).
+Status SetBatch(cublasLtMatrixLayout_t layout, int64_t count, int64_t stride) {
+  if (count == 1) return Status::Ok();
+  const int32_t n = static_cast<int32_t>(count);
+  LOOM_RETURN_IF_ERROR(CheckLt(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof(n)),
+      "MatrixLayoutSetAttribute BATCH_COUNT"));
+  return CheckLt(cublasLtMatrixLayoutSetAttribute(
+                     layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+                 "MatrixLayoutSetAttribute STRIDED_BATCH_OFFSET");
+}
+
+// The alignment every product of a batch keeps: the base's, capped by the stride's in bytes.
+uint32_t BatchAlignment(const void* base, int64_t count, int64_t stride, size_t elem) {
+  const uint32_t a = AlignmentOf(base);
+  if (count == 1 || stride == 0) return a;
+  return std::min(a, AlignmentOf(reinterpret_cast<const void*>(static_cast<uintptr_t>(stride) *
+                                                               static_cast<uintptr_t>(elem))));
+}
+
 // The row-major GEMM as a column-major cuBLASLt matmul; see the file comment for the mapping.
 Status Matmul(GemmHandle& h, cublasComputeType_t compute, cudaDataType_t ab_type, bool trans_a,
               bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
               int64_t lda, const void* b, int64_t ldb, float beta, float* c, int64_t ldc,
-              Stream stream, const char* what) {
+              Stream stream, const char* what, const Batch& batch = {}) {
   if (h.lt() == nullptr) return FailedPrecondition(std::string(what) + ": empty GemmHandle");
   const auto u64 = [](int64_t v) { return static_cast<uint64_t>(v); };
   // Column-major problem: C'(n x m) = op'(A' = B) (n x k) * op'(B' = A) (k x m).
@@ -113,6 +139,9 @@ Status Matmul(GemmHandle& h, cublasComputeType_t compute, cudaDataType_t ab_type
   LOOM_RETURN_IF_ERROR(
       CheckLt(cublasLtMatrixLayoutCreate(&lc.desc, CUDA_R_32F, u64(n), u64(m), ldc),
               "MatrixLayoutCreate C"));
+  LOOM_RETURN_IF_ERROR(SetBatch(la.desc, batch.count, batch.stride_b));  // A' is B
+  LOOM_RETURN_IF_ERROR(SetBatch(lb.desc, batch.count, batch.stride_a));
+  LOOM_RETURN_IF_ERROR(SetBatch(lc.desc, batch.count, batch.stride_c));
 
   Preference pref;
   LOOM_RETURN_IF_ERROR(CheckLt(cublasLtMatmulPreferenceCreate(&pref.desc), "PreferenceCreate"));
@@ -121,7 +150,11 @@ Status Matmul(GemmHandle& h, cublasComputeType_t compute, cudaDataType_t ab_type
       CheckLt(cublasLtMatmulPreferenceSetAttribute(
                   pref.desc, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
               "PreferenceSetAttribute MAX_WORKSPACE_BYTES"));
-  const uint32_t align[4] = {AlignmentOf(b), AlignmentOf(a), AlignmentOf(c), AlignmentOf(c)};
+  const size_t ab_bytes = ab_type == CUDA_R_32F ? 4 : 2;
+  const uint32_t c_align = BatchAlignment(c, batch.count, batch.stride_c, 4);
+  const uint32_t align[4] = {BatchAlignment(b, batch.count, batch.stride_b, ab_bytes),
+                             BatchAlignment(a, batch.count, batch.stride_a, ab_bytes), c_align,
+                             c_align};
   const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -205,6 +238,30 @@ Status GemmBf16(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64
   if (k == 0) return EmptyProduct(beta, c, m, n, ldc, stream, "GemmBf16");
   return Matmul(handle, CUBLAS_COMPUTE_32F, CUDA_R_16BF, trans_a, trans_b, m, n, k, 1.0f, a, lda, b,
                 ldb, beta, c, ldc, stream, "GemmBf16");
+}
+
+Status GemmF32Batched(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float* a, int64_t lda, int64_t stride_a,
+                      const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                      int64_t ldc, int64_t stride_c, int64_t batch, Stream stream) {
+  LOOM_RETURN_IF_ERROR(CheckArgs(trans_a, trans_b, m, n, k, lda, ldb, ldc, "GemmF32Batched"));
+  if (batch < 0 || batch > INT32_MAX || stride_a < 0 || stride_b < 0 || stride_c < 0) {
+    return InvalidArgument("GemmF32Batched: bad batch " + std::to_string(batch) +
+                           " or negative stride");
+  }
+  if (m == 0 || n == 0 || batch == 0) return Status::Ok();
+  if (k == 0) {
+    if (beta == 1.0f) return Status::Ok();
+    for (int64_t i = 0; i < batch; ++i) {
+      LOOM_RETURN_IF_ERROR(
+          EmptyProduct(beta, c + i * stride_c, m, n, ldc, stream, "GemmF32Batched"));
+    }
+    return Status::Ok();
+  }
+  const cublasComputeType_t compute =
+      handle.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return Matmul(handle, compute, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                c, ldc, stream, "GemmF32Batched", Batch{batch, stride_a, stride_b, stride_c});
 }
 
 Status GemmF32(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

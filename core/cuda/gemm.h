@@ -68,4 +68,12 @@ Status GemmF32(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_
                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc, Stream stream = nullptr);
 
+// `batch` GemmF32s in one call: product i reads a + i * stride_a and b + i * stride_b and writes
+// c + i * stride_c (strides in elements, >= 0; the products' C blocks must not overlap). For
+// matrices that sit side by side in one array, e.g. the heads of attention (stride: head_dim).
+Status GemmF32Batched(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float* a, int64_t lda, int64_t stride_a,
+                      const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                      int64_t ldc, int64_t stride_c, int64_t batch, Stream stream = nullptr);
+
 }  // namespace loom::cuda

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds Loom's GPU tests and benchmarks here and gathers them, with the shared libraries a GPU
-# machine's CUDA image lacks, into one compressed archive to carry there (about 10 MB; the
-# unpacked 60 MB would not fit beside the repository in what a device call carries):
+# machine's CUDA image lacks, into one compressed archive to carry there (about 17 MB; the
+# unpacked 100 MB would not fit beside the repository in what a device call carries):
 # OUT_DIR/loom-gpu.tar.xz and OUT_DIR/run.sh, which unpacks it on that machine and runs
 # deploy/gpu/check.sh from it. The build is portable (no -march=native: the GPU
-# machine's CPU differs), for sm_80 and sm_90, without oneDNN (a 38 MB library the GPU code does
-# not use). CUDA's own libraries (cudart, cuBLAS, cuBLASLt, NCCL) are not carried: the GPU
+# machine's CPU differs), for sm_80 and sm_90, with oneDNN: the CPU bf16 model that the GPU's bf16
+# step is compared with needs its bf16 GEMM (a 38 MB library, 7 MB of the archive). CUDA's
+# own libraries (cudart, cuBLAS, cuBLASLt, NCCL) are not carried: the GPU
 # machine has them (its CUDA toolkit and its Python's nvidia-* packages).
 # Usage: deploy/gpu/bundle.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR defaults to build-gpu/)
 # There: OUT_DIR/run.sh   (results in $OUT, or ./gpu-results)
@@ -14,14 +15,18 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: bundle.sh OUT_DIR [BUILD_DIR]}
 build=${2:-$root/build-gpu}
 [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "bundle.sh: no nvcc in /usr/local/cuda" >&2; exit 2; }
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_NATIVE=OFF \
-  -DLOOM_DNNL=OFF -DLOOM_WERROR=ON > "$build.configure.log" 2>&1 \
-  || { cat "$build.configure.log"; exit 1; }
+  -DLOOM_DNNL=ON -DLOOM_WERROR=ON > "$build/bundle-configure.log" 2>&1 \
+  || { cat "$build/bundle-configure.log"; exit 1; }
 # Every executable behind a test labelled gpu, and the GPU benchmarks.
 mapfile -t tests < <(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p' \
                      | sed 's/_np[0-9]*$//' | sort -u)
 targets=("${tests[@]}")
-if ninja -C "$build" -t targets all | grep -q "^gpu_step_bench:"; then targets+=(gpu_step_bench); fi
+# (The target list is read whole first: grep -q would stop reading early, and the SIGPIPE that
+# ninja then gets fails the pipeline under pipefail, silently leaving the benchmark out.)
+all_targets=$(ninja -C "$build" -t targets all)
+if grep -q "^gpu_step_bench:" <<< "$all_targets"; then targets+=(gpu_step_bench); fi
 ninja -C "$build" "${targets[@]}"
 rm -rf "$out" && mkdir -p "$out"
 stage=$(mktemp -d "$out/.stage.XXXXXX")

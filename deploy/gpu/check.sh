@@ -4,7 +4,15 @@
 # libraries found), tests.log (every test's output), bench.txt (the benchmarks'), summary.txt
 # (one line per program with its exit status). Each program has a time limit; the script's own
 # exit status is 1 when a test failed. Usage: BUNDLE/check.sh [BUNDLE]
+# Limits, for a lease of a few minutes: LOOM_GPU_TEST_TIMEOUT (s per test, 300),
+# LOOM_GPU_BENCH_TIMEOUT (s per benchmark run, 420), LOOM_GPU_BENCH_ARGS (extra benchmark flags,
+# e.g. "--warmup 2 --steps 5"); LOOM_GPU_MEMCHECK=1 also runs each test under compute-sanitizer's
+# memcheck (sanitizer.log), where the machine has it, LOOM_GPU_MEMCHECK_TIMEOUT (s per test there,
+# the test limit by default).
 set -uo pipefail
+test_timeout=${LOOM_GPU_TEST_TIMEOUT:-300}
+bench_timeout=${LOOM_GPU_BENCH_TIMEOUT:-420}
+read -r -a bench_args <<< "${LOOM_GPU_BENCH_ARGS:-}"
 bundle=$(cd "${1:-$(dirname "$0")}" && pwd)
 out=${OUT:-gpu-results}
 mkdir -p "$out"
@@ -38,7 +46,7 @@ for t in "$bundle"/bin/*_test; do
   name=$(basename "$t")
   echo "===== $name" >> "$out/tests.log"
   start=$(date +%s)
-  timeout 300 "$t" --gtest_color=no >> "$out/tests.log" 2>&1
+  timeout "$test_timeout" "$t" --gtest_color=no >> "$out/tests.log" 2>&1
   rc=$?
   echo "$name rc=$rc $(( $(date +%s) - start )) s" >> "$out/summary.txt"
   [[ $rc -ne 0 ]] && failed=1
@@ -48,9 +56,18 @@ for b in "$bundle"/bin/*_bench; do
   [[ -x $b ]] || continue
   for precision in bf16 fp32; do
     echo "===== $(basename "$b") --precision $precision" >> "$out/bench.txt"
-    PYTHONUNBUFFERED=1 timeout 420 "$b" --precision "$precision" >> "$out/bench.txt" 2>&1
+    PYTHONUNBUFFERED=1 timeout "$bench_timeout" "$b" --precision "$precision" "${bench_args[@]}" >> "$out/bench.txt" 2>&1
     echo "$(basename "$b") --precision $precision rc=$?" >> "$out/summary.txt"
   done
 done
+if [[ ${LOOM_GPU_MEMCHECK:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
+  : > "$out/sanitizer.log"
+  for t in "$bundle"/bin/*_test; do
+    echo "===== memcheck $(basename "$t")" >> "$out/sanitizer.log"
+    timeout "${LOOM_GPU_MEMCHECK_TIMEOUT:-$test_timeout}" compute-sanitizer --tool memcheck --error-exitcode 3 "$t" \
+      --gtest_color=no --gtest_brief=1 >> "$out/sanitizer.log" 2>&1
+    echo "memcheck $(basename "$t") rc=$?" >> "$out/summary.txt"
+  done
+fi
 cat "$out/summary.txt"
 exit $failed

@@ -1,13 +1,15 @@
-// Causal attention on the GPU (flash-style, online softmax over key tiles) against the CPU block
-// kernels: out, lse and dqkv, with sequence lengths that leave partial query and key tiles, head
-// dimensions that are not multiples of 32 and one large enough to need more than 48 KiB of shared
-// memory; plus a direct check that the future is masked (changing later keys and values leaves
-// earlier outputs bit-identical).
+// Causal attention on the GPU (flash-style, online softmax over key tiles; and through batched
+// GEMMs, attention_gemm.h) against the CPU block kernels: out, lse and dqkv, with sequence lengths
+// that leave partial query and key tiles, head dimensions that are not multiples of 32 and one
+// large enough to need more than 48 KiB of shared memory; plus a direct check that the future is
+// masked (changing later keys and values leaves earlier outputs bit-identical).
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "core/cuda/attention_gemm.h"
+#include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/kernels/attention.h"
 #include "tests/core/cuda_test_util.h"
@@ -124,6 +126,59 @@ TEST(CudaAttention, BackwardMatchesCpu) {
     LOOM_ASSERT_OK_AND_ASSIGN(auto g_dqkv, d_dqkv.Download());
     ExpectAllClose(g_dqkv, dqkv, 1e-4, 1e-4, "attention dqkv " + Name(s));
   }
+}
+
+// The GEMM path (attention_gemm.h) against the same CPU kernels, with a workspace for one head at
+// a time and one for every head: out, lse and dqkv (NaN-poisoned first) within 1e-4.
+TEST(CudaAttention, GemmPathMatchesCpu) {
+  LOOM_REQUIRE_GPU();
+  LOOM_ASSERT_OK_AND_ASSIGN(auto handle, cuda::GemmHandle::Create());
+  uint64_t seed = 90;
+  for (const AttentionShape& s : Shapes()) {
+    const int64_t c = s.heads * s.head_dim, bt = s.batch * s.seq;
+    const auto qkv = testing::RandomVector<float>(bt * 3 * c, ++seed);
+    const auto dout = testing::RandomVector<float>(bt * c, ++seed);
+    std::vector<float> out(bt * c), lse(s.batch * s.heads * s.seq), dqkv(bt * 3 * c);
+    AttentionForward(out.data(), lse.data(), qkv.data(), s);
+    AttentionBackward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s);
+    const int64_t one_head = 2 * s.seq * s.seq;
+    for (int64_t ws_floats : {one_head, s.heads * one_head}) {
+      const std::string name = Name(s) + " workspace for " +
+                               std::to_string(cuda::AttentionGemmHeadsPerPass(s, ws_floats, true)) +
+                               " head(s)";
+      LOOM_ASSERT_OK_AND_ASSIGN(auto d_ws, DeviceBuffer<float>::Poisoned(ws_floats));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto d_qkv, DeviceBuffer<float>::From(qkv));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto d_out, DeviceBuffer<float>::Poisoned(out.size()));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto d_lse, DeviceBuffer<float>::Poisoned(lse.size()));
+      LOOM_ASSERT_OK(cuda::AttentionForwardGemm(handle, d_out.get(), d_lse.get(), d_qkv.get(), s,
+                                                d_ws.get(), ws_floats));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto g_out, d_out.Download());
+      LOOM_ASSERT_OK_AND_ASSIGN(auto g_lse, d_lse.Download());
+      ExpectAllClose(g_out, out, 1e-4, 1e-4, "gemm attention out " + name);
+      ExpectAllClose(g_lse, lse, 1e-4, 1e-4, "gemm attention lse " + name);
+      // The backward from the CPU forward's out and lse, as BackwardMatchesCpu.
+      LOOM_ASSERT_OK(d_out.Upload(out));
+      LOOM_ASSERT_OK(d_lse.Upload(lse));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto d_dout, DeviceBuffer<float>::From(dout));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto d_dqkv, DeviceBuffer<float>::Poisoned(dqkv.size()));
+      LOOM_ASSERT_OK(cuda::AttentionBackwardGemm(handle, d_dqkv.get(), d_dout.get(), d_qkv.get(),
+                                                 d_out.get(), d_lse.get(), s, d_ws.get(),
+                                                 ws_floats));
+      LOOM_ASSERT_OK_AND_ASSIGN(auto g_dqkv, d_dqkv.Download());
+      ExpectAllClose(g_dqkv, dqkv, 1e-4, 1e-4, "gemm attention dqkv " + name);
+    }
+  }
+}
+
+// How many heads a workspace holds: host arithmetic, runs without a GPU too.
+TEST(CudaAttention, GemmHeadsPerPass) {
+  const AttentionShape s = Shape(2, 100, 12, 64);
+  EXPECT_EQ(cuda::AttentionGemmHeadsPerPass(s, 100 * 100 - 1, false), 0);
+  EXPECT_EQ(cuda::AttentionGemmHeadsPerPass(s, 100 * 100, false), 1);
+  EXPECT_EQ(cuda::AttentionGemmHeadsPerPass(s, 100 * 100, true), 0);
+  EXPECT_EQ(cuda::AttentionGemmHeadsPerPass(s, 5 * 2 * 100 * 100 + 7, true), 5);
+  EXPECT_EQ(cuda::AttentionGemmHeadsPerPass(s, int64_t{1} << 40, true), 12);
+  EXPECT_EQ(cuda::AttentionGemmHeadsPerPass(s, 0, false), 0);
 }
 
 // Checked before anything touches the device: runs without a GPU too.

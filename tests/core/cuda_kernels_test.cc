@@ -76,8 +76,13 @@ TEST(CudaKernels, GeluBackwardMatchesCpu) {
 }
 
 // bf16 output: the fp32 values may differ in their last bits between CPU and GPU (see above), which
-// can move a value across a bf16 rounding boundary, so neighbours (1 bf16 ulp) are accepted; more
-// than that, or a different sign, is a bug.
+// can move a value across a bf16 rounding boundary, so neighbours (1 bf16 ulp) are accepted. In
+// the far negative tail (x < -4) both compute 1 + tanh(u) with tanh(u) within a few fp32 ulps of
+// -1, so the tiny result (|GELU| < 1e-5) carries only a few significant bits on either side (seen
+// on an H200: x = -4.89, GPU -4.38e-7, CPU -5.81e-7, exact -4.83e-7); there values within 1e-6
+// of each other agree, as in the fp32 test above. Anything else, or a different sign, is a bug.
+// Below x = -1 the cancellation in 1 + tanh(u) magnifies the fp32 difference enough that 4.2% of
+// all values were neighbours on that H200, so the share of exact values is asked of x >= -1 only.
 TEST(CudaKernels, GeluForwardBf16MatchesCpu) {
   LOOM_REQUIRE_GPU();
   const int64_t n = 10007;
@@ -88,14 +93,21 @@ TEST(CudaKernels, GeluForwardBf16MatchesCpu) {
   LOOM_ASSERT_OK_AND_ASSIGN(auto dout, DeviceBuffer<uint16_t>::Poisoned(n));
   LOOM_ASSERT_OK(cuda::GeluForwardBf16(dout.get(), dx.get(), n));
   LOOM_ASSERT_OK_AND_ASSIGN(auto gpu, dout.Download());
-  int64_t exact = 0;
+  int64_t exact = 0, conditioned = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int diff = std::abs(int(gpu[i]) - int(cpu[i]));
-    ASSERT_LE(diff, 1) << "element " << i << " x=" << x[i] << " gpu bits " << gpu[i] << " cpu bits "
-                       << cpu[i];
-    exact += diff == 0;
+    const float g = Bf16ToFloat(gpu[i]), c = Bf16ToFloat(cpu[i]);
+    const bool same_sign = (g < 0) == (c < 0) || g == 0 || c == 0;
+    ASSERT_TRUE(same_sign && (diff <= 1 || std::fabs(g - c) <= 1e-6f))
+        << "element " << i << " x=" << x[i] << " gpu bits " << gpu[i] << " cpu bits " << cpu[i];
+    if (x[i] >= -1.0f) {
+      ++conditioned;
+      exact += diff == 0;
+    }
   }
-  EXPECT_GE(exact, n * 99 / 100) << "more than 1% of the bf16 values are neighbours, not equal";
+  EXPECT_GT(conditioned, n / 2);
+  EXPECT_GE(exact, conditioned * 99 / 100)
+      << "more than 1% of the bf16 values for x >= -1 are neighbours, not equal";
 }
 
 // a + b and da += dout are single IEEE additions: bit-identical on both sides.

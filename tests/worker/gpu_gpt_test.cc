@@ -2,9 +2,11 @@
 // exactly as bench/train_step_bench.cc runs it, from the same initialisation and batches:
 //   fp32  loss within 1e-5 relative, every gradient within 1e-4 * max(1, |ref|) (and within 1e-3
 //         of its tensor's largest gradient), the pre-clip norm within 1e-5 relative, parameters
-//         after 3 AdamW steps within 1e-4 * max(1, |ref|);
+//         after 3 AdamW steps within 1e-4 * max(1, |ref|); with attention through GEMMs (the
+//         default) and through the flash kernels;
 //   bf16  the GPU's loss within 2% of the CPU fp32 model's at each of 20 steps, and within 1e-3
-//         of the CPU bf16 model's (where the CPU build has a bf16 GEMM);
+//         of the CPU bf16 model's (where the CPU build has a bf16 GEMM); also at GPT-2's width
+//         and vocabulary;
 //   memory: parameters, gradients and moments take exactly 4, 4 and 8 bytes per parameter (+ 2
 //         per element of the bf16 weight copies: every layer's four matrices and wte);
 // and micro-batches accumulate into the gradients. Without a GPU every test that needs one is
@@ -42,8 +44,20 @@ const ModelConfig kModel{/*vocab=*/257, /*max_seq=*/64, /*layers=*/2, /*heads=*/
 constexpr int64_t kBatch = 4, kSeq = 32;
 constexpr uint64_t kInitSeed = 1234;
 
-ModelRuntime Runtime(Precision precision) {
-  ModelRuntime rt{kBatch, kSeq, Recompute::kNone, /*vocab_chunk=*/100};
+// A model, its micro-batch and its cross-entropy chunk.
+struct Shape {
+  ModelConfig model;
+  int64_t batch, seq, vocab_chunk;
+};
+const Shape kSmall{kModel, kBatch, kSeq, 100};
+// GPT-2 124M's width, vocabulary and chunking (7 chunks, the last partial) with two layers and
+// short sequences: what bench/gpu_step_bench.cc runs, small enough for the CPU reference.
+const Shape kGpt2Width{ModelConfig{/*vocab=*/50257, /*max_seq=*/128, /*layers=*/2, /*heads=*/12,
+                                   /*hidden=*/768},
+                       /*batch=*/4, /*seq=*/128, /*vocab_chunk=*/8192};
+
+ModelRuntime Runtime(Precision precision, const Shape& shape = kSmall) {
+  ModelRuntime rt{shape.batch, shape.seq, Recompute::kNone, shape.vocab_chunk};
   rt.precision = precision;
   return rt;
 }
@@ -57,15 +71,17 @@ std::vector<float> InitialParams(const ParamLayout& layout) {
 struct Batch {
   std::vector<int32_t> tokens, targets;
 };
-Batch MakeBatch(uint64_t seed, int64_t b = kBatch, int64_t t = kSeq) {
+Batch MakeBatch(uint64_t seed, int64_t b = kBatch, int64_t t = kSeq, int64_t vocab = kModel.vocab) {
   const size_t n = static_cast<size_t>(b * t);
-  return {testing::RandomTokens(n, kModel.vocab, 2 * seed + 1),
-          testing::RandomTokens(n, kModel.vocab, 2 * seed + 2)};
+  return {testing::RandomTokens(n, vocab, 2 * seed + 1),
+          testing::RandomTokens(n, vocab, 2 * seed + 2)};
 }
 
 // The CPU model as bench/train_step_bench.cc builds and steps it.
 struct CpuModel {
-  ParamLayout layout = ModelLayout(kModel, 1);
+  explicit CpuModel(const Shape& s) : shape(s), layout(ModelLayout(s.model, 1)) {}
+  Shape shape;
+  ParamLayout layout;
   std::unique_ptr<ParamStore> store;
   std::unique_ptr<Gpt> gpt;
 
@@ -73,9 +89,9 @@ struct CpuModel {
   // null) and the pre-clip norm.
   double Step(const Batch& batch, double lr, std::vector<float>* grads, double* norm) {
     EXPECT_TRUE(store->BeginStep().ok());
-    auto loss = gpt->ForwardLoss(batch.tokens.data(), batch.targets.data(), kBatch, kSeq);
+    auto loss = gpt->ForwardLoss(batch.tokens.data(), batch.targets.data(), shape.batch, shape.seq);
     EXPECT_TRUE(loss.ok()) << loss.status().ToString();
-    EXPECT_TRUE(gpt->Backward(1.0f / static_cast<float>(kBatch * kSeq), true).ok());
+    EXPECT_TRUE(gpt->Backward(1.0f / static_cast<float>(shape.batch * shape.seq), true).ok());
     if (grads != nullptr) {
       grads->resize(static_cast<size_t>(layout.total));
       EXPECT_TRUE(store->CopyGrads(grads->data()).ok());
@@ -92,23 +108,23 @@ struct CpuModel {
   }
 };
 
-std::unique_ptr<CpuModel> MakeCpu(Precision precision) {
-  auto m = std::make_unique<CpuModel>();
+std::unique_ptr<CpuModel> MakeCpu(Precision precision, const Shape& shape = kSmall) {
+  auto m = std::make_unique<CpuModel>(shape);
   auto store = MakeParamStore(m->layout, AdamWConfig{}, ParamStoreOptions{});
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   if (!store.ok()) return nullptr;
   m->store = std::move(*store);
   const std::vector<float> init = InitialParams(m->layout);
   EXPECT_TRUE(m->store->LoadParams(init.data()).ok());
-  auto gpt = Gpt::Create(kModel, Runtime(precision), m->layout, m->store.get());
+  auto gpt = Gpt::Create(shape.model, Runtime(precision, shape), m->layout, m->store.get());
   EXPECT_TRUE(gpt.ok()) << gpt.status().ToString();
   if (!gpt.ok()) return nullptr;
   m->gpt = std::move(*gpt);
   return m;
 }
 
-std::unique_ptr<GpuGpt> MakeGpu(Precision precision) {
-  auto g = GpuGpt::Create(kModel, Runtime(precision), AdamWConfig{});
+std::unique_ptr<GpuGpt> MakeGpu(Precision precision, const Shape& shape = kSmall) {
+  auto g = GpuGpt::Create(shape.model, Runtime(precision, shape), AdamWConfig{});
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return nullptr;
   const std::vector<float> init = InitialParams((*g)->layout());
@@ -152,12 +168,14 @@ double RelDiff(double a, double b) {
   return std::fabs(a - b) / std::max(1e-30, std::fabs(b));
 }
 
-TEST(GpuGpt, Fp32StepsMatchCpu) {
-  LOOM_REQUIRE_GPU();
+// Fp32StepsMatchCpu's body, with attention through GEMMs or the flash kernels.
+void ExpectFp32StepsMatchCpu(bool gemm_attention) {
   ConfigureThreads(2);
   auto cpu = MakeCpu(Precision::kFp32);
   auto gpu = MakeGpu(Precision::kFp32);
   ASSERT_TRUE(cpu && gpu);
+  gpu->set_attention_by_gemm(gemm_attention);
+  ASSERT_EQ(gpu->attention_by_gemm(), gemm_attention);
   const ParamLayout& layout = cpu->layout;
   ASSERT_EQ(gpu->layout().total, layout.total);
   // Same initial parameters on both sides (the layout and offsets are the CPU's).
@@ -191,6 +209,16 @@ TEST(GpuGpt, Fp32StepsMatchCpu) {
   EXPECT_EQ(gpu->optimizer_steps(), 3);
   ASSERT_TRUE(gpu->CopyParams(gp.data()).ok());
   ExpectCloseByTensor(layout, gp, cpu->Params(), 1e-4, 1.0, "parameter after 3 steps");
+}
+
+TEST(GpuGpt, Fp32StepsMatchCpu) {
+  LOOM_REQUIRE_GPU();
+  ExpectFp32StepsMatchCpu(/*gemm_attention=*/true);
+}
+
+TEST(GpuGpt, Fp32StepsMatchCpuWithFlashAttention) {
+  LOOM_REQUIRE_GPU();
+  ExpectFp32StepsMatchCpu(/*gemm_attention=*/false);
 }
 
 TEST(GpuGpt, MicroBatchesAccumulate) {
@@ -265,6 +293,53 @@ TEST(GpuGpt, Bf16TracksCpu) {
   // It trains, so the 2% bound means something: on the CPU the fp32 loss falls by 12% over these
   // steps, and CPU bf16 stays within 1e-4 of it.
   EXPECT_LT(last, 0.95 * first);
+}
+
+// The same at GPT-2 124M's width and vocabulary (bench/gpu_step_bench.cc's shape, two layers):
+// one batch again and again at the benchmark's lr, so the loss must fall over the 8 steps, in
+// fp32 and bf16 alike; the GPU bf16 loss stays within 2% of the CPU fp32 model's, the GPU fp32 loss
+// within 1e-5 of it, and (with oneDNN) the GPU bf16 loss within 1e-3 of the CPU bf16 model's.
+TEST(GpuGpt, Bf16TracksCpuAtGpt2Width) {
+  LOOM_REQUIRE_GPU();
+  const Shape& s = kGpt2Width;
+  auto cpu32 = MakeCpu(Precision::kFp32, s);
+  auto gpu32 = MakeGpu(Precision::kFp32, s);
+  auto gpu16 = MakeGpu(Precision::kBf16, s);
+  ASSERT_TRUE(cpu32 && gpu32 && gpu16);
+  std::unique_ptr<CpuModel> cpu16;
+  if (HaveBf16Gemm()) cpu16 = MakeCpu(Precision::kBf16, s);
+  const Batch batch = MakeBatch(200, s.batch, s.seq, s.model.vocab);
+  const float dloss = 1.0f / static_cast<float>(s.batch * s.seq);
+  const double lr = 3e-4, tokens = static_cast<double>(s.batch * s.seq);
+  double first32 = 0, first16 = 0, last32 = 0, last16 = 0;
+  for (int step = 0; step < 8; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const double ref32 = cpu32->Step(batch, lr, nullptr, nullptr);
+    auto l32 =
+        gpu32->ForwardBackward(batch.tokens.data(), batch.targets.data(), s.batch, s.seq, dloss);
+    auto l16 =
+        gpu16->ForwardBackward(batch.tokens.data(), batch.targets.data(), s.batch, s.seq, dloss);
+    ASSERT_TRUE(l32.ok() && l16.ok()) << l32.status().ToString() << l16.status().ToString();
+    ASSERT_TRUE(gpu32->Step(lr).ok());
+    ASSERT_TRUE(gpu16->Step(lr).ok());
+    std::string line = "step " + std::to_string(step) + ": loss cpu fp32 " +
+                       std::to_string(ref32 / tokens) + ", gpu fp32 " +
+                       std::to_string(*l32 / tokens) + ", gpu bf16 " +
+                       std::to_string(*l16 / tokens);
+    if (cpu16) {
+      const double ref16 = cpu16->Step(batch, lr, nullptr, nullptr);
+      line += ", cpu bf16 " + std::to_string(ref16 / tokens);
+      EXPECT_LE(RelDiff(*l16, ref16), 1e-3) << *l16 << " vs CPU bf16 " << ref16;
+    }
+    std::printf("%s\n", line.c_str());
+    EXPECT_LE(RelDiff(*l32, ref32), 1e-5) << *l32 << " vs CPU fp32 " << ref32;
+    EXPECT_LE(RelDiff(*l16, ref32), 0.02) << *l16 << " vs CPU fp32 " << ref32;
+    if (step == 0) first32 = *l32, first16 = *l16;
+    last32 = *l32;
+    last16 = *l16;
+  }
+  EXPECT_LT(last32, first32 - 0.01 * tokens) << "the fp32 loss did not fall by 0.01 a token";
+  EXPECT_LT(last16, first16 - 0.01 * tokens) << "the bf16 loss did not fall by 0.01 a token";
 }
 
 TEST(GpuGpt, MemoryIsAccountedByCategory) {

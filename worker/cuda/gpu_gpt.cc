@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "core/cuda/attention_gemm.h"
 #include "core/cuda/device.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/train_kernels.h"
@@ -61,6 +62,7 @@ Result<std::unique_ptr<GpuGpt>> GpuGpt::Create(const ModelConfig& config, const 
   LOOM_ASSIGN_OR_RETURN(cuda::OwnedStream stream, cuda::OwnedStream::Create());
   LOOM_ASSIGN_OR_RETURN(cuda::GemmHandle gemm, cuda::GemmHandle::Create());
   std::unique_ptr<GpuGpt> g(new GpuGpt(config, r, adamw, std::move(stream), std::move(gemm)));
+  g->set_allow_tf32(r.precision == Precision::kBf16);  // see set_allow_tf32
   LOOM_ASSIGN_OR_RETURN(g->raw_, cuda::DeviceMemory::ForCurrentDevice());
   g->alloc_ = std::make_unique<CachingAllocator>(g->raw_.get());
   LOOM_RETURN_IF_ERROR(g->Allocate());
@@ -164,6 +166,14 @@ Status GpuGpt::Allocate() {
   LOOM_ASSIGN_OR_RETURN(b.datt, f32(n * c));
   LOOM_ASSIGN_OR_RETURN(b.dqkv, f32(n * 3 * c));
   LOOM_ASSIGN_OR_RETURN(b.dfc, f32(n * f));
+  // The attention's scores: every head of a sequence at once if they fit, else fewer per pass.
+  const AttentionShape as{rt_.micro_batch, rt_.seq, config_.heads, config_.head_dim()};
+  const int64_t ws_floats =
+      std::min<int64_t>(2 * config_.heads * rt_.seq * rt_.seq, kAttentionWorkspaceBytes / 4);
+  if (cuda::AttentionGemmHeadsPerPass(as, ws_floats, true) > 0) {
+    LOOM_ASSIGN_OR_RETURN(b.attn_ws, f32(ws_floats));
+    b.attn_ws_floats = ws_floats;
+  }
   if (bf16()) {
     LOOM_ASSIGN_OR_RETURN(b.att16, Alloc(static_cast<size_t>(n * c) * 2, MemTag::kActivations));
     LOOM_ASSIGN_OR_RETURN(
@@ -172,6 +182,10 @@ Status GpuGpt::Allocate() {
                           Alloc(static_cast<size_t>(chunk_elems) * 2, MemTag::kActivations));
   }
   return Synchronize();  // the fills above: report a fault here rather than in the first step
+}
+
+bool GpuGpt::attention_by_gemm() const {
+  return gemm_attention_ && buf_ != nullptr && buf_->attn_ws_floats > 0;
 }
 
 float* GpuGpt::P(int index) const {

@@ -14,7 +14,8 @@
 //   kGrads       fp32 gradients, the same layout
 //   kOptimizer   AdamW's first and second moments, the same layout (2 x 4 bytes per parameter)
 //   kActivations everything kept between the forward and the backward (worker/gpt.h's plan with
-//                recompute = none, for micro_batch x seq tokens) and the backward's scratch
+//                recompute = none, for micro_batch x seq tokens), the backward's scratch and the
+//                attention's score workspace (up to kAttentionWorkspaceBytes; see below)
 //   kOther       a few bytes (the norm's accumulator)
 // The cuBLASLt workspace (gemm.h) is allocated by its handle, outside the allocator.
 //
@@ -23,7 +24,11 @@
 // directly, the attention output cast for the projection, each chunk's dlogits cast for the
 // head's gradient GEMMs) by the bf16 weight copies with fp32 accumulation; the residual stream,
 // attention, norm statistics, logits, softmax and loss, gradients, master weights and optimizer
-// stay fp32.
+// stay fp32 (attention's GEMMs on TF32 tensor cores by default: set_allow_tf32).
+//
+// Attention runs through batched fp32 GEMMs over [heads, T, T] scores (core/cuda/attention_gemm.h)
+// when a workspace of kAttentionWorkspaceBytes holds the scores of at least one head (2 T^2
+// floats: T up to 11K), and in the flash-style kernels (O(T) memory, CUDA cores) beyond.
 //
 // Streams and threads: all work is queued on one stream the model owns, with one GEMM handle.
 // ForwardBackward, Step and the copies return after the device has finished what they need on
@@ -52,6 +57,14 @@ namespace loom {
 
 class GpuGpt {
  public:
+  // The most device memory the attention's score workspace takes (see the file comment).
+  static constexpr int64_t kAttentionWorkspaceBytes = int64_t{1} << 30;
+  // Whether attention runs through GEMMs (the workspace holds a head and they are not turned
+  // off), else the flash kernels.
+  bool attention_by_gemm() const;
+  // Off: the flash kernels even where the workspace holds a head (to compare the two paths).
+  void set_attention_by_gemm(bool on) { gemm_attention_ = on; }
+
   // Allocates everything for micro-batches up to rt.micro_batch x rt.seq (seq 0: max_seq); the
   // parameters are zero until LoadParams or InitParams, the gradients and moments zero.
   // Unimplemented for recompute other than none; FailedPrecondition without a CUDA device.
@@ -93,8 +106,10 @@ class GpuGpt {
   // AdamW updates applied so far.
   int64_t optimizer_steps() const { return steps_; }
 
-  // TF32 for the fp32 GEMMs (all of them under fp32; there are none under bf16); off by default
-  // so the fp32 path agrees with the CPU to fp32 rounding.
+  // TF32 for the fp32 GEMMs. Under fp32 that is all of them, off by default so the fp32 path
+  // agrees with the CPU to fp32 rounding. Under bf16 it is the attention's products only, on by
+  // default: TF32's 10-bit mantissas are finer than the bf16 inputs of every other GEMM there,
+  // and the loss stays within 1e-3 of the CPU bf16 model's (whose attention is fp32).
   void set_allow_tf32(bool allow) { gemm_.set_allow_tf32(allow); }
 
   // Bytes allocated (and peak) per category; the allocator's report ("params 1.0 MiB (peak ...),
@@ -148,6 +163,7 @@ class GpuGpt {
   int64_t w16_elements_ = 0;
   std::vector<OptRun> opt_runs_;
   int64_t steps_ = 0;
+  bool gemm_attention_ = true;
   int64_t b_ = 0, t_ = 0;  // the current micro-batch
 
   // Declared in destruction order's reverse: blocks go back to the allocator before it is

@@ -37,6 +37,11 @@ struct GpuGpt::Buffers {
   // bf16 only: the attention output cast for the projection [N, C]; an output gradient cast for
   // the GEMMs [N, max(3C, F)]; one chunk of dlogits cast for the head's gradient GEMMs.
   DeviceBlock att16, dy16, ce_chunk16;
+  // Attention's scores for core/cuda/attention_gemm.h, attn_ws_floats floats (2 T^2 per head of
+  // a pass, at most kAttentionWorkspaceBytes); empty where not one head fits (long sequences),
+  // and then attention runs in the flash kernels of kernels.h.
+  DeviceBlock attn_ws;
+  int64_t attn_ws_floats = 0;
 };
 
 }  // namespace loom

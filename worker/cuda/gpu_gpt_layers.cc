@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/attention_gemm.h"
 #include "core/cuda/cross_entropy.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/train_kernels.h"
@@ -100,8 +101,14 @@ Status GpuGpt::LayerForward(int layer, LayerActs& a, const float* x, float* out)
       cuda::AddBiasResidual(a.qkv.as<float>(), p(kQkvB), nullptr, n, 3 * c, stream()));
   const AttentionShape as{
       b_, t_, config_.heads, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
-  LOOM_RETURN_IF_ERROR(cuda::AttentionForward(a.att.as<float>(), a.lse.as<float>(),
-                                              a.qkv.as<float>(), as, stream()));
+  if (attention_by_gemm()) {
+    LOOM_RETURN_IF_ERROR(
+        cuda::AttentionForwardGemm(gemm_, a.att.as<float>(), a.lse.as<float>(), a.qkv.as<float>(),
+                                   as, buf_->attn_ws.as<float>(), buf_->attn_ws_floats, stream()));
+  } else {
+    LOOM_RETURN_IF_ERROR(cuda::AttentionForward(a.att.as<float>(), a.lse.as<float>(),
+                                                a.qkv.as<float>(), as, stream()));
+  }
   const void* att_in = a.att.as<void>();
   if (bf16()) {
     LOOM_RETURN_IF_ERROR(
@@ -152,8 +159,14 @@ Status GpuGpt::LayerBackward(int layer, LayerActs& a, const float* x, float* dre
   const AttentionShape as{
       b_, t_, config_.heads, config_.head_dim(), rt_.attn_block_q, rt_.attn_block_k};
   float* dqkv = buf_->dqkv.as<float>();
-  LOOM_RETURN_IF_ERROR(cuda::AttentionBackward(dqkv, datt, a.qkv.as<float>(), a.att.as<float>(),
-                                               a.lse.as<float>(), as, stream()));
+  if (attention_by_gemm()) {
+    LOOM_RETURN_IF_ERROR(cuda::AttentionBackwardGemm(
+        gemm_, dqkv, datt, a.qkv.as<float>(), a.att.as<float>(), a.lse.as<float>(), as,
+        buf_->attn_ws.as<float>(), buf_->attn_ws_floats, stream()));
+  } else {
+    LOOM_RETURN_IF_ERROR(cuda::AttentionBackward(dqkv, datt, a.qkv.as<float>(), a.att.as<float>(),
+                                                 a.lse.as<float>(), as, stream()));
+  }
   LOOM_RETURN_IF_ERROR(
       LinearBackward(LayerParam(layer, kQkvW), dqkv, a.ln1.as<void>(), dln, c, 3 * c));
   return cuda::LayerNormBackward(dresid, g(kLn1W), g(kLn1B), dln, x, p(kLn1W),
