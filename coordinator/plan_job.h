@@ -38,6 +38,9 @@ struct PlanJob {
   // gradients, plus bf16 weight copies under bf16); true, mixed precision's 2 + 2 + 12 bytes a
   // parameter of Megatron and DeepSpeed (published runs). The same under fp32.
   bool mixed_precision_states = false;
+  // Activations in memory: false, as Loom's executor keeps them under bf16 (only the GEMM inputs
+  // in bf16: memory_model.h); true, every kept tensor in bf16 as Megatron-LM (published runs).
+  bool mixed_precision_activations = false;
   // Fixed choices; nullopt means "the planner chooses".
   std::optional<int64_t> micro_batch, tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;

@@ -58,8 +58,10 @@ struct LayerTensors {
 LayerTensors Tensors(const ActivationShape& a) {
   const TensorCounts c = Counts(a);
   const double e = a.element_bytes;
+  const double e_rest = a.loom_storage ? 4 : e;  // all but the GEMM inputs (loom_storage)
   LayerTensors x;
-  x.replicated = 4 * e * c.tokens_h + (a.dropout ? 2 * c.tokens_h : 0);
+  // The two LayerNorms' inputs and outputs (the outputs feed the QKV and FC1 GEMMs).
+  x.replicated = (2 * e_rest + 2 * e) * c.tokens_h + (a.dropout ? 2 * c.tokens_h : 0);
   if (a.sp) x.replicated /= c.t;
   // Q, K, V, the projection input, the MLP's intermediates (GELU: its input and output; SwiGLU:
   // gate, up and their product): 12h with GPT-2's shapes.
@@ -69,8 +71,10 @@ LayerTensors Tensors(const ActivationShape& a) {
   // K and V: split over tp while there are as many KV heads as ranks, one whole head per rank
   // beyond (replicated).
   const double kv_rank = std::max(kv / c.t, h / static_cast<double>(a.heads));
-  const double widths = (2 * h + (a.gated ? 3 : 2) * f) / c.t + 2 * kv_rank;
-  x.sharded = e * c.tokens_h / h * widths;
+  // At e_rest: Q, the projection input, K and V, the MLP's first intermediates (GELU's input;
+  // SwiGLU's gate and up); at e: the MLP's last (FC2's input).
+  const double rest_widths = (2 * h + (a.gated ? 2 : 1) * f) / c.t + 2 * kv_rank;
+  x.sharded = c.tokens_h / h * (e_rest * rest_widths + e * f / c.t);
   if (a.fused_attention) {
     // Flash-style attention keeps only the per-row log-sum-exp (fp32).
     x.scores = 4 * c.scores / static_cast<double>(a.seq);
@@ -87,7 +91,7 @@ double LayerActivationBytes(const ActivationShape& a) {
   switch (a.recompute) {
     case Recompute::kFull: {
       const TensorCounts c = Counts(a);
-      return a.element_bytes * c.tokens_h / (a.sp ? c.t : 1);
+      return (a.loom_storage ? 4 : a.element_bytes) * c.tokens_h / (a.sp ? c.t : 1);
     }
     case Recompute::kSelective:
       return x.replicated + x.sharded + (a.fused_attention ? x.scores : 0);
@@ -98,7 +102,7 @@ double LayerActivationBytes(const ActivationShape& a) {
 
 double LayerWorkingBytes(const ActivationShape& a) {
   const TensorCounts c = Counts(a);
-  const double e = a.element_bytes;
+  const double e = a.loom_storage ? 4 : a.element_bytes;
   // Gradient buffers: the residual-stream gradient and the widest intermediate (the MLP's, / tp).
   const double h = static_cast<double>(a.hidden);
   const double f = a.ffn > 0 ? static_cast<double>(a.ffn) : 4 * h;
@@ -159,6 +163,7 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   a.kv_width = m.kv_width();
   a.ffn = m.ffn();
   a.gated = m.llama();
+  a.loom_storage = !in.mixed_precision_activations;
   out.activations = in_flight * chunk_layers * LayerActivationBytes(a) + LayerWorkingBytes(a);
 
   const double e = a.element_bytes;

@@ -16,7 +16,9 @@
 // The constants assume 2-byte activations and dropout (1-byte masks); other element sizes, models
 // without dropout and fused attention (which never stores the s x s scores) are derived from the
 // same tensor list. With context parallelism a rank holds s/cp query tokens and scores of
-// s/cp x s.
+// s/cp x s. Loom's executor under bf16 keeps only the GEMM inputs in bf16 (the LayerNorm outputs
+// and the MLP's last intermediate) and the rest of the list in fp32 (ActivationShape::
+// loom_storage): 52 bytes per token and channel of a GPT-2 layer against mixed precision's 34.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +69,11 @@ struct ActivationShape {
   int64_t kv_width = 0;  // of K and of V (0: = hidden, no grouped-query attention)
   int64_t ffn = 0;       // MLP width (0: 4 * hidden)
   bool gated = false;    // SwiGLU: gate and up outputs and their product are kept
+  // Loom's executor (worker/gpt.h, worker/cuda/gpu_gpt.h): with 2-byte elements only the GEMM
+  // inputs are 2 bytes (LayerNorm outputs, GELU output or SwiGLU product); the layer inputs,
+  // Q, K, V, the attention output, the MLP's first intermediates and the backward's gradient
+  // buffers are fp32. No effect with 4-byte elements.
+  bool loom_storage = false;
 };
 // Bytes one layer keeps from its forward until its backward, for one micro-batch.
 double LayerActivationBytes(const ActivationShape& a);
@@ -91,6 +98,9 @@ struct StageMemoryInput {
   bool dropout = true;
   bool fused_kernels = false;           // fused attention and chunked loss
   bool mixed_precision_states = false;  // ZeroModelStates (published runs), else LoomModelStates
+  // All activations in the compute precision (published runs), else Loom's storage
+  // (ActivationShape::loom_storage).
+  bool mixed_precision_activations = false;
 };
 // Peak memory of pipeline rank `stage` holding at most `in_flight` micro-batch chunks (from the
 // schedule simulator) of its chunks' layers (layers / (pp * vpp) each unless the layout's first

@@ -105,6 +105,57 @@ TEST_F(ActivationFormulas, VariantsFollowTheTensorList) {
   EXPECT_DOUBLE_EQ(LayerActivationBytes(a), 4 * sbh);
 }
 
+TEST_F(ActivationFormulas, LoomsExecutorStorage) {
+  // Under bf16 Loom keeps only the GEMM inputs (both LayerNorm outputs, GELU's output) in bf16:
+  // tp 1, no dropout, fused attention: 4+2+4+2 replicated, Q K V and the projection input 4 x 4,
+  // GELU's input 4h x 4 and output 4h x 2: 52 sbh against mixed precision's 32.
+  ActivationShape a = Shape(1, false, Recompute::kNone);
+  a.dropout = false;
+  a.fused_attention = true;
+  const double lse = 4 * b * heads * s;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh * 32 + lse);
+  a.loom_storage = true;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), sbh * 52 + lse);
+  // Full recompute keeps the fp32 layer input; fp32 activations are not affected.
+  a.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), 4 * sbh);
+  a = Shape(8, true, Recompute::kSelective);
+  a.element_bytes = 4;
+  const double fp32 = LayerActivationBytes(a);
+  a.loom_storage = true;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(a), fp32);
+}
+
+// Against a measured run: GPT-2 124M, micro-batch 8 x 1024 tokens on one device, as
+// worker/cuda/gpu_gpt.h's allocator accounted it on an H200 (docs/GPU.md, 2026-11-28): bf16
+// parameters 710.3 MiB (fp32 masters and bf16 copies), gradients 474.7 MiB, AdamW 949.4 MiB,
+// activations 4,566.3 MiB; fp32 activations 5,254.3 MiB. The model states come out within 0.5 %
+// (the model gives every parameter a bf16 copy, the executor only the matrices: +1.8 MiB); the
+// activations within 15 % (the executor also holds a logits chunk of 8,192 vocabulary rows, its
+// bf16 copy and the attention's score workspace, which the model does not count).
+TEST(MemoryModel, MatchesTheGpuStepsAccounting) {
+  StageMemoryInput in;
+  in.model = ModelConfig{50257, 1024, 12, 12, 768};
+  in.seq = 1024;
+  in.micro_batch = 8;
+  in.dropout = false;
+  in.fused_kernels = true;
+  const double mib = 1024.0 * 1024.0;
+  for (Precision p : {Precision::kBf16, Precision::kFp32}) {
+    SCOPED_TRACE(p == Precision::kBf16 ? "bf16" : "fp32");
+    in.precision = p;
+    const MemoryBreakdown m = StageMemory(in, 0, 1);
+    const bool bf16 = p == Precision::kBf16;
+    const double weights = bf16 ? 710.3 : 474.7;
+    EXPECT_NEAR(m.weights / mib, weights, 0.005 * weights);
+    EXPECT_NEAR(m.grads / mib, 474.7, 0.005 * 474.7);
+    EXPECT_NEAR(m.optimizer / mib, 949.4, 0.005 * 949.4);
+    const double measured = bf16 ? 4566.3 : 5254.3;
+    EXPECT_GT((m.activations + m.edges) / mib, 0.85 * measured);
+    EXPECT_LT((m.activations + m.edges) / mib, 1.0 * measured);
+  }
+}
+
 TEST(FlopFormulas, MatchNarayananClosedForm) {
   // Every GEMM counted op by op must add up to 96 B s l h^2 (1 + s/6h + V/(16 l h)).
   struct Case {

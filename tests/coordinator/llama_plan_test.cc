@@ -91,6 +91,7 @@ TEST(LlamaPlan, ContextParallelRingCarriesOnlyTheKvHeads) {
     job.zero = 1;
     job.headroom = 0;
     job.mixed_precision_states = true;  // Meta's states: the layout fits in 80 GB as theirs did
+    job.mixed_precision_activations = true;
     Result<SearchResult> r = SearchPlans(job, cluster, cal, 1);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     bytes[i] = r->plans[0].bytes.cp;
@@ -186,6 +187,7 @@ TEST(LlamaPlan, MetaTable4LayoutsWithTheShippedH100Calibration) {
     job.grad_comm_bytes = 4;
     job.param_comm_bytes = 2;
     job.mixed_precision_states = true;
+    job.mixed_precision_activations = true;
     job.devices = row.gpus;
     job.tp = 8;
     job.cp = row.cp;

@@ -42,7 +42,8 @@ inline PlanJob MegatronJob(int64_t heads, int64_t hidden, int64_t layers, int64_
   // rows are DeepSpeed's fp16), where Loom's executor moves fp32.
   j.grad_comm_bytes = 2;
   j.param_comm_bytes = 2;
-  j.mixed_precision_states = true;  // bf16 weights and gradients, sharded fp32 master
+  j.mixed_precision_states = true;       // bf16 weights and gradients, sharded fp32 master
+  j.mixed_precision_activations = true;  // Korthikanti et al.'s 2-byte activations
   j.devices = devices;
   return j;
 }
