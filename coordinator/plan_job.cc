@@ -31,6 +31,7 @@ PlanJob PlanJobOf(const JobConfig& job) {
     if (kind.ok()) p.schedule = *kind;
   }
   p.recompute = job.runtime.recompute;
+  p.vocab_chunk = job.runtime.vocab_chunk;
   return p;
 }
 

@@ -41,6 +41,9 @@ struct PlanJob {
   // Activations in memory: false, as Loom's executor keeps them under bf16 (only the GEMM inputs
   // in bf16: memory_model.h); true, every kept tensor in bf16 as Megatron-LM (published runs).
   bool mixed_precision_activations = false;
+  // runtime.vocab_chunk: vocabulary rows of the logits chunk Loom's chunked loss keeps (priced with
+  // Loom's activations, not with mixed_precision_activations).
+  int64_t vocab_chunk = 4096;
   // Fixed choices; nullopt means "the planner chooses".
   std::optional<int64_t> micro_batch, tp, cp, pp, vpp, dp, zero;
   std::optional<bool> sp;

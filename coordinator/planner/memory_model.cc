@@ -180,6 +180,13 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
     out.edges += 2 * e * nh / sp_div;
     const double vocab_shard = static_cast<double>((m.vocab + L.tp - 1) / L.tp);
     out.edges += in.fused_kernels ? 8 * tokens : tokens * vocab_shard * (e + 4);
+    if (in.fused_kernels && !in.mixed_precision_activations) {
+      // Loom's chunked loss keeps one chunk of fp32 logits (and under bf16 its gradient in bf16
+      // for the head's GEMMs) for the micro-batch's tokens.
+      const double rows =
+          std::min(static_cast<double>(std::max<int64_t>(in.vocab_chunk, 1)), vocab_shard);
+      out.edges += tokens * rows * (e == 2 ? 6 : 4);
+    }
   }
 
   if (L.tp > 1) out.buffers += 2 * e * nh;           // SP gathers / TP reductions

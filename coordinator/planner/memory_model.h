@@ -101,6 +101,7 @@ struct StageMemoryInput {
   // All activations in the compute precision (published runs), else Loom's storage
   // (ActivationShape::loom_storage).
   bool mixed_precision_activations = false;
+  int64_t vocab_chunk = 4096;  // Loom's logits chunk (fused kernels, Loom's activations)
 };
 // Peak memory of pipeline rank `stage` holding at most `in_flight` micro-batch chunks (from the
 // schedule simulator) of its chunks' layers (layers / (pp * vpp) each unless the layout's first

@@ -347,6 +347,7 @@ Result<Prediction> TimeModel::Memory(const Candidate& c) {
   in.fused_kernels = hw_.type.fused_kernels;
   in.mixed_precision_states = job_.mixed_precision_states;
   in.mixed_precision_activations = job_.mixed_precision_activations;
+  in.vocab_chunk = job_.vocab_chunk;
   p.stage_memory.resize(static_cast<size_t>(L.pp));
   for (int r = 0; r < L.pp; ++r) {
     p.stage_memory[static_cast<size_t>(r)] = StageMemory(in, r, in_flight[static_cast<size_t>(r)]);

@@ -131,8 +131,8 @@ TEST_F(ActivationFormulas, LoomsExecutorStorage) {
 // parameters 710.3 MiB (fp32 masters and bf16 copies), gradients 474.7 MiB, AdamW 949.4 MiB,
 // activations 4,566.3 MiB; fp32 activations 5,254.3 MiB. The model states come out within 0.5 %
 // (the model gives every parameter a bf16 copy, the executor only the matrices: +1.8 MiB); the
-// activations within 15 % (the executor also holds a logits chunk of 8,192 vocabulary rows, its
-// bf16 copy and the attention's score workspace, which the model does not count).
+// activations with the head's logits chunk (8,192 vocabulary rows, fp32 and under bf16 a bf16
+// copy) within 10 % (the model leaves out the attention's score workspace and small buffers).
 TEST(MemoryModel, MatchesTheGpuStepsAccounting) {
   StageMemoryInput in;
   in.model = ModelConfig{50257, 1024, 12, 12, 768};
@@ -140,6 +140,7 @@ TEST(MemoryModel, MatchesTheGpuStepsAccounting) {
   in.micro_batch = 8;
   in.dropout = false;
   in.fused_kernels = true;
+  in.vocab_chunk = 8192;  // the benchmark's
   const double mib = 1024.0 * 1024.0;
   for (Precision p : {Precision::kBf16, Precision::kFp32}) {
     SCOPED_TRACE(p == Precision::kBf16 ? "bf16" : "fp32");
@@ -151,7 +152,7 @@ TEST(MemoryModel, MatchesTheGpuStepsAccounting) {
     EXPECT_NEAR(m.grads / mib, 474.7, 0.005 * 474.7);
     EXPECT_NEAR(m.optimizer / mib, 949.4, 0.005 * 949.4);
     const double measured = bf16 ? 4566.3 : 5254.3;
-    EXPECT_GT((m.activations + m.edges) / mib, 0.85 * measured);
+    EXPECT_GT((m.activations + m.edges) / mib, 0.90 * measured);
     EXPECT_LT((m.activations + m.edges) / mib, 1.0 * measured);
   }
 }
