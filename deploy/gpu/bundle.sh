@@ -47,7 +47,7 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$stage/loom-gpu/lib/" ;;
   esac
 done
-cp "$root/deploy/gpu/check.sh" "$stage/loom-gpu/"
+cp "$root/deploy/gpu/check.sh" "$root/deploy/gpu/ncu_summary.py" "$stage/loom-gpu/"
 # The benchmark's PyTorch side, found beside the binary's source tree or in ./bench/.
 mkdir -p "$stage/loom-gpu/bench" "$stage/loom-gpu/tests/reference"
 cp "$root/bench/torch_train_step.py" "$stage/loom-gpu/bench/"

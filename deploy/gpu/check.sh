@@ -8,7 +8,8 @@
 # LOOM_GPU_BENCH_TIMEOUT (s per benchmark run, 420), LOOM_GPU_BENCH_ARGS (extra benchmark flags,
 # e.g. "--warmup 2 --steps 5"); LOOM_GPU_MEMCHECK=1 also runs each test under compute-sanitizer's
 # memcheck (sanitizer.log), where the machine has it, LOOM_GPU_MEMCHECK_TIMEOUT (s per test there,
-# the test limit by default).
+# the test limit by default); LOOM_GPU_PROFILE=1 times every kernel of two bf16 steps of the
+# benchmark under ncu (ncu_bf16.txt, and ncu_summary.txt: milliseconds per step by kernel).
 set -uo pipefail
 test_timeout=${LOOM_GPU_TEST_TIMEOUT:-300}
 bench_timeout=${LOOM_GPU_BENCH_TIMEOUT:-420}
@@ -60,6 +61,14 @@ for b in "$bundle"/bin/*_bench; do
     echo "$(basename "$b") --precision $precision rc=$?" >> "$out/summary.txt"
   done
 done
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [[ ${LOOM_GPU_PROFILE:-0} == 1 && -n $ncu && -x $bundle/bin/gpu_step_bench ]]; then
+  timeout "$bench_timeout" "$ncu" --clock-control none --metrics gpu__time_duration.sum \
+    --print-summary per-kernel "$bundle/bin/gpu_step_bench" --skip-torch --warmup 1 --steps 1 \
+    --precision bf16 > "$out/ncu_bf16.txt" 2>&1
+  echo "ncu gpu_step_bench --precision bf16 rc=$?" >> "$out/summary.txt"
+  python3 "$bundle/ncu_summary.py" "$out/ncu_bf16.txt" 2 > "$out/ncu_summary.txt" 2>&1
+fi
 if [[ ${LOOM_GPU_MEMCHECK:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
   : > "$out/sanitizer.log"
   for t in "$bundle"/bin/*_test; do
