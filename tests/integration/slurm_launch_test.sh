@@ -164,7 +164,7 @@ batch() {
   # up to 30 s behind: the progress it printed, which this test reads, was that far behind the
   # ranks, the signal passed on reached them that late, and once a rank gave up on it (its
   # 30 s deadline) the job restarted inside loom launch instead of stopping.
-  local steps=1000 template job_id state="" restarts="" stop resumed
+  steps=1000 job_id="" state="" restarts=""
   template=$(cd "$(dirname "$0")/../.." && pwd)/deploy/slurm/loom.sbatch
   sed "s#^steps: .*#steps: $steps\nruntime: {threads: 1, log_every: 1}#; s/^runtime: .*//; s/hidden: 64/hidden: 256/" \
     "$dir/job.yaml" > "$dir/batch.yaml"
@@ -174,8 +174,28 @@ batch() {
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun --oversubscribe -np 4 \
     "$loom" train --config "$dir/batch.yaml" --checkpoint-dir "$dir/batch_ref" > "$dir/batch_ref.log" 2>&1 \
     || { echo "FAIL batch: the uninterrupted run: $(tail -3 "$dir/batch_ref.log")"; fail=1; return; }
+  # Under the whole suite's load the printed progress has once lagged the ranks by more than the
+  # run (35 s): the signal, sent at printed step 20, reached ranks that had finished. That one
+  # outcome (the job ended COMPLETED without a restart, all steps done) gets a second attempt.
+  local attempt
+  for attempt in 1 2; do
+    rm -rf "$dir/batch" "$dir/batch.out"
+    batch_attempt || return
+    if [[ $state == COMPLETED && $restarts == 0 ]] && grep -q "^done in .*: $steps steps" "$dir/batch.out"; then
+      echo "batch: attempt $attempt: the job ended all $steps steps before SIGUSR1 reached its ranks" \
+        "(the printed progress lagged the ranks); $([[ $attempt == 1 ]] && echo "once more" || echo "giving up")"
+      continue
+    fi
+    break
+  done
+  batch_check
+}
+
+# One sbatch of the template, signalled once its printed progress passes step 20; sets job_id,
+# state and restarts.
+batch_attempt() {
   job_id=$(LOOM=$loom sbatch --parsable -N 1 -n 4 --output="$dir/batch.out" "$template" \
-    "$dir/batch.yaml" --checkpoint-dir "$dir/batch") || { echo "FAIL batch: sbatch refused"; fail=1; return; }
+    "$dir/batch.yaml" --checkpoint-dir "$dir/batch") || { echo "FAIL batch: sbatch refused"; fail=1; return 1; }
   local last=0
   for _ in $(seq 1200); do
     last=$(grep -oE "step +[0-9]+/" "$dir/batch.out" 2>/dev/null | tail -1 | tr -dc 0-9)
@@ -184,7 +204,7 @@ batch() {
   done
   if [[ -z $last || $last -lt 20 || $last -ge $steps ]]; then
     echo "FAIL batch: the job never ran, or ran to its end, before the signal: $(tail -5 "$dir/batch.out" 2>&1)"
-    scancel "$job_id"; fail=1; return
+    scancel "$job_id"; fail=1; return 1
   fi
   scancel --signal=USR1 --batch "$job_id"
   # Requeued, the job waits for its credential to expire (cred_expire above) and runs again.
@@ -194,6 +214,11 @@ batch() {
     [[ $state =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|DEADLINE)$ ]] && break
     sleep 0.1
   done
+}
+
+# The outcome of the last attempt against an uninterrupted run.
+batch_check() {
+  local stop resumed
   stop=$(sed -n 's/^stopped after step \([0-9]*\) of '"$steps"' in .* on SIGUSR1 (all 4 ranks): saved .*/\1/p' "$dir/batch.out")
   resumed=$(sed -n 's/^done in .*: steps [0-9]*-'"$steps"' (resumed at step \([0-9]*\)).*/\1/p' "$dir/batch.out")
   if [[ $state != COMPLETED || $restarts != 1 ]]; then
