@@ -17,6 +17,7 @@
 #include "comm/local/local_backend.h"
 #include "comm/nccl/nccl_backend.h"
 #include "core/half.h"
+#include "tests/core/cuda_test_util.h"
 
 namespace loom {
 namespace {
@@ -24,31 +25,27 @@ namespace {
 // What a rank's check found wrong ("" when nothing).
 using RankCheck = std::function<std::string(int rank, int size, Communicator& world)>;
 
-// Device copy of a host vector, on the current device; freed at scope end.
-template <typename T>
-class DeviceVector {
- public:
-  explicit DeviceVector(const std::vector<T>& host) : n_(host.size()) {
-    ok_ = cudaMalloc(&ptr_, bytes()) == cudaSuccess &&
-          cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice) == cudaSuccess;
-  }
-  ~DeviceVector() { cudaFree(ptr_); }
-  bool ok() const { return ok_; }
-  std::vector<T> Host() const {
-    std::vector<T> out(n_);
-    if (cudaMemcpy(out.data(), ptr_, bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) out.clear();
-    return out;
-  }
-  CommBuffer Buffer(DType dtype) const {
-    return {ptr_, static_cast<int64_t>(n_), dtype, Device::kCuda};
-  }
+using testing::DeviceBuffer;
 
- private:
-  size_t bytes() const { return n_ * sizeof(T); }
-  T* ptr_ = nullptr;
-  size_t n_;
-  bool ok_ = false;
-};
+// The device buffer as a communication buffer.
+template <typename T>
+CommBuffer Buffer(const DeviceBuffer<T>& d, DType dtype) {
+  return {d.get(), static_cast<int64_t>(d.size()), dtype, Device::kCuda};
+}
+
+// The first element at which the device buffer differs from `want`, or "".
+template <typename T>
+std::string Mismatch(const DeviceBuffer<T>& d, const std::vector<T>& want, const char* what) {
+  Result<std::vector<T>> got = d.Download();
+  if (!got.ok()) return std::string(what) + ": " + got.status().ToString();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!((*got)[i] == want[i])) {
+      return std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string((*got)[i]) +
+             ", want " + std::to_string(want[i]);
+    }
+  }
+  return "";
+}
 
 int GpuCount() {
   int count = 0;
@@ -100,17 +97,13 @@ std::string RunOnEveryGpu(const RankCheck& check) {
     GTEST_SKIP() << "needs two GPUs or more (one rank each): " << GpuCount() << " here"; \
   }
 
-// The first element at which got != want, or "".
+// A device copy of `host`; on failure an empty buffer, with *err set (if it was empty).
 template <typename T>
-std::string Mismatch(const std::vector<T>& got, const std::vector<T>& want, const char* what) {
-  if (got.size() != want.size()) return std::string(what) + ": could not read the result";
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!(got[i] == want[i])) {
-      return std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(got[i]) +
-             ", want " + std::to_string(want[i]);
-    }
-  }
-  return "";
+DeviceBuffer<T> Upload(const std::vector<T>& host, std::string* err) {
+  Result<DeviceBuffer<T>> d = DeviceBuffer<T>::From(host);
+  if (d.ok()) return std::move(*d);
+  if (err->empty()) *err = "upload: " + d.status().ToString();
+  return DeviceBuffer<T>();
 }
 
 TEST(NcclThreads, AllReduceF32AndBf16) {
@@ -123,20 +116,20 @@ TEST(NcclThreads, AllReduceF32AndBf16) {
       x[i] = static_cast<float>((rank + 1) * i);
       want[i] = ranks_sum * i;
     }
-    DeviceVector<float> d(x);
-    if (!d.ok()) return std::string("cudaMalloc");
-    if (Status st = world.AllReduce(d.Buffer(DType::kF32)); !st.ok()) return st.ToString();
-    std::string e = Mismatch(d.Host(), want, "sum");
-    if (!e.empty()) return e;
     // Small integers are exact in bf16, so the sum is too.
     std::vector<uint16_t> h(64), hwant(64);
     for (size_t i = 0; i < h.size(); ++i) {
       h[i] = FloatToBf16(static_cast<float>(i % 8 + rank));
       hwant[i] = FloatToBf16(static_cast<float>(size * (i % 8) + size * (size - 1) / 2));
     }
-    DeviceVector<uint16_t> b(h);
-    if (Status st = world.AllReduce(b.Buffer(DType::kBF16)); !st.ok()) return st.ToString();
-    return Mismatch(b.Host(), hwant, "bf16 sum");
+    std::string err;
+    DeviceBuffer<float> d = Upload(x, &err);
+    DeviceBuffer<uint16_t> b = Upload(h, &err);
+    if (!err.empty()) return err;
+    if (Status st = world.AllReduce(Buffer(d, DType::kF32)); !st.ok()) return st.ToString();
+    if (Status st = world.AllReduce(Buffer(b, DType::kBF16)); !st.ok()) return st.ToString();
+    err = Mismatch(d, want, "sum");
+    return err.empty() ? Mismatch(b, hwant, "bf16 sum") : err;
   });
   EXPECT_EQ(errors, "");
 }
@@ -144,36 +137,31 @@ TEST(NcclThreads, AllReduceF32AndBf16) {
 TEST(NcclThreads, AllGatherReduceScatterBroadcast) {
   LOOM_REQUIRE_GPUS();
   const std::string errors = RunOnEveryGpu([](int rank, int size, Communicator& world) {
-    const int per = 5;
-    DeviceVector<float> in(std::vector<float>(per, static_cast<float>(rank + 1)));
-    DeviceVector<float> all(std::vector<float>(per * size, -1.0f));
-    if (Status st = world.AllGather(in.Buffer(DType::kF32), all.Buffer(DType::kF32)); !st.ok()) {
-      return st.ToString();
-    }
-    std::vector<float> want(per * size);
-    for (int i = 0; i < per * size; ++i) want[i] = static_cast<float>(i / per + 1);
-    std::string e = Mismatch(all.Host(), want, "all-gather");
-    if (!e.empty()) return e;
+    const int per = 5, root = size - 1;
     // Reduce-scatter of [1, 2, ..., per * size] from every rank: rank r keeps size * its chunk.
-    std::vector<float> full(per * size);
+    std::vector<float> full(per * size), gathered(per * size), scattered(per);
     std::iota(full.begin(), full.end(), 1.0f);
-    DeviceVector<float> rs_in(full);
-    DeviceVector<float> rs_out(std::vector<float>(per, 0.0f));
-    if (Status st = world.ReduceScatter(rs_in.Buffer(DType::kF32), rs_out.Buffer(DType::kF32));
-        !st.ok()) {
-      return st.ToString();
+    for (int i = 0; i < per * size; ++i) gathered[i] = static_cast<float>(i / per + 1);
+    for (int i = 0; i < per; ++i) scattered[i] = size * full[rank * per + i];
+    std::string err;
+    DeviceBuffer<float> in = Upload(std::vector<float>(per, static_cast<float>(rank + 1)), &err);
+    DeviceBuffer<float> all = Upload(std::vector<float>(per * size, -1.0f), &err);
+    DeviceBuffer<float> rs_in = Upload(full, &err);
+    DeviceBuffer<float> rs_out = Upload(std::vector<float>(per, 0.0f), &err);
+    DeviceBuffer<float> b = Upload(std::vector<float>(7, rank == root ? 42.0f : 0.0f), &err);
+    if (!err.empty()) return err;
+    for (const Status& st :
+         {world.AllGather(Buffer(in, DType::kF32), Buffer(all, DType::kF32)),
+          world.ReduceScatter(Buffer(rs_in, DType::kF32), Buffer(rs_out, DType::kF32)),
+          world.Broadcast(Buffer(b, DType::kF32), root), world.Barrier()}) {
+      if (!st.ok()) return st.ToString();
     }
-    std::vector<float> rs_want(per);
-    for (int i = 0; i < per; ++i) rs_want[i] = size * full[rank * per + i];
-    e = Mismatch(rs_out.Host(), rs_want, "reduce-scatter");
-    if (!e.empty()) return e;
-    const int root = size - 1;
-    DeviceVector<float> b(std::vector<float>(7, rank == root ? 42.0f : 0.0f));
-    if (Status st = world.Broadcast(b.Buffer(DType::kF32), root); !st.ok()) return st.ToString();
-    e = Mismatch(b.Host(), std::vector<float>(7, 42.0f), "broadcast");
-    if (!e.empty()) return e;
-    const Status st = world.Barrier();
-    return st.ok() ? std::string() : st.ToString();
+    for (const std::string& e :
+         {Mismatch(all, gathered, "all-gather"), Mismatch(rs_out, scattered, "reduce-scatter"),
+          Mismatch(b, std::vector<float>(7, 42.0f), "broadcast")}) {
+      if (!e.empty()) return e;
+    }
+    return std::string();
   });
   EXPECT_EQ(errors, "");
 }
@@ -182,16 +170,18 @@ TEST(NcclThreads, SendRecvRing) {
   LOOM_REQUIRE_GPUS();
   const std::string errors = RunOnEveryGpu([](int rank, int size, Communicator& world) {
     const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-    DeviceVector<float> out(std::vector<float>(16, static_cast<float>(rank)));
-    DeviceVector<float> in(std::vector<float>(16, -1.0f));
+    std::string err;
+    DeviceBuffer<float> out = Upload(std::vector<float>(16, static_cast<float>(rank)), &err);
+    DeviceBuffer<float> in = Upload(std::vector<float>(16, -1.0f), &err);
+    if (!err.empty()) return err;
     // NCCL matches by order: even ranks send first, odd ranks receive first.
     for (int k = 0; k < 2; ++k) {
       const bool sending = (rank % 2 == 0) == (k == 0);
-      const Status st = sending ? world.Send(out.Buffer(DType::kF32), next)
-                                : world.Recv(in.Buffer(DType::kF32), prev);
+      const Status st = sending ? world.Send(Buffer(out, DType::kF32), next)
+                                : world.Recv(Buffer(in, DType::kF32), prev);
       if (!st.ok()) return st.ToString();
     }
-    return Mismatch(in.Host(), std::vector<float>(16, static_cast<float>(prev)), "received");
+    return Mismatch(in, std::vector<float>(16, static_cast<float>(prev)), "received");
   });
   EXPECT_EQ(errors, "");
 }
