@@ -41,6 +41,11 @@ struct TensorCounts {
   double t;
 };
 
+// Bytes of an element of every kept tensor but the GEMM inputs (ActivationShape::loom_storage).
+double RestBytes(const ActivationShape& a) {
+  return a.loom_storage ? 4 : a.element_bytes;
+}
+
 TensorCounts Counts(const ActivationShape& a) {
   const double tokens = static_cast<double>(a.micro_batch * a.seq) / a.cp;
   const double scores = static_cast<double>(a.micro_batch) * static_cast<double>(a.heads) / a.tp *
@@ -58,7 +63,7 @@ struct LayerTensors {
 LayerTensors Tensors(const ActivationShape& a) {
   const TensorCounts c = Counts(a);
   const double e = a.element_bytes;
-  const double e_rest = a.loom_storage ? 4 : e;  // all but the GEMM inputs (loom_storage)
+  const double e_rest = RestBytes(a);
   LayerTensors x;
   // The two LayerNorms' inputs and outputs (the outputs feed the QKV and FC1 GEMMs).
   x.replicated = (2 * e_rest + 2 * e) * c.tokens_h + (a.dropout ? 2 * c.tokens_h : 0);
@@ -91,7 +96,7 @@ double LayerActivationBytes(const ActivationShape& a) {
   switch (a.recompute) {
     case Recompute::kFull: {
       const TensorCounts c = Counts(a);
-      return (a.loom_storage ? 4 : a.element_bytes) * c.tokens_h / (a.sp ? c.t : 1);
+      return RestBytes(a) * c.tokens_h / (a.sp ? c.t : 1);
     }
     case Recompute::kSelective:
       return x.replicated + x.sharded + (a.fused_attention ? x.scores : 0);
@@ -102,7 +107,7 @@ double LayerActivationBytes(const ActivationShape& a) {
 
 double LayerWorkingBytes(const ActivationShape& a) {
   const TensorCounts c = Counts(a);
-  const double e = a.loom_storage ? 4 : a.element_bytes;
+  const double e = RestBytes(a);
   // Gradient buffers: the residual-stream gradient and the widest intermediate (the MLP's, / tp).
   const double h = static_cast<double>(a.hidden);
   const double f = a.ffn > 0 ? static_cast<double>(a.ffn) : 4 * h;

@@ -183,6 +183,25 @@ Status Matmul(GemmHandle& h, cublasComputeType_t compute, cudaDataType_t ab_type
   return Status::Ok();
 }
 
+// The fp32 products of GemmF32 and GemmF32Batched, arguments checked: TF32 where the handle allows
+// it; with k == 0 every product's C becomes beta * C.
+Status F32Products(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                   float beta, float* c, int64_t ldc, Stream stream, const char* what,
+                   const Batch& batch) {
+  if (m == 0 || n == 0 || batch.count == 0) return Status::Ok();
+  if (k == 0) {
+    for (int64_t i = 0; i < batch.count; ++i) {
+      LOOM_RETURN_IF_ERROR(EmptyProduct(beta, c + i * batch.stride_c, m, n, ldc, stream, what));
+    }
+    return Status::Ok();
+  }
+  const cublasComputeType_t compute =
+      handle.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return Matmul(handle, compute, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                c, ldc, stream, what, batch);
+}
+
 }  // namespace
 
 Result<GemmHandle> GemmHandle::Create(size_t workspace_bytes) {
@@ -249,31 +268,16 @@ Status GemmF32Batched(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m,
     return InvalidArgument("GemmF32Batched: bad batch " + std::to_string(batch) +
                            " or negative stride");
   }
-  if (m == 0 || n == 0 || batch == 0) return Status::Ok();
-  if (k == 0) {
-    if (beta == 1.0f) return Status::Ok();
-    for (int64_t i = 0; i < batch; ++i) {
-      LOOM_RETURN_IF_ERROR(
-          EmptyProduct(beta, c + i * stride_c, m, n, ldc, stream, "GemmF32Batched"));
-    }
-    return Status::Ok();
-  }
-  const cublasComputeType_t compute =
-      handle.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  return Matmul(handle, compute, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
-                c, ldc, stream, "GemmF32Batched", Batch{batch, stride_a, stride_b, stride_c});
+  return F32Products(handle, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream,
+                     "GemmF32Batched", Batch{batch, stride_a, stride_b, stride_c});
 }
 
 Status GemmF32(GemmHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc, Stream stream) {
   LOOM_RETURN_IF_ERROR(CheckArgs(trans_a, trans_b, m, n, k, lda, ldb, ldc, "GemmF32"));
-  if (m == 0 || n == 0) return Status::Ok();
-  if (k == 0) return EmptyProduct(beta, c, m, n, ldc, stream, "GemmF32");
-  const cublasComputeType_t compute =
-      handle.allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  return Matmul(handle, compute, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
-                c, ldc, stream, "GemmF32");
+  return F32Products(handle, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, stream,
+                     "GemmF32", Batch{});
 }
 
 }  // namespace loom::cuda
