@@ -96,6 +96,8 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
         Num(file, j["links"], "links", "efficiency", &c->link_efficiency, 1e-3, 1));
     LOOM_RETURN_IF_ERROR(Link(file, j["links"], "intra_node", &c->intra));
     LOOM_RETURN_IF_ERROR(Link(file, j["links"], "inter_node", &c->inter));
+    LOOM_RETURN_IF_ERROR(
+        Num(file, j["links"], "links", "zero3_rank_bandwidth", &c->zero3_rank_bandwidth, 1, 1e18));
   }
   for (const json& s : j.value("collectives", json::array())) {
     CollectiveSample x;
@@ -165,6 +167,7 @@ std::string CalibrationToJson(const Calibration& c) {
   };
   l["intra_node"] = link(c.intra);
   l["inter_node"] = link(c.inter);
+  if (c.zero3_rank_bandwidth > 0) l["zero3_rank_bandwidth"] = c.zero3_rank_bandwidth;
   j["collectives"] = json::array();
   for (const CollectiveSample& s : c.collectives) {
     j["collectives"].push_back(

@@ -10,7 +10,8 @@
 //                "memory": [{"threads": 2, "bandwidth": 3.8e10}],
 //                "optimizer": [{"threads": 2, "bandwidth": 1.7e10}]},
 //    "links": {"intra_node": {"latency": 5e-6, "bandwidth": 2.3e11},
-//              "inter_node": {"latency": 8e-6, "bandwidth": 1.8e11}},
+//              "inter_node": {"latency": 8e-6, "bandwidth": 1.8e11},
+//              "zero3_rank_bandwidth": 1.6e10},
 //    "collectives": [{"op": "all_reduce", "ranks": 2, "bytes": 67108864, "seconds": 0.042}]}
 // Every field is optional; what is absent falls back to the defaults below (and, for links, to
 // the manifest's nominal figures). Collectives price the groups of their size inside a node
@@ -84,6 +85,11 @@ struct Calibration {
   // parameter (36 in fp32) per second; absent: memory-bound at the memory figures above.
   std::vector<MemorySample> optimizer;
   LinkCalibration intra, inter;
+  // Bytes per second that one rank's ZeRO-3 parameter gathers and gradient reduce-scatters move
+  // across nodes where the software bounds them below what the links carry (a ring over nodes
+  // spreads over every NIC of a node; DeepSpeed's ZeRO-3 of 2021 moved ~16 GB/s per rank:
+  // docs/PLANNER.md). < 0: the links alone.
+  double zero3_rank_bandwidth = -1;
   std::vector<CollectiveSample> collectives;
 };
 

@@ -103,6 +103,7 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
   }
   h.link_efficiency = cal.link_efficiency;
   h.overlap_slowdown = cal.overlap_slowdown;
+  h.zero3_rank_bandwidth = std::max(0.0, cal.zero3_rank_bandwidth);
   h.intra.latency = cal.intra.latency >= 0 ? cal.intra.latency : cluster.intra.latency;
   h.intra.bandwidth =
       cal.intra.bandwidth > 0 ? cal.intra.bandwidth : cluster.intra.bandwidth * cal.link_efficiency;

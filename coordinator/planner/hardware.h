@@ -36,6 +36,8 @@ struct Hardware {
   double link_efficiency = 1;  // applied to nominal inter-node figures (not to measured ones)
   // Compute seconds lost per second of transfer running alongside it (calibration.h).
   double overlap_slowdown = 0;
+  // Bytes/s one rank's ZeRO-3 transfers move across nodes at most (calibration.h); 0: no bound.
+  double zero3_rank_bandwidth = 0;
 
   // Seconds for `g` with `element_bytes` operands: the nearest measured sample's rate, else
   // max(flops / (peak * efficiency), bytes / memory bandwidth), plus one kernel overhead.

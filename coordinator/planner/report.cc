@@ -229,15 +229,23 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& job, const Cluster
           Secs(w.links.busy[kInterNode]).c_str(), 100 * w.links.busy[kInterNode] / w.time.step);
   s += "\n  links each dimension uses (worst group, effective per rank):\n";
   PathCache paths(c, r.placement, hw);
-  auto path = [&](const char* name, GroupPath g, const char* what) {
+  auto path = [&](const char* name, GroupPath g, const char* what, std::string note = "") {
     if (g.size <= 1) return;
+    if (g.measured != nullptr) note = "; priced from the calibration's measured collectives";
     s += Fmt("    %-4s %4d ranks over %4d node%s: %s, latency %s (%s)%s\n", name, g.size, g.nodes,
              g.nodes == 1 ? " " : "s", Rate(g.bandwidth).c_str(), Secs(g.latency).c_str(), what,
-             g.measured != nullptr ? "; priced from the calibration's measured collectives" : "");
+             note.c_str());
   };
   path("tp", paths.Ring(1, L.tp), "all-reduce / all-gather + reduce-scatter per layer");
   path("cp", paths.Hop(L.tp, L.cp), "K/V ring hops");
-  path("dp", paths.Ring(L.tp, L.dp * L.cp), "gradient reduction over dp x cp");
+  const GroupPath dp = paths.Ring(L.tp, L.dp * L.cp);
+  path("dp", dp,
+       L.zero == 3 ? "ZeRO-3 gathers and reduce-scatters over dp x cp"
+                   : "gradient reduction over dp x cp",
+       L.zero == 3 && dp.nodes > 1 && hw.zero3_rank_bandwidth > 0
+           ? "; ZeRO-3 at most " + Rate(hw.zero3_rank_bandwidth) +
+                 " per rank (the calibration's zero3_rank_bandwidth)"
+           : "");
   path("pp", paths.Hop(L.tp * L.cp * L.dp, L.pp), "activation / gradient sends");
   s += "\n  peak memory per pipeline stage:\n" + MemoryTable(w);
   if (w.capacity > 0 && w.peak_memory > 0.95 * w.capacity) {

@@ -83,7 +83,8 @@ ChunkCosts TimeModel::Chunk(const Candidate& c) const {
     z.rs = ReduceScatter(z.dp, psi * pb.grads);
     z.rs_bytes = RingBytes(nd, psi * pb.grads);
     if (L.zero == 3) {
-      z.ag = AllGather(z.dp, psi * pb.weights);
+      z.rs = Zero3Transfer(z.dp, z.rs, psi * pb.grads);
+      z.ag = Zero3Transfer(z.dp, AllGather(z.dp, psi * pb.weights), psi * pb.weights);
       z.ag_bytes = RingBytes(nd, psi * pb.weights);
     }
   }
@@ -178,12 +179,18 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
     // behind it.
     const GroupPath dp = paths_->Ring(L.tp, nd);
     const double grads = EmbeddingParamsPerRank(m, L.tp) * DpCommBytes(job_).grads;
-    const double rs = ReduceScatter(dp, grads);
+    const double rs =
+        L.zero == 3 ? Zero3Transfer(dp, ReduceScatter(dp, grads), grads) : ReduceScatter(dp, grads);
     if (L.zero == 3 || !job_.overlap) x.first_zero = rs;
     x.first_load.Add(dp, rs);
     x.first_bytes.dp = RingBytes(nd, grads);
   }
   return x;
+}
+
+double TimeModel::Zero3Transfer(const GroupPath& g, double ring, double bytes) const {
+  if (hw_.zero3_rank_bandwidth <= 0 || g.nodes <= 1) return ring;
+  return std::max(ring, RingBytes(g.size, bytes) / hw_.zero3_rank_bandwidth);
 }
 
 double TimeModel::Transfer(const Candidate& c) const {
@@ -248,7 +255,7 @@ void TimeModel::DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakd
     bytes->dp += RingBytes(nd, weights);
   } else if (L.zero == 3) {
     // The embedding bucket is gathered once per step, by the first forward, unprefetched.
-    const double ag = AllGather(dp, emb * pb.weights);
+    const double ag = Zero3Transfer(dp, AllGather(dp, emb * pb.weights), emb * pb.weights);
     t->dp += ag;
     links->busy[cls] += ag;
     bytes->dp += RingBytes(nd, emb * pb.weights);

@@ -58,31 +58,56 @@ TEST(OverlapFormulas, SerialChainOfBuckets) {
   EXPECT_DOUBLE_EQ(SerialChainExposed(0, 3, 1), 0);
 }
 
+// `c` written by CalibrationToJson and read back through a file in the test's directory.
+Calibration RoundTrip(const Calibration& c, const std::string& name) {
+  const std::string path = testing::TestTempPath(name);
+  std::ofstream(path) << CalibrationToJson(c);
+  Result<Calibration> back = LoadCalibration(path);
+  EXPECT_TRUE(back.ok()) << back.status().ToString();
+  return back.ok() ? *back : Calibration{};
+}
+
+// The message of loading `json` (a calibration file's text), which must fail.
+std::string LoadError(const std::string& json) {
+  const std::string path = testing::TestTempPath("bad.json");
+  std::ofstream(path) << json;
+  Result<Calibration> bad = LoadCalibration(path);
+  EXPECT_FALSE(bad.ok()) << json;
+  return bad.ok() ? "" : bad.status().message();
+}
+
 TEST(CalibrationFile, OverlapSlowdown) {
   EXPECT_DOUBLE_EQ(LoadShippedCalibration("dgx-a100.calibration.json").overlap_slowdown, 0.15);
   EXPECT_DOUBLE_EQ(Calibration{}.overlap_slowdown, 0);  // not calibrated: overlap is free
-  const std::string dir = testing::TestTempDir();
   Calibration c;
   c.overlap_slowdown = 0.2;
-  std::ofstream(dir + "/cal.json") << CalibrationToJson(c);
-  Result<Calibration> back = LoadCalibration(dir + "/cal.json");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_DOUBLE_EQ(back->overlap_slowdown, 0.2);
+  EXPECT_DOUBLE_EQ(RoundTrip(c, "cal.json").overlap_slowdown, 0.2);
   // CPU ranks lose more than the transfer's own time (calibration.h): above 1 is valid.
   c.overlap_slowdown = 2.5;
-  std::ofstream(dir + "/cpu.json") << CalibrationToJson(c);
-  Result<Calibration> cpu = LoadCalibration(dir + "/cpu.json");
-  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  EXPECT_DOUBLE_EQ(cpu->overlap_slowdown, 2.5);
-  std::ofstream(dir + "/bad.json")
-      << R"({"format": "loom-calibration", "version": 1, "compute": {"overlap_slowdown": 12}})";
-  Result<Calibration> bad = LoadCalibration(dir + "/bad.json");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("compute.overlap_slowdown"), std::string::npos);
+  EXPECT_DOUBLE_EQ(RoundTrip(c, "cpu.json").overlap_slowdown, 2.5);
+  EXPECT_NE(LoadError(R"({"format": "loom-calibration", "version": 1,
+                          "compute": {"overlap_slowdown": 12}})")
+                .find("compute.overlap_slowdown"),
+            std::string::npos);
+}
+
+TEST(CalibrationFile, Zero3RankBandwidth) {
+  EXPECT_DOUBLE_EQ(LoadShippedCalibration("dgx-a100.calibration.json").zero3_rank_bandwidth,
+                   15.7e9);
+  EXPECT_LT(LoadShippedCalibration("dgx-h100.calibration.json").zero3_rank_bandwidth, 0);
+  Calibration c;
+  EXPECT_LT(RoundTrip(c, "none.json").zero3_rank_bandwidth, 0);  // absent: the links alone
+  c.zero3_rank_bandwidth = 2e10;
+  EXPECT_DOUBLE_EQ(RoundTrip(c, "z3.json").zero3_rank_bandwidth, 2e10);
+  EXPECT_NE(LoadError(R"({"format": "loom-calibration", "version": 1,
+                          "links": {"zero3_rank_bandwidth": 0}})")
+                .find("links.zero3_rank_bandwidth"),
+            std::string::npos);
 }
 
 // The 145.6 B GPT of Narayanan et al. on the shipped A100 cluster and calibration, priced
-// layout by layout.
+// layout by layout. These tests check how ZeRO's buckets ride NCCL's rings, so the fixture
+// drops the file's ZeRO-3 bound (DeepSpeed's 2021 rate, held in published_runs_test.cc).
 class GptOnA100 : public ::testing::Test {
  protected:
   GptOnA100()
@@ -90,6 +115,7 @@ class GptOnA100 : public ::testing::Test {
         job_(MegatronJob(96, 12288, 80, 2304, 1536)),
         place_(*PlaceRanks(cluster_, NodePool(cluster_, nullptr), 1536)) {
     cal_ = LoadShippedCalibration("dgx-a100.calibration.json");
+    cal_.zero3_rank_bandwidth = -1;
     Rebuild();
   }
   void Rebuild() {
@@ -181,6 +207,21 @@ TEST_F(GptOnA100, LoomsBf16DataParallelTrafficIsFp32) {
   const Prediction mixed = Price(OldChoice());
   EXPECT_GT(mixed.bytes.dp, half.bytes.dp);
   EXPECT_LT(mixed.bytes.dp, full.bytes.dp);
+}
+
+TEST_F(GptOnA100, ShippedZero3BoundCapsEachRanksTransfers) {
+  // The same layout with the file's ZeRO-3 bound (DeepSpeed's 2021 rate): its 871 GB per rank
+  // can no longer ride the rings' 92.5 GB/s, and the step is at least their time at the bound.
+  const Prediction rings = Price(OldChoice());
+  cal_.zero3_rank_bandwidth =
+      LoadShippedCalibration("dgx-a100.calibration.json").zero3_rank_bandwidth;
+  Rebuild();
+  const Prediction bound = Price(OldChoice());
+  std::printf("tp 2 cp 2 dp 384 ZeRO 3: %.2f s at the rings, %.2f s at %.1f GB/s per rank\n",
+              rings.time.step, bound.time.step, cal_.zero3_rank_bandwidth / 1e9);
+  EXPECT_NEAR(bound.bytes.dp, rings.bytes.dp, 1);
+  EXPECT_GE(bound.time.step, bound.bytes.dp / cal_.zero3_rank_bandwidth);
+  EXPECT_LT(rings.time.step, 0.5 * bound.time.step);
 }
 
 TEST_F(GptOnA100, FirstGatherOfEveryChunkIsWaitedFor) {
