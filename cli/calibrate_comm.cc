@@ -115,6 +115,46 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
   return std::min(kMaxOverlapSlowdown, (loss[1] + loss[2]) / 2);
 }
 
+// What a synchronising collective costs beyond its own time when the ranks compute between
+// collectives, as a training step's tensor-parallel, ring and pipeline transfers do: the latest
+// member's lateness (a rank descheduled on a shared core, one slower than its peers). Every rank
+// runs `kRounds` rounds of a compute segment (a forward GEMM of the job's MLP, the span between
+// two tensor-parallel collectives) each followed by a 4 KiB all-reduce of all ranks, the
+// same segments alone, and the all-reduces alone: wait = (rounds - segments - all-reduces) /
+// kRounds, the median of 5 repeats, rank 0's view (it writes the file).
+Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job) {
+  constexpr int kRounds = 24;
+  const int64_t h = job != nullptr ? job->model.hidden : 1024;
+  const int64_t m = job != nullptr ? std::min<int64_t>(job->seq * 4, 2048) : 1024;
+  auto x = SpreadCopies(m * h, 0.01f), w = SpreadCopies(4 * h * h, 0.02f),
+       y = SpreadCopies(m * 4 * h, 0);
+  int calls = 0;
+  auto segment = [&] {
+    const size_t j = static_cast<size_t>(calls++ % kCalibrationCopies);
+    ParallelGemm<float>(false, true, m, 4 * h, h, 1.0f, x[j].data(), h, w[j].data(), h, 0.0f,
+                        y[j].data(), 4 * h);
+  };
+  std::vector<float> buf(1024, 1.0f);
+  KeepIfAbandoned keep(&comm);
+  keep(buf);
+  auto rounds = [&](bool compute, bool sync) -> Status {
+    for (int i = 0; i < kRounds; ++i) {
+      if (compute) segment();
+      if (sync) LOOM_RETURN_IF_ERROR(comm.AllReduce(buf.data(), 1024));
+    }
+    return Status::Ok();
+  };
+  std::vector<double> waits;
+  for (int rep = 0; rep < 5; ++rep) {
+    LOOM_ASSIGN_OR_RETURN(double both, TimeTogether(comm, 1, [&] { return rounds(true, true); }));
+    LOOM_ASSIGN_OR_RETURN(double seg, TimeTogether(comm, 1, [&] { return rounds(true, false); }));
+    LOOM_ASSIGN_OR_RETURN(double ar, TimeTogether(comm, 1, [&] { return rounds(false, true); }));
+    waits.push_back(std::max(0.0, both - seg - ar) / kRounds);
+  }
+  std::sort(waits.begin(), waits.end());
+  return waits[waits.size() / 2];
+}
+
 }  // namespace
 
 Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Calibration* cal) {
@@ -163,6 +203,10 @@ Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Cali
     }
     if (g == 2 && rank < 2) {
       LOOM_ASSIGN_OR_RETURN(cal->overlap_slowdown, MeasureOverlap(*comm, job));
+    }
+    if (g == world) {
+      LOOM_ASSIGN_OR_RETURN(const double wait, MeasureSyncWait(*comm, job));
+      cal->collectives.push_back({"sync_wait", g, 4096, wait});
     }
   }
   if (pair_allreduce.size() >= 2) {

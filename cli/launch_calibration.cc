@@ -43,7 +43,11 @@ std::string CpuModel() {
   return "?";
 }
 
-// What the measurements depend on: the machine, the ranks sharing it, the GEMM shapes.
+// What the measurements depend on: the machine, the ranks sharing it, the GEMM shapes, and
+// what a calibration holds (kWhat: raised when loom calibrate measures something new, so that
+// files cached before are measured again).
+constexpr const char* kWhat = "sync_wait";
+
 std::string Key(const JobConfig& job, int ranks) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -54,7 +58,7 @@ std::string Key(const JobConfig& job, int ranks) {
       ModelFamilyName(m.family) + "|" + std::to_string(m.vocab) + "," + std::to_string(m.layers) +
       "," + std::to_string(m.heads) + "," + std::to_string(m.hidden) + "," +
       std::to_string(m.ffn()) + "," + std::to_string(m.kv()) + "|" + std::to_string(job.data.seq) +
-      "," + std::to_string(job.data.micro_batch) + "|" + PrecisionName(job.precision);
+      "," + std::to_string(job.data.micro_batch) + "|" + PrecisionName(job.precision) + "|" + kWhat;
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016zx", std::hash<std::string>{}(k));
   return hex;

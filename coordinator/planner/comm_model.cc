@@ -57,15 +57,15 @@ double Measured(const GroupPath& g, CollOp op, double bytes) {
 
 double RingAllReduce(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
-  if (const double t = Measured(g, CollOp::kAllReduce, bytes); t >= 0) return t;
+  if (const double t = Measured(g, CollOp::kAllReduce, bytes); t >= 0) return t + g.sync_wait;
   const double n = g.size;
-  return 2 * (n - 1) * g.latency + 2 * (n - 1) / n * bytes / g.bandwidth;
+  return 2 * (n - 1) * g.latency + 2 * (n - 1) / n * bytes / g.bandwidth + g.sync_wait;
 }
 
 double TreeAllReduce(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   return 2 * std::ceil(std::log2(static_cast<double>(g.size))) * g.latency +
-         2 * bytes / g.bandwidth;
+         2 * bytes / g.bandwidth + g.sync_wait;
 }
 
 double AllReduce(const GroupPath& g, double bytes, Algo* algo) {
@@ -80,20 +80,20 @@ namespace {
 
 double RingPass(const GroupPath& g, double bytes) {
   const double n = g.size;
-  return (n - 1) * g.latency + (n - 1) / n * bytes / g.bandwidth;
+  return (n - 1) * g.latency + (n - 1) / n * bytes / g.bandwidth + g.sync_wait;
 }
 
 }  // namespace
 
 double ReduceScatter(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
-  if (const double t = Measured(g, CollOp::kReduceScatter, bytes); t >= 0) return t;
+  if (const double t = Measured(g, CollOp::kReduceScatter, bytes); t >= 0) return t + g.sync_wait;
   return RingPass(g, bytes);
 }
 
 double AllGather(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
-  if (const double t = Measured(g, CollOp::kAllGather, bytes); t >= 0) return t;
+  if (const double t = Measured(g, CollOp::kAllGather, bytes); t >= 0) return t + g.sync_wait;
   return RingPass(g, bytes);
 }
 
@@ -101,9 +101,11 @@ double PointToPoint(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   // A hop is between two neighbours whatever the group's size.
   if (g.measured != nullptr) {
-    if (const double t = g.measured->Time(CollOp::kSendRecv, 2, bytes); t >= 0) return t;
+    if (const double t = g.measured->Time(CollOp::kSendRecv, 2, bytes); t >= 0) {
+      return t + g.sync_wait;
+    }
   }
-  return g.latency + bytes / g.bandwidth;
+  return g.latency + bytes / g.bandwidth + g.sync_wait;
 }
 
 }  // namespace loom

@@ -47,6 +47,10 @@ struct GroupPath {
   int nodes = 1;         // distinct nodes the group spans
   double latency = 0;    // seconds per message on the slowest hop
   double bandwidth = 0;  // bytes/s each member can push along the ring's slowest hop
+  // Seconds each synchronisation waits for its latest member beyond the transfer itself, when
+  // the members compute between collectives (calibration's sync_wait; 0: they arrive together).
+  // Added once to every collective and hop below.
+  double sync_wait = 0;
   // Measured collectives of this group size (groups inside one node), or null: the formulas.
   // Points into the Hardware the path was built from (placement.h), valid while it lives.
   const MeasuredCollectives* measured = nullptr;

@@ -52,6 +52,27 @@ std::vector<S> ForThreads(const std::vector<S>& in, int threads) {
   return out;
 }
 
+// The calibration's wait per synchronisation ("sync_wait" samples) measured with the most ranks
+// not above the cluster's rank count (for `loom launch`: the launch's own), the median of
+// repeats; 0 without one.
+double SyncWait(const std::vector<CollectiveSample>& samples, const Cluster& cluster, int type,
+                int devices_per_rank) {
+  int devices = 0;
+  for (const Node& n : cluster.nodes) {
+    if (n.type == type && !n.excluded && !n.spare) devices += n.devices;
+  }
+  const int world = devices / std::max(1, devices_per_rank);
+  int ranks = 0;
+  for (const CollectiveSample& s : samples) {
+    if (s.op == "sync_wait" && s.ranks <= world) ranks = std::max(ranks, s.ranks);
+  }
+  std::vector<double> waits;
+  for (const CollectiveSample& s : samples) {
+    if (s.op == "sync_wait" && s.ranks == ranks) waits.push_back(s.seconds);
+  }
+  return waits.empty() ? 0 : Median(waits);
+}
+
 }  // namespace
 
 Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, Precision precision,
@@ -101,6 +122,7 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
     }
     if (c.op == "send_recv") h.collectives.Add(CollOp::kSendRecv, c.ranks, c.bytes, c.seconds);
   }
+  h.sync_wait = SyncWait(cal.collectives, cluster, type, devices_per_rank);
   h.link_efficiency = cal.link_efficiency;
   h.overlap_slowdown = cal.overlap_slowdown;
   h.zero3_rank_bandwidth = std::max(0.0, cal.zero3_rank_bandwidth);

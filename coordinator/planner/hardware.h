@@ -36,6 +36,9 @@ struct Hardware {
   double link_efficiency = 1;  // applied to nominal inter-node figures (not to measured ones)
   // Compute seconds lost per second of transfer running alongside it (calibration.h).
   double overlap_slowdown = 0;
+  // Seconds a synchronising collective waits for its latest member beyond the transfer, for the
+  // job's rank count (calibration collectives[] "sync_wait"; comm_model.h GroupPath); 0: none.
+  double sync_wait = 0;
   // Bytes/s one rank's ZeRO-3 transfers move across nodes at most (calibration.h); 0: no bound.
   double zero3_rank_bandwidth = 0;
 

@@ -133,6 +133,7 @@ GroupPath PathCache::Compute(int stride, int size, bool p2p) const {
       worst.latency = std::max(worst.latency, lat);
     }
   }
+  worst.sync_wait = h_.sync_wait;
   // Inside one node, what the calibration measured for this group size (a hop: for two ranks).
   if (worst.nodes == 1 && h_.collectives.Has(p2p ? 2 : size)) worst.measured = &h_.collectives;
   return worst;

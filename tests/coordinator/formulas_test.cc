@@ -210,6 +210,31 @@ TEST(CommFormulas, RingAndTree) {
   EXPECT_EQ(AllReduce(GroupPath{}, 1e9), 0);  // one member: nothing to do
 }
 
+// Members that compute between collectives arrive apart: each collective and hop waits once
+// for the latest (GroupPath::sync_wait), on top of the formula or the measured time.
+TEST(CommFormulas, SyncWaitAddsOncePerCollective) {
+  GroupPath g;
+  g.size = 4;
+  g.latency = 1e-5;
+  g.bandwidth = 1e9;
+  GroupPath late = g;
+  late.sync_wait = 2e-4;
+  EXPECT_DOUBLE_EQ(AllReduce(late, 1e6) - AllReduce(g, 1e6), 2e-4);
+  EXPECT_DOUBLE_EQ(ReduceScatter(late, 1e6) - ReduceScatter(g, 1e6), 2e-4);
+  EXPECT_DOUBLE_EQ(AllGather(late, 1e6) - AllGather(g, 1e6), 2e-4);
+  EXPECT_DOUBLE_EQ(PointToPoint(late, 1e6) - PointToPoint(g, 1e6), 2e-4);
+  late.nodes = g.nodes = 2;  // the tree too
+  EXPECT_DOUBLE_EQ(TreeAllReduce(late, 1e3) - TreeAllReduce(g, 1e3), 2e-4);
+  MeasuredCollectives m;
+  m.Add(CollOp::kAllGather, 4, 1e6, 1e-4);
+  m.Add(CollOp::kSendRecv, 2, 1e6, 3e-4);
+  late.nodes = 1;
+  late.measured = &m;
+  EXPECT_DOUBLE_EQ(AllGather(late, 1e6), 1e-4 + 2e-4);
+  EXPECT_DOUBLE_EQ(PointToPoint(late, 1e6), 3e-4 + 2e-4);
+  EXPECT_EQ(AllReduce(GroupPath{}, 1e9), 0);  // one member waits for nobody
+}
+
 TEST(CommFormulas, MeasuredCollectivesReplaceTheFormulas) {
   MeasuredCollectives m;
   m.Add(CollOp::kAllReduce, 2, 1e6, 1e-3);

@@ -17,7 +17,8 @@ Cluster FourNodes() {
   gpu.peak_fp32 = gpu.peak_bf16 = 1e14;
   gpu.memory_bandwidth = 2e12;
   c.types.push_back(gpu);
-  for (int i = 0; i < 4; ++i) c.nodes.push_back({"n" + std::to_string(i), "", 8, 0, false, "", false});
+  for (int i = 0; i < 4; ++i)
+    c.nodes.push_back({"n" + std::to_string(i), "", 8, 0, false, "", false});
   c.intra = {300e9, 3e-6};
   c.inter = {200e9, 5e-6};
   return c;
@@ -87,6 +88,29 @@ TEST(Placement, RepeatedCalibrationsCountByTheirMedian) {
   const Hardware one = MakeHardware(local, 0, cal, Precision::kFp32, 1);
   ASSERT_EQ(one.gemm.size(), 1u);
   EXPECT_DOUBLE_EQ(one.gemm[0].flops, 95e9);
+}
+
+// The calibration's wait per synchronisation, measured with all ranks of a run: a plan takes
+// the figure of its own rank count (the most ranks not above it), and every group path has it.
+TEST(Placement, SyncWaitOfThePlansRankCount) {
+  Cluster c = FourNodes();  // 32 devices
+  Calibration cal;
+  cal.collectives.push_back({"sync_wait", 2, 4096, 1e-5});
+  cal.collectives.push_back({"sync_wait", 16, 4096, 3e-4});
+  cal.collectives.push_back({"sync_wait", 16, 4096, 1e-4});
+  cal.collectives.push_back({"sync_wait", 16, 4096, 2e-4});  // repeats: the median
+  cal.collectives.push_back({"sync_wait", 64, 4096, 9e-3});  // more ranks than the cluster's
+  const Hardware hw = MakeHardware(c, 0, cal, Precision::kBf16, 1);
+  EXPECT_DOUBLE_EQ(hw.sync_wait, 2e-4);
+  EXPECT_DOUBLE_EQ(MakeHardware(c, 0, Calibration{}, Precision::kBf16, 1).sync_wait, 0);
+  c.nodes.resize(1);  // 8 ranks: only the two-rank figure is not above
+  EXPECT_DOUBLE_EQ(MakeHardware(c, 0, cal, Precision::kBf16, 1).sync_wait, 1e-5);
+  Result<RankPlacement> p = PlaceRanks(c, NodePool(c, nullptr), 8);
+  ASSERT_TRUE(p.ok());
+  const Hardware one_node = MakeHardware(c, 0, cal, Precision::kBf16, 1);
+  PathCache paths(c, *p, one_node);
+  EXPECT_DOUBLE_EQ(paths.Ring(1, 8).sync_wait, 1e-5);
+  EXPECT_DOUBLE_EQ(paths.Hop(2, 4).sync_wait, 1e-5);
 }
 
 TEST(Placement, GroupPaths) {

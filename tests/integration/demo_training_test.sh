@@ -17,6 +17,9 @@ cal=$(ls "$dir"/cache/localhost-*.calibration.json 2>/dev/null || true)
 [[ -n $cal ]] && grep -q -- "calibration $cal (measured now)" <<<"$out" \
   || { echo "FAIL: the first launch did not measure and cache a calibration ($cal)"; exit 1; }
 [[ $(ls "$dir/cache") == $(basename "$cal") ]] || { echo "FAIL: cache holds $(ls "$dir/cache")"; exit 1; }
+# It measured what a synchronisation waits among the launch's 4 ranks sharing the cores.
+grep -A1 '"op": "sync_wait"' "$cal" | grep -q '"ranks": 4' \
+  || { echo "FAIL: no sync_wait sample for 4 ranks in $cal"; exit 1; }
 # The planner chooses dp too (the demo fixes no micro-batch).
 grep -qE -- 'layout tp=[0-9]+ cp=[0-9]+ pp=[0-9]+ vpp=[0-9]+ dp=[0-9]+' <<<"$out" \
   || { echo "FAIL: no layout line"; exit 1; }
