@@ -121,7 +121,7 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
 // runs `kRounds` rounds of a compute segment (a forward GEMM of the job's MLP, the span between
 // two tensor-parallel collectives) each followed by a 4 KiB all-reduce of all ranks, the
 // same segments alone, and the all-reduces alone: wait = (rounds - segments - all-reduces) /
-// kRounds, the median of 5 repeats, rank 0's view (it writes the file).
+// kRounds, the median of 9 repeats, rank 0's view (it writes the file).
 Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job) {
   constexpr int kRounds = 24;
   const int64_t h = job != nullptr ? job->model.hidden : 1024;
@@ -145,7 +145,7 @@ Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job) {
     return Status::Ok();
   };
   std::vector<double> waits;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 9; ++rep) {
     LOOM_ASSIGN_OR_RETURN(double both, TimeTogether(comm, 1, [&] { return rounds(true, true); }));
     LOOM_ASSIGN_OR_RETURN(double seg, TimeTogether(comm, 1, [&] { return rounds(true, false); }));
     LOOM_ASSIGN_OR_RETURN(double ar, TimeTogether(comm, 1, [&] { return rounds(false, true); }));

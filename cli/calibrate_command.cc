@@ -125,6 +125,13 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   if (cal.intra.bandwidth > 0) {
     std::printf("; link %.2f GB/s, %.1f us", cal.intra.bandwidth / 1e9, cal.intra.latency * 1e6);
   }
+  // The wait per synchronisation this run measured (the last sample: a merge appends).
+  for (auto s = cal.collectives.rbegin(); s != cal.collectives.rend(); ++s) {
+    if (s->op != "sync_wait") continue;
+    std::printf("; a synchronisation of %d ranks waits %.0f us for the latest", s->ranks,
+                s->seconds * 1e6);
+    break;
+  }
   std::printf("\n");
   return Status::Ok();
 }
