@@ -294,6 +294,11 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& job, const Cluster
           100 * hw.gemm_efficiency, FlopRate(hw.peak).c_str(),
           hw.gemm.empty() ? "" : " (measured GEMM samples instead)",
           Rate(hw.memory_bandwidth).c_str(), Secs(hw.op_overhead).c_str());
+  if (hw.sync_wait > 0) {
+    s += Fmt(
+        "  every collective and hop also waits %s for its latest rank (calibration's sync_wait)\n",
+        Secs(hw.sync_wait).c_str());
+  }
   s += "\n  rank -> (node, device) (tp fastest, then cp, dp, pp):\n" + RankMap(r.placement, c, 8);
   return s;
 }

@@ -229,6 +229,25 @@ TEST(Search, ReportsNameEveryPart) {
   EXPECT_NE(json.find("\"dgx-191\""), std::string::npos);  // last rank's node
 }
 
+// What the calibration adds beyond the links is named where it applies: the A100 file's ZeRO-3
+// rate on a ZeRO-3 ring that crosses nodes, a measured wait per synchronisation.
+TEST(Search, ExplainNamesTheCalibrationsZero3BoundAndSyncWait) {
+  const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
+  Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
+  PlanJob job = Published(MegatronJob(96, 12288, 96, 1536, 1536), 1, 1);
+  job.zero = 3;
+  Result<SearchResult> r = SearchPlans(job, a100, cal, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string explain = PlanExplain(*r, job, a100);
+  EXPECT_NE(explain.find("ZeRO-3 at most 15.7 GB/s per rank"), std::string::npos) << explain;
+  EXPECT_EQ(explain.find("for its latest rank"), std::string::npos) << explain;
+  cal.collectives.push_back({"sync_wait", 1536, 4096, 2e-4});
+  r = SearchPlans(job, a100, cal, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  explain = PlanExplain(*r, job, a100);
+  EXPECT_NE(explain.find("also waits 200 us for its latest rank"), std::string::npos) << explain;
+}
+
 // A winner within 5 % of the capacity says what keeps it safe and how to ask for room (issue: the
 // 126-layer plan on H100s used 77.1 of 77.3 GB without a word).
 TEST(Search, ExplainsAWinnerAtTheMemoryEdge) {
