@@ -36,6 +36,44 @@ Result<double> TimeTogether(Communicator& comm, int reps, const std::function<St
   return t[t.size() / 2];
 }
 
+// One MLP matrix of the job (h x 4h, over up to 2,048 tokens; 1,024 and 1,024 without a job),
+// its operands rotated through kCalibrationCopies: the compute the overlap and synchronisation
+// measurements run between transfers.
+class MlpMatrix {
+ public:
+  explicit MlpMatrix(const PlanJob* job)
+      : h_(job != nullptr ? job->model.hidden : 1024),
+        m_(job != nullptr ? std::min<int64_t>(job->seq * 4, 2048) : 1024),
+        x_(SpreadCopies(m_ * h_, 0.01f)),
+        w_(SpreadCopies(4 * h_ * h_, 0.02f)),
+        y_(SpreadCopies(m_ * 4 * h_, 0)),
+        dx_(SpreadCopies(m_ * h_, 0)),
+        dw_(SpreadCopies(4 * h_ * h_, 0)) {}
+
+  // The forward GEMM (about the span between two tensor-parallel collectives).
+  void Forward() { Forward(Next()); }
+  // Forward and backward (input and weight gradients).
+  void Layer() {
+    const size_t j = Next();
+    Forward(j);
+    ParallelGemm<float>(false, false, m_, h_, 4 * h_, 1.0f, y_[j].data(), 4 * h_, w_[j].data(), h_,
+                        0.0f, dx_[j].data(), h_);
+    ParallelGemm<float>(true, false, 4 * h_, h_, m_, 1.0f, y_[j].data(), 4 * h_, x_[j].data(), h_,
+                        1.0f, dw_[j].data(), h_);
+  }
+
+ private:
+  size_t Next() { return static_cast<size_t>(calls_++ % kCalibrationCopies); }
+  void Forward(size_t j) {
+    ParallelGemm<float>(false, true, m_, 4 * h_, h_, 1.0f, x_[j].data(), h_, w_[j].data(), h_, 0.0f,
+                        y_[j].data(), 4 * h_);
+  }
+
+  const int64_t h_, m_;
+  std::vector<std::vector<float>> x_, w_, y_, dx_, dw_;
+  int calls_ = 0;
+};
+
 // What a transfer running alongside compute costs the compute: the planner's overlap_slowdown,
 // compute seconds lost per second of transfer (the transfer's time alone) overlapping it. On
 // CPU ranks no NIC or copy engine moves the bytes: the communication thread and MPI's
@@ -49,21 +87,7 @@ Result<double> TimeTogether(Communicator& comm, int reps, const std::function<St
 // (the job's ZeRO and data-parallel bucket; 4 MiB without a job). The figure is the median over
 // the four.
 Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
-  const int64_t h = job != nullptr ? job->model.hidden : 1024;
-  const int64_t m = job != nullptr ? std::min<int64_t>(job->seq * 4, 2048) : 1024;
-  auto x = SpreadCopies(m * h, 0.01f), w = SpreadCopies(4 * h * h, 0.02f),
-       y = SpreadCopies(m * 4 * h, 0);
-  auto dx = SpreadCopies(m * h, 0), dw = SpreadCopies(4 * h * h, 0);
-  int calls = 0;
-  auto layer = [&] {  // forward and backward of an MLP matrix
-    const size_t j = static_cast<size_t>(calls++ % kCalibrationCopies);
-    ParallelGemm<float>(false, true, m, 4 * h, h, 1.0f, x[j].data(), h, w[j].data(), h, 0.0f,
-                        y[j].data(), 4 * h);
-    ParallelGemm<float>(false, false, m, h, 4 * h, 1.0f, y[j].data(), 4 * h, w[j].data(), h, 0.0f,
-                        dx[j].data(), h);
-    ParallelGemm<float>(true, false, 4 * h, h, m, 1.0f, y[j].data(), 4 * h, x[j].data(), h, 1.0f,
-                        dw[j].data(), h);
-  };
+  MlpMatrix mlp(job);
   const int g = comm.size(), r = comm.rank();
   const double layer_bytes = job != nullptr ? 4 * LayerParams(job->model) : 4 << 20;
   const int64_t n = static_cast<int64_t>(layer_bytes / 4) / g * g;
@@ -91,19 +115,19 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
     LOOM_ASSIGN_OR_RETURN(double t_m, TimeTogether(comm, 9, [&] { return wait(op()); }));
     // Enough compute to hide the transfer three times over.
     LOOM_ASSIGN_OR_RETURN(double t_layer, TimeTogether(comm, 3, [&] {
-                            layer();
+                            mlp.Layer();
                             return Status::Ok();
                           }));
     const int layers = std::max(1, static_cast<int>(std::ceil(3 * t_m / t_layer)));
     std::vector<double> extra;
     for (int rep = 0; rep < 9; ++rep) {
       LOOM_ASSIGN_OR_RETURN(double t_c, TimeTogether(comm, 1, [&] {
-                              for (int i = 0; i < layers; ++i) layer();
+                              for (int i = 0; i < layers; ++i) mlp.Layer();
                               return Status::Ok();
                             }));
       LOOM_ASSIGN_OR_RETURN(double t_both, TimeTogether(comm, 1, [&] {
                               HandlePtr hd = op();
-                              for (int i = 0; i < layers; ++i) layer();
+                              for (int i = 0; i < layers; ++i) mlp.Layer();
                               return wait(hd);
                             }));
       extra.push_back(t_both - t_c);
@@ -124,22 +148,13 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
 // kRounds, the median of 9 repeats, rank 0's view (it writes the file).
 Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job) {
   constexpr int kRounds = 24;
-  const int64_t h = job != nullptr ? job->model.hidden : 1024;
-  const int64_t m = job != nullptr ? std::min<int64_t>(job->seq * 4, 2048) : 1024;
-  auto x = SpreadCopies(m * h, 0.01f), w = SpreadCopies(4 * h * h, 0.02f),
-       y = SpreadCopies(m * 4 * h, 0);
-  int calls = 0;
-  auto segment = [&] {
-    const size_t j = static_cast<size_t>(calls++ % kCalibrationCopies);
-    ParallelGemm<float>(false, true, m, 4 * h, h, 1.0f, x[j].data(), h, w[j].data(), h, 0.0f,
-                        y[j].data(), 4 * h);
-  };
+  MlpMatrix mlp(job);
   std::vector<float> buf(1024, 1.0f);
   KeepIfAbandoned keep(&comm);
   keep(buf);
   auto rounds = [&](bool compute, bool sync) -> Status {
     for (int i = 0; i < kRounds; ++i) {
-      if (compute) segment();
+      if (compute) mlp.Forward();
       if (sync) LOOM_RETURN_IF_ERROR(comm.AllReduce(buf.data(), 1024));
     }
     return Status::Ok();

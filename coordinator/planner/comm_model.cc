@@ -57,9 +57,10 @@ double Measured(const GroupPath& g, CollOp op, double bytes) {
 
 double RingAllReduce(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
-  if (const double t = Measured(g, CollOp::kAllReduce, bytes); t >= 0) return t + g.sync_wait;
   const double n = g.size;
-  return 2 * (n - 1) * g.latency + 2 * (n - 1) / n * bytes / g.bandwidth + g.sync_wait;
+  const double t = Measured(g, CollOp::kAllReduce, bytes);
+  return (t >= 0 ? t : 2 * (n - 1) * g.latency + 2 * (n - 1) / n * bytes / g.bandwidth) +
+         g.sync_wait;
 }
 
 double TreeAllReduce(const GroupPath& g, double bytes) {
@@ -80,32 +81,28 @@ namespace {
 
 double RingPass(const GroupPath& g, double bytes) {
   const double n = g.size;
-  return (n - 1) * g.latency + (n - 1) / n * bytes / g.bandwidth + g.sync_wait;
+  return (n - 1) * g.latency + (n - 1) / n * bytes / g.bandwidth;
 }
 
 }  // namespace
 
 double ReduceScatter(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
-  if (const double t = Measured(g, CollOp::kReduceScatter, bytes); t >= 0) return t + g.sync_wait;
-  return RingPass(g, bytes);
+  const double t = Measured(g, CollOp::kReduceScatter, bytes);
+  return (t >= 0 ? t : RingPass(g, bytes)) + g.sync_wait;
 }
 
 double AllGather(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
-  if (const double t = Measured(g, CollOp::kAllGather, bytes); t >= 0) return t + g.sync_wait;
-  return RingPass(g, bytes);
+  const double t = Measured(g, CollOp::kAllGather, bytes);
+  return (t >= 0 ? t : RingPass(g, bytes)) + g.sync_wait;
 }
 
 double PointToPoint(const GroupPath& g, double bytes) {
   if (g.size <= 1 || bytes <= 0) return 0;
   // A hop is between two neighbours whatever the group's size.
-  if (g.measured != nullptr) {
-    if (const double t = g.measured->Time(CollOp::kSendRecv, 2, bytes); t >= 0) {
-      return t + g.sync_wait;
-    }
-  }
-  return g.latency + bytes / g.bandwidth + g.sync_wait;
+  const double t = g.measured != nullptr ? g.measured->Time(CollOp::kSendRecv, 2, bytes) : -1;
+  return (t >= 0 ? t : g.latency + bytes / g.bandwidth) + g.sync_wait;
 }
 
 }  // namespace loom

@@ -80,11 +80,10 @@ ChunkCosts TimeModel::Chunk(const Candidate& c) const {
   if (nd > 1 && L.zero >= 2) {
     const BytesPerParam pb = DpCommBytes(job_);
     const double psi = LayerParamsPerRank(job_.model, L.tp);
-    z.rs = ReduceScatter(z.dp, psi * pb.grads);
+    z.rs = Zero3Transfer(L, z.dp, ReduceScatter(z.dp, psi * pb.grads), psi * pb.grads);
     z.rs_bytes = RingBytes(nd, psi * pb.grads);
     if (L.zero == 3) {
-      z.rs = Zero3Transfer(z.dp, z.rs, psi * pb.grads);
-      z.ag = Zero3Transfer(z.dp, AllGather(z.dp, psi * pb.weights), psi * pb.weights);
+      z.ag = Zero3Transfer(L, z.dp, AllGather(z.dp, psi * pb.weights), psi * pb.weights);
       z.ag_bytes = RingBytes(nd, psi * pb.weights);
     }
   }
@@ -179,8 +178,7 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
     // behind it.
     const GroupPath dp = paths_->Ring(L.tp, nd);
     const double grads = EmbeddingParamsPerRank(m, L.tp) * DpCommBytes(job_).grads;
-    const double rs =
-        L.zero == 3 ? Zero3Transfer(dp, ReduceScatter(dp, grads), grads) : ReduceScatter(dp, grads);
+    const double rs = Zero3Transfer(L, dp, ReduceScatter(dp, grads), grads);
     if (L.zero == 3 || !job_.overlap) x.first_zero = rs;
     x.first_load.Add(dp, rs);
     x.first_bytes.dp = RingBytes(nd, grads);
@@ -188,8 +186,9 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
   return x;
 }
 
-double TimeModel::Zero3Transfer(const GroupPath& g, double ring, double bytes) const {
-  if (hw_.zero3_rank_bandwidth <= 0 || g.nodes <= 1) return ring;
+double TimeModel::Zero3Transfer(const Layout& L, const GroupPath& g, double ring,
+                                double bytes) const {
+  if (L.zero != 3 || hw_.zero3_rank_bandwidth <= 0 || g.nodes <= 1) return ring;
   return std::max(ring, RingBytes(g.size, bytes) / hw_.zero3_rank_bandwidth);
 }
 
@@ -255,7 +254,7 @@ void TimeModel::DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakd
     bytes->dp += RingBytes(nd, weights);
   } else if (L.zero == 3) {
     // The embedding bucket is gathered once per step, by the first forward, unprefetched.
-    const double ag = Zero3Transfer(dp, AllGather(dp, emb * pb.weights), emb * pb.weights);
+    const double ag = Zero3Transfer(L, dp, AllGather(dp, emb * pb.weights), emb * pb.weights);
     t->dp += ag;
     links->busy[cls] += ag;
     bytes->dp += RingBytes(nd, emb * pb.weights);

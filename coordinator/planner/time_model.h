@@ -133,10 +133,11 @@ class TimeModel {
   // What a chunk's first and last buckets add (they have no neighbour to overlap with).
   void ChunkEnds(const Layout& L, const Buckets& z, double layers, ChunkCosts* k) const;
   double Transfer(const Candidate& c) const;  // one pipeline message
-  // A ZeRO-3 gather or reduce-scatter of `bytes` over `g` that the ring prices at `ring`
-  // seconds: no faster than the calibration's per-rank bound where `g` spans nodes. Callers
-  // charge the bounded time to the link like any transfer: it holds the communicator that long.
-  double Zero3Transfer(const GroupPath& g, double ring, double bytes) const;
+  // A data-parallel gather or reduce-scatter of `bytes` over `g` that the ring prices at `ring`
+  // seconds: under ZeRO 3, no faster than the calibration's per-rank bound where `g` spans
+  // nodes; otherwise `ring`. Callers charge the bounded time to the link like any transfer: it
+  // holds the communicator that long.
+  double Zero3Transfer(const Layout& L, const GroupPath& g, double ring, double bytes) const;
   // Data-parallel traffic outside the chunks: ZeRO 0/1 reductions during the last backward,
   // ZeRO 1/2 gathers during the next forward, the step's last ZeRO 2 reductions, ZeRO 3's
   // embedding gather. Sets t->dp, adds to t->slowdown, `bytes` and `links`.

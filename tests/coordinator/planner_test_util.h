@@ -64,4 +64,14 @@ inline PlanJob Published(PlanJob j, int tp, int pp) {
   return j;
 }
 
+// SC'21 table 2's "ZeRO-3 without model parallelism": dp = every GPU, ZeRO 3, micro-batch =
+// batch / GPUs, full recompute.
+inline PlanJob Zero3Job(int64_t heads, int64_t hidden, int64_t layers, int64_t batch,
+                        int64_t devices) {
+  PlanJob j = Published(MegatronJob(heads, hidden, layers, batch, devices), 1, 1);
+  j.zero = 3;
+  j.micro_batch = batch / devices;
+  return j;
+}
+
 }  // namespace loom

@@ -99,9 +99,7 @@ TEST(PublishedRunsTable2, PtdpAndZero3AtFixedBatch) {
                                Table2Row{"530B", 128, 20480, 105, 2240, 1120, 35, 167, 98},
                                Table2Row{"530B", 128, 20480, 105, 2240, 2240, 35, 159, 48}}) {
     const PlanJob job = MegatronJob(row.heads, row.hidden, row.layers, row.batch, row.gpus);
-    PlanJob z = Published(job, 1, 1);
-    z.zero = 3;
-    z.micro_batch = row.batch / row.gpus;
+    const PlanJob z = Zero3Job(row.heads, row.hidden, row.layers, row.batch, row.gpus);
     Result<SearchResult> zero3 = SearchPlans(z, cluster, cal, 1);
     ASSERT_TRUE(zero3.ok()) << zero3.status().ToString();
     const Prediction& q = zero3->plans[0];
@@ -139,8 +137,7 @@ TEST(PublishedRunsTable2, PtdpAndZero3AtFixedBatch) {
 TEST(PublishedRunsTable2, Zero3BoundIsTheCalibrationsField) {
   const Cluster cluster = LoadShippedCluster("dgx-a100.yaml");
   Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
-  PlanJob z = Published(MegatronJob(96, 12288, 96, 1536, 1536), 1, 1);
-  z.zero = 3;
+  const PlanJob z = Zero3Job(96, 12288, 96, 1536, 1536);
   Result<SearchResult> bound = SearchPlans(z, cluster, cal, 1);
   cal.zero3_rank_bandwidth = -1;
   Result<SearchResult> rings = SearchPlans(z, cluster, cal, 1);
@@ -151,8 +148,7 @@ TEST(PublishedRunsTable2, Zero3BoundIsTheCalibrationsField) {
   EXPECT_GT(b, 3 * r);
   EXPECT_LT(bound->plans[0].links.busy[kInterNode] / b, 1.01);
   // Inside one node (1.7 B on 8 GPUs) the bound does not apply: NVLink, not the network.
-  PlanJob small = Published(MegatronJob(24, 2304, 24, 64, 8), 1, 1);
-  small.zero = 3;
+  const PlanJob small = Zero3Job(24, 2304, 24, 64, 8);
   Result<SearchResult> node = SearchPlans(small, cluster, cal, 1);
   cal.zero3_rank_bandwidth = 1e9;  // 10 s for its 10 GB a step, were it applied
   Result<SearchResult> node_bound = SearchPlans(small, cluster, cal, 1);

@@ -234,8 +234,7 @@ TEST(Search, ReportsNameEveryPart) {
 TEST(Search, ExplainNamesTheCalibrationsZero3BoundAndSyncWait) {
   const Cluster a100 = LoadShippedCluster("dgx-a100.yaml");
   Calibration cal = LoadShippedCalibration("dgx-a100.calibration.json");
-  PlanJob job = Published(MegatronJob(96, 12288, 96, 1536, 1536), 1, 1);
-  job.zero = 3;
+  const PlanJob job = Zero3Job(96, 12288, 96, 1536, 1536);
   Result<SearchResult> r = SearchPlans(job, a100, cal, 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::string explain = PlanExplain(*r, job, a100);
