@@ -181,15 +181,13 @@ Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Cali
     // (world % g) sit this size out. Measured by the first group alone while the other ranks
     // waited in their next group's creation, a 2-rank group of 4 ranks on 2 cores ran its small
     // collectives in 4-12 ms instead of tens of microseconds: the waiting ranks held the cores.
-    const int group = rank / g;
-    const bool member = group < world / g;
-    std::vector<int> members;
-    for (int r = group * g; member && r < group * g + g; ++r) members.push_back(r);
+    const std::vector<int> members = CalibrationGroup(rank, world, g);
+    const bool member = !members.empty();
     std::shared_ptr<Communicator> comm;
     if (member) {
       LOOM_ASSIGN_OR_RETURN(
-          comm,
-          backend.CreateGroup("calib" + std::to_string(g) + "." + std::to_string(group), members));
+          comm, backend.CreateGroup("calib" + std::to_string(g) + "." + std::to_string(rank / g),
+                                    members));
     }
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t n = bytes / 4 / g * g;

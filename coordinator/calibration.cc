@@ -176,4 +176,12 @@ std::string CalibrationToJson(const Calibration& c) {
   return j.dump(2) + "\n";
 }
 
+std::vector<int> CalibrationGroup(int rank, int world, int size) {
+  std::vector<int> members;
+  const int group = rank / size;
+  if (group >= world / size) return members;  // left over: sits this size out
+  for (int r = group * size; r < (group + 1) * size; ++r) members.push_back(r);
+  return members;
+}
+
 }  // namespace loom

@@ -94,6 +94,11 @@ struct Calibration {
 };
 
 Result<Calibration> LoadCalibration(const std::string& path);
+// The world ranks that measure collectives of `size` ranks together with `rank` when `loom
+// calibrate` runs under mpirun over `world` ranks: groups of `size` consecutive ranks, as many as
+// fit, all measuring at once (as a job's groups run their collectives together, every rank busy);
+// empty for the world % size ranks left over. 2 <= size <= world.
+std::vector<int> CalibrationGroup(int rank, int world, int size);
 // Serialises (pretty JSON) — the inverse of LoadCalibration.
 std::string CalibrationToJson(const Calibration& c);
 

@@ -4,6 +4,7 @@
 // attention, links shared by several dimensions, and compute slowed by overlapped transfers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -103,6 +104,38 @@ TEST(CalibrationFile, Zero3RankBandwidth) {
                           "links": {"zero3_rank_bandwidth": 0}})")
                 .find("links.zero3_rank_bandwidth"),
             std::string::npos);
+}
+
+// loom calibrate under mpirun measures each group size with every rank busy in a group of
+// consecutive ranks where the world holds one (idle ranks held shared cores: PLANNER.md).
+TEST(CalibrationGroups, EveryRankMeasuresWhereAGroupFits) {
+  using V = std::vector<int>;
+  EXPECT_EQ(CalibrationGroup(0, 4, 2), (V{0, 1}));
+  EXPECT_EQ(CalibrationGroup(1, 4, 2), (V{0, 1}));
+  EXPECT_EQ(CalibrationGroup(2, 4, 2), (V{2, 3}));
+  EXPECT_EQ(CalibrationGroup(3, 4, 2), (V{2, 3}));
+  EXPECT_EQ(CalibrationGroup(2, 4, 3), (V{0, 1, 2}));
+  EXPECT_TRUE(CalibrationGroup(3, 4, 3).empty());  // 4 % 3: sits the triples out
+  EXPECT_EQ(CalibrationGroup(3, 4, 4), (V{0, 1, 2, 3}));
+  // Every size of 2..12 ranks: the groups are disjoint, each rank is in its own, rank 0 always
+  // measures (it writes the file), and only world % size ranks sit out.
+  for (int world = 2; world <= 12; ++world) {
+    for (int size = 2; size <= world; ++size) {
+      int out = 0;
+      for (int r = 0; r < world; ++r) {
+        const V g = CalibrationGroup(r, world, size);
+        if (g.empty()) {
+          ++out;
+          continue;
+        }
+        ASSERT_EQ(static_cast<int>(g.size()), size) << world << " " << size << " " << r;
+        EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
+        for (int m : g) EXPECT_EQ(CalibrationGroup(m, world, size), g);
+      }
+      EXPECT_EQ(out, world % size) << world << " " << size;
+      EXPECT_FALSE(CalibrationGroup(0, world, size).empty());
+    }
+  }
 }
 
 // The 145.6 B GPT of Narayanan et al. on the shipped A100 cluster and calibration, priced
