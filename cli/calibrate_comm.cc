@@ -186,8 +186,8 @@ Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Cali
     std::shared_ptr<Communicator> comm;
     if (member) {
       LOOM_ASSIGN_OR_RETURN(
-          comm, backend.CreateGroup("calib" + std::to_string(g) + "." + std::to_string(rank / g),
-                                    members));
+          comm, backend.CreateGroup(
+                    "calib" + std::to_string(g) + "." + std::to_string(members.front()), members));
     }
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
       const int64_t n = bytes / 4 / g * g;
