@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "core/threads.h"
+
 namespace loom {
 
 BackgroundWriter::BackgroundWriter() : thread_([this] { Loop(); }) {}
@@ -48,6 +50,7 @@ Status BackgroundWriter::TakeStatus() {
 }
 
 void BackgroundWriter::Loop() {
+  SetThreadName("loom-save");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });

@@ -13,6 +13,7 @@
 
 #include "checkpoint/direct_writes.h"
 #include "checkpoint/format.h"
+#include "core/threads.h"
 
 namespace loom {
 
@@ -75,7 +76,12 @@ Result<std::unique_ptr<DirectStream>> DirectStream::Open(const std::string& dir,
   s->ready_.assign(s->pieces_.size(), 0);
   s->status_.resize(s->pieces_.size());
   DirectStream* raw = s.get();
-  for (int i = 0; i < threads; ++i) s->threads_.emplace_back([raw] { raw->Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    s->threads_.emplace_back([raw] {
+      SetThreadName("loom-write");
+      raw->Loop();
+    });
+  }
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "checkpoint/format.h"
+#include "core/threads.h"
 
 namespace loom {
 
@@ -23,7 +24,12 @@ DirectWritePool::DirectWritePool(size_t buffer_bytes, int buffers, int threads)
     : buffer_bytes_(buffer_bytes) {
   for (int i = 0; i < buffers; ++i) all_.push_back(AllocateIoBuffer(buffer_bytes));
   free_ = all_;
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      SetThreadName("loom-write");
+      Loop();
+    });
+  }
 }
 
 DirectWritePool::~DirectWritePool() {

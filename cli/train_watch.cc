@@ -8,6 +8,7 @@
 
 #include "comm/buffer.h"
 #include "coordinator/supervisor/anomaly_watch.h"
+#include "core/threads.h"
 
 namespace loom {
 namespace {
@@ -73,6 +74,7 @@ Result<std::unique_ptr<TrainWatch>> TrainWatch::Start(const JobConfig& job, cons
 }
 
 void TrainWatch::Watch() {
+  SetThreadName("loom-watch");
   std::optional<AnomalyWatch> watch;
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_; })) {

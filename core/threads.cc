@@ -1,6 +1,7 @@
 // Explicit OpenMP/OpenBLAS thread configuration.
 #include "core/threads.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <cblas.h>
@@ -36,6 +37,8 @@ void ConfigureThreads(int n) {
   {
     _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
     _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+    // The pool's other threads by name; the calling thread keeps its own.
+    if (omp_get_thread_num() != 0) SetThreadName("loom-pool");
   }
 }
 
@@ -62,6 +65,12 @@ int64_t ThreadCpuNs() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void SetThreadName(const char* name) {
+  char cut[16] = {};
+  for (size_t i = 0; i + 1 < sizeof(cut) && name[i] != '\0'; ++i) cut[i] = name[i];
+  (void)::pthread_setname_np(::pthread_self(), cut);
 }
 
 }  // namespace loom

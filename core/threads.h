@@ -30,4 +30,10 @@ void StopBlasServerThreads();
 // shared machine's scheduler does not stretch as it does wall-clock time.
 int64_t ThreadCpuNs();
 
+// Names the calling thread as `top -H`, `ps -L` and debuggers show it (at most 15 characters,
+// longer names are cut): every long-lived thread of a worker has one, so that an operator can
+// tell the training thread from the communication, reporting and saving threads by their CPU
+// time. Best effort: a failure leaves the inherited name.
+void SetThreadName(const char* name);
+
 }  // namespace loom

@@ -9,6 +9,7 @@
 
 #include "control/wire.h"
 #include "core/logging.h"
+#include "core/threads.h"
 
 namespace loom {
 namespace {
@@ -142,6 +143,7 @@ Status CoordinatorClient::Exchange(proto::Envelope msg, proto::Ack* ack) {
 }
 
 void CoordinatorClient::Loop() {
+  SetThreadName("loom-report");
   const auto period = std::chrono::milliseconds(std::max(20, plan_.heartbeat_ms()));
   auto next_beat = std::chrono::steady_clock::now() + period;
   std::unique_lock<std::mutex> lock(mu_);

@@ -10,6 +10,7 @@
 
 #include "comm/call.h"
 #include "comm/local/local_fabric.h"
+#include "core/threads.h"
 
 namespace loom {
 namespace {
@@ -118,6 +119,7 @@ class LocalEngine {
   }
 
   void Run() {
+    SetThreadName("loom-comm");
     uint64_t seen = 0;
     for (;;) {
       std::deque<LocalOp> fresh;

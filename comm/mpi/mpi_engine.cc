@@ -5,6 +5,8 @@
 #include <iterator>
 #include <utility>
 
+#include "core/threads.h"
+
 namespace loom {
 
 Status MpiError(int rc, const std::string& what) {
@@ -95,6 +97,7 @@ bool MpiEngine::Poll(std::vector<Op>* inflight) {
 }
 
 void MpiEngine::Run() {
+  SetThreadName("loom-comm");
   std::vector<Op> inflight;
   int idle_polls = 0;
   for (;;) {

@@ -20,6 +20,7 @@
 
 #include "comm/call.h"
 #include "comm/mpi/mpi_backend.h"
+#include "core/threads.h"
 
 namespace loom {
 namespace {
@@ -165,6 +166,7 @@ class NcclEngine {
   }
 
   void Run() {
+    SetThreadName("loom-nccl");
     cudaSetDevice(device_);
     std::deque<Job> todo;
     for (;;) {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <thread>
 
+#include "core/threads.h"
+
 namespace loom {
 
 namespace asio = boost::asio;
@@ -110,7 +112,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address
   s->address_ = address;
   s->port_ = impl.acceptor.local_endpoint().port();
   impl.Accept();
-  impl.thread = std::thread([&impl] { impl.io.run(); });
+  impl.thread = std::thread([&impl] {
+    SetThreadName("loom-http");
+    impl.io.run();
+  });
   return s;
 }
 

@@ -7,6 +7,7 @@
 
 #include "control/wire.h"
 #include "core/logging.h"
+#include "core/threads.h"
 
 namespace loom {
 
@@ -306,6 +307,7 @@ Result<std::unique_ptr<CoordinatorService>> CoordinatorService::Start(
   s->impl_->Accept();
   Impl* impl = s->impl_.get();
   s->impl_->thread = std::thread([impl] {
+    SetThreadName("loom-coord");
     try {
       impl->io.run();
     } catch (const std::exception& e) {  // e.g. out of memory: say so rather than terminate

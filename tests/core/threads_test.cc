@@ -1,10 +1,14 @@
-// core/threads: OpenBLAS's server threads are stopped and stay stopped, and BLAS still works.
+// core/threads: OpenBLAS's server threads are stopped and stay stopped, and BLAS still works;
+// threads are named as `top -H` shows them.
 #include "core/threads.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,6 +61,51 @@ TEST(Threads, BlasServerThreadsStopAndGemmStillWorks) {
   EXPECT_EQ(c, ref);
   EXPECT_EQ(SettledThreads(configured), configured);  // the GEMM started no BLAS threads
   EXPECT_EQ(configured, 1);                           // nor did ConfigureThreads(1)
+}
+
+std::string NameOf(pthread_t t) {
+  char name[64] = {};
+  if (pthread_getname_np(t, name, sizeof(name)) != 0) return "?";
+  return name;
+}
+
+// Names of every thread of this process, as /proc shows them.
+std::vector<std::string> ThreadNames() {
+  std::vector<std::string> out;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(f, name);
+    out.push_back(name);
+  }
+  closedir(d);
+  return out;
+}
+
+TEST(Threads, SetThreadNameNamesTheCallingThreadCutTo15Characters) {
+  std::string short_name, long_name;
+  std::thread([&] {
+    SetThreadName("loom-comm");
+    short_name = NameOf(pthread_self());
+    SetThreadName("loom-a-name-longer-than-fifteen");
+    long_name = NameOf(pthread_self());
+  }).join();
+  EXPECT_EQ(short_name, "loom-comm");
+  EXPECT_EQ(long_name, "loom-a-name-lon");         // the kernel keeps 15 characters
+  EXPECT_NE(NameOf(pthread_self()), "loom-comm");  // another thread's name is its own
+}
+
+TEST(Threads, PoolThreadsAreNamedAndTheCallerKeepsItsName) {
+  const std::string caller = NameOf(pthread_self());
+  ConfigureThreads(3);
+  int pool = 0;
+  for (const std::string& n : ThreadNames()) pool += n == "loom-pool";
+  EXPECT_EQ(pool, 2);  // the pool's threads other than the caller
+  EXPECT_EQ(NameOf(pthread_self()), caller);
+  ConfigureThreads(1);
 }
 
 }  // namespace
