@@ -2,7 +2,9 @@
 //   loom plan --cluster deploy/clusters/dgx-a100.yaml --job examples/plan/gpt-145b.yaml
 //             --calibration deploy/clusters/dgx-a100.calibration.json --top 5 --explain
 // With every field of the job's `parallel:` section given (tp, cp, pp, dp), the search has one
-// layout left and the output is the predicted step time of exactly that layout.
+// layout left and the output is the predicted step time of exactly that layout. Without
+// --cluster it plans on this machine's built-in manifest with --np ranks (default 4), as
+// `loom launch` does: `loom plan --job examples/demo.yaml --np 4 --calibration <its cache>`.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -12,18 +14,21 @@
 #include "coordinator/plan_job.h"
 #include "coordinator/planner/report.h"
 #include "coordinator/planner/search.h"
+#include "coordinator/service/launch_plan.h"
 
 namespace loom {
 namespace {
 
 struct PlanOptions {
   std::string cluster, job, calibration;
+  int np = 0;  // ranks on the built-in localhost manifest (no --cluster); 0: 4
   int top = 5;
   bool explain = false, json = false;
 };
 
 Status RunPlan(const PlanOptions& o) {
-  LOOM_ASSIGN_OR_RETURN(Cluster cluster, LoadCluster(o.cluster));
+  LOOM_ASSIGN_OR_RETURN(Cluster cluster, o.cluster.empty() ? LocalhostCluster(o.np > 0 ? o.np : 4)
+                                                           : LoadCluster(o.cluster));
   LOOM_ASSIGN_OR_RETURN(PlanJob job, LoadPlanJob(o.job));
   Calibration cal;
   if (!o.calibration.empty()) {
@@ -48,7 +53,15 @@ Status RunPlan(const PlanOptions& o) {
 void AddPlanCommand(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Search parallel layouts for a job on a cluster");
-  cmd->add_option("--cluster", o->cluster, "Cluster manifest (docs/MANIFESTS.md)")->required();
+  CLI::Option* cluster =
+      cmd->add_option("--cluster", o->cluster,
+                      "Cluster manifest (docs/MANIFESTS.md; default: this machine, as loom launch "
+                      "plans it, with --np ranks)");
+  cmd->add_option("--np", o->np,
+                  "Ranks on this machine without --cluster (default 4, as loom launch; more "
+                  "than its cores share them)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->excludes(cluster);
   cmd->add_option("--job", o->job, "Job file (docs/JOB.md; plan: section in docs/PLANNER.md)")
       ->required();
   cmd->add_option("--calibration", o->calibration, "Calibration file from loom calibrate");

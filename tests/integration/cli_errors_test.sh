@@ -33,6 +33,10 @@ expect 1 "cannot open" -- "$loom" train --config "$dir/does_not_exist.yaml"
 expect 2 "config is required" -- "$loom" train
 expect 2 "loom: error: unknown command 'frobnicate' (expected one of: train, data," -- "$loom" frobnicate
 expect 2 "loom ckpt: error: unknown command 'inspekt' (expected one of: inspect, verify, reshard, export, diff, import)" -- "$loom" ckpt inspekt "$dir"
+# loom plan on this machine's built-in manifest, as loom launch plans it: --np or --cluster.
+demo="$(dirname "$0")/../../examples/demo.yaml"
+expect 0 "cluster localhost: 3 ranks on 1 node x 3 cpu-core" -- "$loom" plan --job "$demo" --np 3 --top 1
+expect 2 "--cluster excludes --np" -- "$loom" plan --job "$demo" --np 3 --cluster "$dir/none.yaml"
 expect 1 "nope.txt" -- "$loom" data prepare --input "$dir/nope.txt" --output-dir "$dir/out"
 [[ -e "$dir/out" ]] && { echo "FAIL: output directory created for a failed prepare"; fail=1; }
 printf 'LOOMTOK\0\1\0\0\0\2\0\0\0\xff\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' > "$dir/short.bin"
