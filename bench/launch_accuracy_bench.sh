@@ -42,6 +42,8 @@ def fix(m):
 open(p, "w").write(re.sub(r"parallel: \{([^}]*)\}", fix, s))
 PY
 done
+# The median of numbers separated by spaces or newlines.
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 declare -a pred layout meas wait
 failed=0
 for ((r = 0; r < rounds; r++)); do
@@ -56,8 +58,7 @@ for ((r = 0; r < rounds; r++)); do
     }
     layout[i]=$(sed -n 's/.*| layout \(tp=[^(]*\) (.*/\1/p; s/.*| layout \(tp=.*\)$/\1/p' <<<"$out" | head -1 | sed 's/ vpp=1//; s/ sp=off//')
     p=$(sed -n 's/^  predicted \([0-9.]*\) ms\/step.*/\1/p' <<<"$out" | head -1)
-    m=$(grep -E '^step +[0-9]+/' <<<"$out" | awk '{split($2, a, "/"); if (a[1] > 20) for (i = 1; i <= NF; i++) if ($(i+1) == "ms/step") print $i}' |
-        sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+    m=$(grep -E '^step +[0-9]+/' <<<"$out" | awk '{split($2, a, "/"); if (a[1] > 20) for (i = 1; i <= NF; i++) if ($(i+1) == "ms/step") print $i}' | median)
     if [[ -z $p || -z $m || $m == 0 ]]; then
       echo "$out" | grep -v '^\[' | tail -5
       echo "FAIL: ${specs[i]}: no prediction or no measured steps"
@@ -83,7 +84,6 @@ PY
     wait[i]="${wait[i]:-} ${w:-?}"
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 printf '%-34s %12s %12s %8s  %-24s %s\n' layout "predicted ms" "measured ms" error "rounds (ms)" \
   "exposed comm ms per rank, by round"
 worst=0

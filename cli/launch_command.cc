@@ -208,7 +208,7 @@ Result<Cluster> ClusterOf(const LaunchOptions& o, const std::optional<SlurmAlloc
                           int* world) {
   *world = o.np;
   if (!o.cluster.empty()) return LoadCluster(o.cluster);
-  if (!slurm) return LocalhostCluster(o.np > 0 ? o.np : 4);
+  if (!slurm) return LocalhostCluster(o.np > 0 ? o.np : kLocalhostRanks);
   if (o.np > slurm->TotalTasks()) {
     return InvalidArgument("--np " + std::to_string(o.np) + ": " + DescribeSlurmJob(*slurm) +
                            " has " + std::to_string(slurm->TotalTasks()) +

@@ -21,14 +21,14 @@ namespace {
 
 struct PlanOptions {
   std::string cluster, job, calibration;
-  int np = 0;  // ranks on the built-in localhost manifest (no --cluster); 0: 4
+  int np = kLocalhostRanks;  // ranks on the built-in localhost manifest (no --cluster)
   int top = 5;
   bool explain = false, json = false;
 };
 
 Status RunPlan(const PlanOptions& o) {
-  LOOM_ASSIGN_OR_RETURN(Cluster cluster, o.cluster.empty() ? LocalhostCluster(o.np > 0 ? o.np : 4)
-                                                           : LoadCluster(o.cluster));
+  LOOM_ASSIGN_OR_RETURN(Cluster cluster,
+                        o.cluster.empty() ? LocalhostCluster(o.np) : LoadCluster(o.cluster));
   LOOM_ASSIGN_OR_RETURN(PlanJob job, LoadPlanJob(o.job));
   Calibration cal;
   if (!o.calibration.empty()) {

@@ -19,6 +19,8 @@ namespace loom {
 // `ranks` > 0 the node offers that many ranks; when they are more than its cores, the cores are
 // shared and each rank's peak compute and memory bandwidth are scaled down accordingly.
 Result<Cluster> LocalhostCluster(int ranks);
+// Ranks `loom launch` starts on this machine (and `loom plan` plans there) when not told.
+constexpr int kLocalhostRanks = 4;
 
 struct LaunchPlan {
   JobSpec spec;                    // for JobState (token left empty: the caller sets it)
