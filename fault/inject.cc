@@ -78,8 +78,8 @@ const std::vector<FaultVariable> kVariables = {
     {"LOOM_FAULT_KILL", "RANK:STEP[:step|copy|encode|transfer]",
      "world rank RANK kills itself before step STEP, or in its snapshot of step STEP"},
     {"LOOM_FAULT_NODE_DROP", "NODE[,NODE...]:STEP",
-     "the ranks of each node NODE remove its snapshot memory and kill themselves before step "
-     "STEP"},
+     "the nodes NODE fail together before step STEP: the first of their ranks there removes "
+     "every named node's snapshot memory, and each of their ranks kills itself"},
     {"LOOM_FAULT_SNAPSHOT_DELAY", "RANK:MS",
      "world rank RANK waits MS ms before each transfer of snapshot fragments"},
     {"LOOM_FAULT_SNAPSHOT_CORRUPT", "RANK[:parity]",
@@ -283,11 +283,21 @@ void SnapshotFault(const FaultContext& ctx) {
   }
   if (ctx.site == FaultSite::kBeforeStep && ctx.step == p.drop_step && !g_id.node.empty() &&
       std::find(p.drop_nodes.begin(), p.drop_nodes.end(), g_id.node) != p.drop_nodes.end()) {
-    Result<int> removed = RemoveSegments(NodeSegmentPrefix(g_id.job, g_id.node));
+    // The named nodes fail at once: whichever of their ranks gets here first removes all of their
+    // memory, since the job stops when that rank dies, perhaps before another node's rank arrives.
+    int removed = 0;
+    std::string error;
+    for (const std::string& node : p.drop_nodes) {
+      Result<int> n = RemoveSegments(NodeSegmentPrefix(g_id.job, node));
+      if (n.ok()) {
+        removed += *n;
+      } else if (error.empty()) {
+        error = n.status().message();
+      }
+    }
     KillSelf("node " + g_id.node + " dropped before step " + std::to_string(ctx.step) + " (rank " +
              std::to_string(ctx.rank) + ": " +
-             (removed.ok() ? std::to_string(*removed) + " snapshot segments removed"
-                           : removed.status().message()) +
+             (error.empty() ? std::to_string(removed) + " snapshot segments removed" : error) +
              ")");
   }
   if (ctx.site == FaultSite::kSnapshotTransfer && ctx.rank == p.delay_rank && p.delay_ms > 0) {

@@ -130,6 +130,7 @@ TEST_F(InjectTest, ANodeDropRemovesTheNodesSnapshotMemory) {
   SegmentGeometry g;
   g.image_bytes = 100;
   g.piece_bytes = 128;
+  ASSERT_TRUE(Segment::Create({job, "n0", 0, 1}, g).ok());
   ASSERT_TRUE(Segment::Create({job, "n1", 0, 3}, g).ok());
   ASSERT_TRUE(Segment::Create({job, "n2", 0, 4}, g).ok());
   setenv("LOOM_FAULT_NODE_DROP", "n0,n1:7", 1);
@@ -140,7 +141,9 @@ TEST_F(InjectTest, ANodeDropRemovesTheNodesSnapshotMemory) {
   SetFaultIdentity(0, job, "n1");
   FaultPoint({FaultSite::kBeforeStep, 3, 6});  // another step: nothing
   EXPECT_EXIT(FaultPoint({FaultSite::kBeforeStep, 3, 7}), ::testing::KilledBySignal(SIGKILL),
-              "node n1 dropped before step 7 \\(rank 3: 1 snapshot segments removed\\)");
+              "node n1 dropped before step 7 \\(rank 3: 2 snapshot segments removed\\)");
+  // Both named nodes' memory is gone, though no rank of n0 got to step 7.
+  EXPECT_EQ(Segment::Open({job, "n0", 0, 1}).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Segment::Open({job, "n1", 0, 3}).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(Segment::Open({job, "n2", 0, 4}).ok());
   SetFaultIdentity(0, "", "");
