@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/calibrate_measure.h"
@@ -52,6 +53,7 @@ class MlpMatrix {
 
   // The forward GEMM (about the span between two tensor-parallel collectives).
   void Forward() { Forward(Next()); }
+  double ForwardFlops() const { return 2.0 * static_cast<double>(m_ * 4 * h_ * h_); }
   // Forward and backward (input and weight gradients).
   void Layer() {
     const size_t j = Next();
@@ -201,6 +203,44 @@ Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job) {
   return waits[waits.size() / 2];
 }
 
+// What sharing the cores costs the compute where the world has more ranks than the node has
+// cores (`loom launch`'s default here: 4 ranks on 2 cores): beyond each rank's share of a core,
+// switches between ranks and caches refilled after another rank's time slice (+5 to +25 % a
+// kernel on this VM, docs/BENCHMARKS.md). The ranks' total rate of the job's forward GEMM with
+// all of them computing, over the total of `cores` of them computing while the others sleep (a
+// core each, as the compute samples were measured), in windows of kShareWindow over seconds
+// (a scheduler time slice is milliseconds) and in A B B A order, so that the machine's drift
+// cancels.
+constexpr int kShareWindows = 24;
+constexpr auto kShareWindow = std::chrono::milliseconds(400);
+
+Result<double> MeasureTimeSharing(Communicator& comm, const PlanJob* job, int cores) {
+  MlpMatrix mlp(job);
+  mlp.Forward();  // warm-up: first touches of the operands
+  double total[2] = {0, 0};
+  for (int w = 0; w < kShareWindows; ++w) {
+    const bool all = w % 4 == 1 || w % 4 == 2;
+    LOOM_RETURN_IF_ERROR(comm.Barrier());
+    const auto start = std::chrono::steady_clock::now(), until = start + kShareWindow;
+    float rate = 0;
+    if (all || comm.rank() < cores) {
+      int calls = 0;
+      do {
+        mlp.Forward();
+        ++calls;
+      } while (std::chrono::steady_clock::now() < until);
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      rate = static_cast<float>(calls * mlp.ForwardFlops() / secs);
+    } else {
+      std::this_thread::sleep_until(until);
+    }
+    LOOM_RETURN_IF_ERROR(comm.AllReduce(&rate, 1));
+    total[all ? 1 : 0] += rate;
+  }
+  return std::clamp(total[1] / std::max(total[0], 1.0), 0.05, 2.0);
+}
+
 }  // namespace
 
 Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Calibration* cal) {
@@ -260,6 +300,11 @@ Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Cali
     if (g == world) {
       LOOM_ASSIGN_OR_RETURN(const double wait, MeasureSyncWait(*comm, job));
       cal->collectives.push_back({"sync_wait", g, 4096, wait});
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      if (world > cores && backend.local_size() == world) {
+        LOOM_ASSIGN_OR_RETURN(const double e, MeasureTimeSharing(*comm, job, cores));
+        cal->time_sharing.push_back({world, cores, e});
+      }
     }
   }
   if (pair_allreduce.size() >= 2) {

@@ -72,6 +72,7 @@ void Merge(const Calibration& fresh, Calibration* base) {
   for (const CollectiveSample& s : fresh.collectives) base->collectives.push_back(s);
   for (const MemorySample& s : fresh.memory) base->memory.push_back(s);
   for (const MemorySample& s : fresh.optimizer) base->optimizer.push_back(s);
+  for (const TimeSharingSample& s : fresh.time_sharing) base->time_sharing.push_back(s);
   base->op_overhead = std::min(base->op_overhead, fresh.op_overhead);
   if (fresh.intra.bandwidth > 0) base->intra = fresh.intra;
 }
@@ -131,6 +132,11 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
     std::printf("; a synchronisation of %d ranks waits %.0f us for the latest", s->ranks,
                 s->seconds * 1e6);
     break;
+  }
+  if (!cal.time_sharing.empty()) {
+    const TimeSharingSample& t = cal.time_sharing.back();
+    std::printf("; %d ranks sharing %d cores keep %.0f%% of their compute", t.ranks, t.cores,
+                100 * t.efficiency);
   }
   std::printf("\n");
   return Status::Ok();

@@ -37,7 +37,8 @@ void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, in
 // 2..world ranks and send/recv exchanges between two, from 4 KiB to `max_bytes` (x4 steps), every
 // group size measured by as many disjoint groups at once as the world holds; the intra-node link
 // fit from the two-rank all-reduce; the overlap slowdown (two ranks, every pair at once); the
-// wait per synchronisation among all `world` ranks computing between collectives ("sync_wait").
+// wait per synchronisation among all `world` ranks computing between collectives ("sync_wait");
+// with more ranks than the node's cores, what sharing them costs the compute (time_sharing).
 // Only rank 0's `cal` is complete for what groups it belongs to (one of each size).
 Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Calibration* cal);
 

@@ -46,7 +46,7 @@ std::string CpuModel() {
 // What the measurements depend on: the machine, the ranks sharing it, the GEMM shapes, and
 // what a calibration holds (kWhat: raised when loom calibrate measures something new, so that
 // files cached before are measured again).
-constexpr const char* kWhat = "sync_wait";
+constexpr const char* kWhat = "time_sharing";
 
 std::string Key(const JobConfig& job, int ranks) {
   char host[256] = {};

@@ -90,6 +90,22 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
         (std::string(key) == "memory" ? c->memory : c->optimizer).push_back(s);
       }
     }
+    for (const json& t : k.value("time_sharing", json::array())) {
+      TimeSharingSample s;
+      double ranks = 0, cores = 0;
+      LOOM_RETURN_IF_ERROR(Num(file, t, "compute.time_sharing[]", "ranks", &ranks, 2, 1 << 20));
+      LOOM_RETURN_IF_ERROR(Num(file, t, "compute.time_sharing[]", "cores", &cores, 1, 1 << 20));
+      LOOM_RETURN_IF_ERROR(
+          Num(file, t, "compute.time_sharing[]", "efficiency", &s.efficiency, 0.05, 2));
+      if (!t.contains("ranks") || !t.contains("cores") || !t.contains("efficiency")) {
+        return InvalidArgument(file +
+                               ": field 'compute.time_sharing[]': expected ranks, cores and "
+                               "efficiency in every entry");
+      }
+      s.ranks = static_cast<int>(ranks);
+      s.cores = static_cast<int>(cores);
+      c->time_sharing.push_back(s);
+    }
   }
   if (j.contains("links")) {
     LOOM_RETURN_IF_ERROR(
@@ -155,6 +171,13 @@ std::string CalibrationToJson(const Calibration& c) {
     k["optimizer"] = json::array();
     for (const MemorySample& s : c.optimizer) {
       k["optimizer"].push_back({{"threads", s.threads}, {"bandwidth", s.bandwidth}});
+    }
+  }
+  if (!c.time_sharing.empty()) {
+    k["time_sharing"] = json::array();
+    for (const TimeSharingSample& s : c.time_sharing) {
+      k["time_sharing"].push_back(
+          {{"ranks", s.ranks}, {"cores", s.cores}, {"efficiency", s.efficiency}});
     }
   }
   json& l = j["links"];

@@ -8,7 +8,8 @@
 //                "gemm": [{"m": 2048, "n": 768, "k": 256, "threads": 2, "flops": 1.9e11}, ...],
 //                "attention": [{"seq": 256, "head_dim": 64, "threads": 2, "flops": 4e10}, ...],
 //                "memory": [{"threads": 2, "bandwidth": 3.8e10}],
-//                "optimizer": [{"threads": 2, "bandwidth": 1.7e10}]},
+//                "optimizer": [{"threads": 2, "bandwidth": 1.7e10}],
+//                "time_sharing": [{"ranks": 4, "cores": 2, "efficiency": 0.9}]},
 //    "links": {"intra_node": {"latency": 5e-6, "bandwidth": 2.3e11},
 //              "inter_node": {"latency": 8e-6, "bandwidth": 1.8e11},
 //              "zero3_rank_bandwidth": 1.6e10},
@@ -48,6 +49,14 @@ struct MemorySample {
   double bandwidth = 0;
 };
 
+// What sharing the cores costs the compute where more ranks than cores run at once: the ranks'
+// total compute rate with all `ranks` computing on `cores` cores, over that of `cores` of them
+// computing with a core each (the rates the compute samples hold). 1: time-sharing is free.
+struct TimeSharingSample {
+  int ranks = 0, cores = 0;
+  double efficiency = 1;
+};
+
 struct CollectiveSample {
   std::string op;  // all_reduce | all_gather | reduce_scatter | send_recv
   int ranks = 0;
@@ -84,6 +93,7 @@ struct Calibration {
   // Measured optimizer step (AdamW and the gradient norm) per rank, in the planner's bytes per
   // parameter (36 in fp32) per second; absent: memory-bound at the memory figures above.
   std::vector<MemorySample> optimizer;
+  std::vector<TimeSharingSample> time_sharing;
   LinkCalibration intra, inter;
   // Bytes per second that one rank's ZeRO-3 parameter gathers and gradient reduce-scatters move
   // across nodes where the software bounds them below what the links carry (a ring over nodes

@@ -52,16 +52,18 @@ std::vector<S> ForThreads(const std::vector<S>& in, int threads) {
   return out;
 }
 
-// The calibration's wait per synchronisation ("sync_wait" samples) measured with the most ranks
-// not above the cluster's rank count (for `loom launch`: the launch's own), the median of
-// repeats; 0 without one.
-double SyncWait(const std::vector<CollectiveSample>& samples, const Cluster& cluster, int type,
-                int devices_per_rank) {
+// The ranks of device type `type` the cluster runs (for `loom launch`: the launch's own).
+int WorldRanks(const Cluster& cluster, int type, int devices_per_rank) {
   int devices = 0;
   for (const Node& n : cluster.nodes) {
     if (n.type == type && !n.excluded && !n.spare) devices += n.devices;
   }
-  const int world = devices / std::max(1, devices_per_rank);
+  return devices / std::max(1, devices_per_rank);
+}
+
+// The calibration's wait per synchronisation ("sync_wait" samples) measured with the most ranks
+// not above `world`, the median of repeats; 0 without one.
+double SyncWait(const std::vector<CollectiveSample>& samples, int world) {
   int ranks = 0;
   for (const CollectiveSample& s : samples) {
     if (s.op == "sync_wait" && s.ranks <= world) ranks = std::max(ranks, s.ranks);
@@ -71,6 +73,20 @@ double SyncWait(const std::vector<CollectiveSample>& samples, const Cluster& clu
     if (s.op == "sync_wait" && s.ranks == ranks) waits.push_back(s.seconds);
   }
   return waits.empty() ? 0 : Median(waits);
+}
+
+// The calibration's time-sharing efficiency measured with the most ranks not above `world`, the
+// median of repeats; 1 without one.
+double TimeSharing(const std::vector<TimeSharingSample>& samples, int world) {
+  int ranks = 0;
+  for (const TimeSharingSample& s : samples) {
+    if (s.ranks <= world) ranks = std::max(ranks, s.ranks);
+  }
+  std::vector<double> e;
+  for (const TimeSharingSample& s : samples) {
+    if (s.ranks == ranks) e.push_back(s.efficiency);
+  }
+  return e.empty() ? 1 : Median(e);
 }
 
 }  // namespace
@@ -106,13 +122,16 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
                                   return a.seq == b.seq && a.head_dim == b.head_dim;
                                 });
   }
+  const int world = WorldRanks(cluster, type, devices_per_rank);
   if (h.type.core_share < 1) {
     // Calibrated rates are a core's per rank (loom calibrate runs at most a rank per core);
-    // oversubscribed ranks time-share the cores.
-    for (auto& g : h.gemm) g.flops *= h.type.core_share;
-    for (auto& a : h.attention) a.flops *= h.type.core_share;
-    if (MedianBandwidth(cal.memory, devices_per_rank) > 0) h.memory_bandwidth *= h.type.core_share;
-    h.optimizer_bandwidth *= h.type.core_share;
+    // oversubscribed ranks time-share the cores, and lose some of them to the sharing itself.
+    h.time_sharing = TimeSharing(cal.time_sharing, world);
+    const double share = h.type.core_share * h.time_sharing;
+    for (auto& g : h.gemm) g.flops *= share;
+    for (auto& a : h.attention) a.flops *= share;
+    if (MedianBandwidth(cal.memory, devices_per_rank) > 0) h.memory_bandwidth *= share;
+    h.optimizer_bandwidth *= share;
   }
   for (const CollectiveSample& c : cal.collectives) {
     if (c.op == "all_reduce") h.collectives.Add(CollOp::kAllReduce, c.ranks, c.bytes, c.seconds);
@@ -122,7 +141,7 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
     }
     if (c.op == "send_recv") h.collectives.Add(CollOp::kSendRecv, c.ranks, c.bytes, c.seconds);
   }
-  h.sync_wait = SyncWait(cal.collectives, cluster, type, devices_per_rank);
+  h.sync_wait = SyncWait(cal.collectives, world);
   h.link_efficiency = cal.link_efficiency;
   h.overlap_slowdown = cal.overlap_slowdown;
   h.zero3_rank_bandwidth = std::max(0.0, cal.zero3_rank_bandwidth);

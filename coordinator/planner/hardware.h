@@ -39,6 +39,10 @@ struct Hardware {
   // Seconds a synchronising collective waits for its latest member beyond the transfer, for the
   // job's rank count (calibration collectives[] "sync_wait"; comm_model.h GroupPath); 0: none.
   double sync_wait = 0;
+  // Where ranks time-share cores (DeviceType::core_share < 1): the fraction of the cores' compute
+  // the ranks keep (calibration compute.time_sharing, for the job's rank count), applied with the
+  // core share to every compute rate; 1: not measured or not shared.
+  double time_sharing = 1;
   // Bytes/s one rank's ZeRO-3 transfers move across nodes at most (calibration.h); 0: no bound.
   double zero3_rank_bandwidth = 0;
 

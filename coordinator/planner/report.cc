@@ -299,6 +299,12 @@ std::string PlanExplain(const SearchResult& r, const PlanJob& job, const Cluster
         "  every collective and hop also waits %s for its latest rank (calibration's sync_wait)\n",
         Secs(hw.sync_wait).c_str());
   }
+  if (hw.type.core_share < 1) {
+    s += Fmt(
+        "  ranks share cores: each computes at %.2f of a core, %.0f%% of it lost to the sharing "
+        "(calibration's time_sharing)\n",
+        hw.type.core_share * hw.time_sharing, 100 * (1 - hw.time_sharing));
+  }
   s += "\n  rank -> (node, device) (tp fastest, then cp, dp, pp):\n" + RankMap(r.placement, c, 8);
   return s;
 }

@@ -90,6 +90,27 @@ TEST(Placement, RepeatedCalibrationsCountByTheirMedian) {
   EXPECT_DOUBLE_EQ(one.gemm[0].flops, 95e9);
 }
 
+// Ranks time-sharing cores compute at their share of a core times what the sharing leaves them
+// (the calibration's time_sharing for the plan's rank count, the median of repeats).
+TEST(Placement, TimeSharedCoresLoseWhatTheCalibrationMeasured) {
+  Cluster local = LoadShippedCluster("localhost.yaml");  // 2 ranks
+  Calibration cal;
+  cal.gemm.push_back({512, 1024, 256, 1, 100e9});
+  cal.optimizer.push_back({1, 8e9});
+  for (double e : {0.9, 0.8, 0.85}) cal.time_sharing.push_back({2, 1, e});
+  cal.time_sharing.push_back({4, 2, 0.5});  // more ranks than the plan's
+  const Hardware own = MakeHardware(local, 0, cal, Precision::kFp32, 1);
+  EXPECT_DOUBLE_EQ(own.time_sharing, 1);  // a core each: nothing shared
+  EXPECT_DOUBLE_EQ(own.gemm[0].flops, 100e9);
+  local.types[0].core_share = 0.5;
+  const Hardware shared = MakeHardware(local, 0, cal, Precision::kFp32, 1);
+  EXPECT_DOUBLE_EQ(shared.time_sharing, 0.85);
+  EXPECT_DOUBLE_EQ(shared.gemm[0].flops, 100e9 * 0.5 * 0.85);
+  EXPECT_DOUBLE_EQ(shared.optimizer_bandwidth, 8e9 * 0.5 * 0.85);
+  cal.time_sharing.clear();  // not measured: the core share alone
+  EXPECT_DOUBLE_EQ(MakeHardware(local, 0, cal, Precision::kFp32, 1).gemm[0].flops, 50e9);
+}
+
 // The calibration's wait per synchronisation, measured with all ranks of a run: a plan takes
 // the figure of its own rank count (the most ranks not above it), and every group path has it.
 TEST(Placement, SyncWaitOfThePlansRankCount) {

@@ -92,6 +92,25 @@ TEST(CalibrationFile, OverlapSlowdown) {
             std::string::npos);
 }
 
+TEST(CalibrationFile, TimeSharing) {
+  Calibration c;
+  EXPECT_TRUE(RoundTrip(c, "none.json").time_sharing.empty());
+  c.time_sharing.push_back({4, 2, 0.93});
+  const Calibration back = RoundTrip(c, "ts.json");
+  ASSERT_EQ(back.time_sharing.size(), 1u);
+  EXPECT_EQ(back.time_sharing[0].ranks, 4);
+  EXPECT_EQ(back.time_sharing[0].cores, 2);
+  EXPECT_DOUBLE_EQ(back.time_sharing[0].efficiency, 0.93);
+  EXPECT_NE(LoadError(R"({"format": "loom-calibration", "version": 1, "compute":
+                          {"time_sharing": [{"ranks": 4, "cores": 2, "efficiency": 7}]}})")
+                .find("compute.time_sharing[].efficiency"),
+            std::string::npos);
+  EXPECT_NE(LoadError(R"({"format": "loom-calibration", "version": 1, "compute":
+                          {"time_sharing": [{"ranks": 4, "efficiency": 0.9}]}})")
+                .find("expected ranks, cores and efficiency"),
+            std::string::npos);
+}
+
 TEST(CalibrationFile, Zero3RankBandwidth) {
   EXPECT_DOUBLE_EQ(LoadShippedCalibration("dgx-a100.calibration.json").zero3_rank_bandwidth,
                    15.7e9);

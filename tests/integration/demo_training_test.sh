@@ -20,6 +20,14 @@ cal=$(ls "$dir"/cache/localhost-*.calibration.json 2>/dev/null || true)
 # It measured what a synchronisation waits among the launch's 4 ranks sharing the cores.
 grep -A1 '"op": "sync_wait"' "$cal" | grep -q '"ranks": 4' \
   || { echo "FAIL: no sync_wait sample for 4 ranks in $cal"; exit 1; }
+# With more ranks than cores, what sharing them costs the compute, measured with all 4 at once.
+if (($(nproc) < 4)); then
+  /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["compute"].get("time_sharing", [])
+sys.exit(not any(s["ranks"] == 4 and 0.05 <= s["efficiency"] <= 2 for s in t))' "$cal" \
+    || { echo "FAIL: no time_sharing sample for 4 ranks in $cal"; exit 1; }
+fi
 # The planner chooses dp too (the demo fixes no micro-batch).
 grep -qE -- 'layout tp=[0-9]+ cp=[0-9]+ pp=[0-9]+ vpp=[0-9]+ dp=[0-9]+' <<<"$out" \
   || { echo "FAIL: no layout line"; exit 1; }
