@@ -172,28 +172,37 @@ Result<double> MeasureOverlap(Communicator& comm, const PlanJob* job) {
   return std::min(kMaxOverlapSlowdown, (loss[1] + loss[2]) / 2);
 }
 
+constexpr int64_t kSyncWaitBytes[] = {4096, 128 << 10, 512 << 10, 2 << 20};
+constexpr int kSyncWaitReps = 5;
+
 // What a synchronising collective costs beyond its own time when the ranks compute between
 // collectives, as a training step's tensor-parallel, ring and pipeline transfers do: the latest
 // member's lateness (a rank descheduled on a shared core, one slower than its peers). Every rank
 // runs `kRounds` rounds of a compute segment (a forward GEMM of the job's MLP, the span between
-// two tensor-parallel collectives) each followed by a 4 KiB all-reduce of all ranks, the
+// two tensor-parallel collectives) each followed by an all-reduce of `bytes` of all ranks, the
 // same segments alone, and the all-reduces alone: wait = (rounds - segments - all-reduces) /
-// kRounds, the median of 9 repeats, rank 0's view (it writes the file).
-Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job) {
+// kRounds, the median of kSyncWaitReps repeats, rank 0's view (it writes the file).
+// MeasureComm measures it at every size of kSyncWaitBytes (a tensor-parallel layer's
+// activations, from a few sequences to the demo's 16 of 128 x 256: 2 MiB), and the planner takes
+// the median of all of them: where ranks share cores the wait comes in scheduler time slices, and
+// one size measured 0.10 to 1.44 ms in calibrations minutes apart (4 ranks on this VM's 2 cores);
+// the sizes did not differ beyond that spread (docs/BENCHMARKS.md).
+Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job, int64_t bytes) {
   constexpr int kRounds = 24;
   MlpMatrix mlp(job);
-  std::vector<float> buf(1024, 1.0f);
+  const int64_t n = bytes / 4;
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
   KeepIfAbandoned keep(&comm);
   keep(buf);
   auto rounds = [&](bool compute, bool sync) -> Status {
     for (int i = 0; i < kRounds; ++i) {
       if (compute) mlp.Forward();
-      if (sync) LOOM_RETURN_IF_ERROR(comm.AllReduce(buf.data(), 1024));
+      if (sync) LOOM_RETURN_IF_ERROR(comm.AllReduce(buf.data(), n));
     }
     return Status::Ok();
   };
   std::vector<double> waits;
-  for (int rep = 0; rep < 9; ++rep) {
+  for (int rep = 0; rep < kSyncWaitReps; ++rep) {
     LOOM_ASSIGN_OR_RETURN(double both, TimeTogether(comm, 1, [&] { return rounds(true, true); }));
     LOOM_ASSIGN_OR_RETURN(double seg, TimeTogether(comm, 1, [&] { return rounds(true, false); }));
     LOOM_ASSIGN_OR_RETURN(double ar, TimeTogether(comm, 1, [&] { return rounds(false, true); }));
@@ -298,8 +307,10 @@ Status MeasureComm(Backend& backend, int64_t max_bytes, const PlanJob* job, Cali
       LOOM_ASSIGN_OR_RETURN(cal->overlap_slowdown, MeasureOverlap(*comm, job));
     }
     if (g == world) {
-      LOOM_ASSIGN_OR_RETURN(const double wait, MeasureSyncWait(*comm, job));
-      cal->collectives.push_back({"sync_wait", g, 4096, wait});
+      for (const int64_t bytes : kSyncWaitBytes) {
+        LOOM_ASSIGN_OR_RETURN(const double wait, MeasureSyncWait(*comm, job, bytes));
+        cal->collectives.push_back({"sync_wait", g, static_cast<double>(bytes), wait});
+      }
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       if (world > cores && backend.local_size() == world) {
         LOOM_ASSIGN_OR_RETURN(const double e, MeasureTimeSharing(*comm, job, cores));

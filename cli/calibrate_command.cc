@@ -126,12 +126,21 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   if (cal.intra.bandwidth > 0) {
     std::printf("; link %.2f GB/s, %.1f us", cal.intra.bandwidth / 1e9, cal.intra.latency * 1e6);
   }
-  // The wait per synchronisation this run measured (the last sample: a merge appends).
-  for (auto s = cal.collectives.rbegin(); s != cal.collectives.rend(); ++s) {
-    if (s->op != "sync_wait") continue;
-    std::printf("; a synchronisation of %d ranks waits %.0f us for the latest", s->ranks,
-                s->seconds * 1e6);
-    break;
+  // The waits per synchronisation this run measured: the last samples (a merge appends, and
+  // MeasureComm measures them last).
+  std::string waits;
+  int wait_ranks = 0;
+  for (auto s = cal.collectives.rbegin(); s != cal.collectives.rend() && s->op == "sync_wait";
+       ++s) {
+    wait_ranks = s->ranks;
+    char one[64];
+    std::snprintf(one, sizeof(one), "%.0f us at %lld KiB", s->seconds * 1e6,
+                  static_cast<long long>(s->bytes / 1024));
+    waits = waits.empty() ? one : std::string(one) + ", " + waits;
+  }
+  if (!waits.empty()) {
+    std::printf("; a synchronisation of %d ranks waits for the latest %s", wait_ranks,
+                waits.c_str());
   }
   if (!cal.time_sharing.empty()) {
     const TimeSharingSample& t = cal.time_sharing.back();

@@ -62,7 +62,7 @@ int WorldRanks(const Cluster& cluster, int type, int devices_per_rank) {
 }
 
 // The calibration's wait per synchronisation ("sync_wait" samples) measured with the most ranks
-// not above `world`, the median of repeats; 0 without one.
+// not above `world`, the median of its message sizes and repeats; 0 without one.
 double SyncWait(const std::vector<CollectiveSample>& samples, int world) {
   int ranks = 0;
   for (const CollectiveSample& s : samples) {
