@@ -214,12 +214,12 @@ Result<double> MeasureSyncWait(Communicator& comm, const PlanJob* job, int64_t b
 
 // What sharing the cores costs the compute where the world has more ranks than the node has
 // cores (`loom launch`'s default here: 4 ranks on 2 cores): beyond each rank's share of a core,
-// switches between ranks and caches refilled after another rank's time slice (+5 to +25 % a
-// kernel on this VM, docs/BENCHMARKS.md). The ranks' total rate of the job's forward GEMM with
-// all of them computing, over the total of `cores` of them computing while the others sleep (a
-// core each, as the compute samples were measured), in windows of kShareWindow over seconds
-// (a scheduler time slice is milliseconds) and in A B B A order, so that the machine's drift
-// cancels.
+// switches between ranks and caches refilled after another rank's time slice (on this VM's two
+// cores a GEMM loop keeps 0.90-1.05 of its rate; docs/BENCHMARKS.md). The ranks' total rate of the
+// job's forward GEMM with all of them computing, over the total of `cores` of them computing while
+// the others sleep (a core each, as the compute samples were measured), in windows of kShareWindow
+// over seconds (a scheduler time slice is milliseconds) and in A B B A order, so that the machine's
+// drift cancels.
 constexpr int kShareWindows = 24;
 constexpr auto kShareWindow = std::chrono::milliseconds(400);
 
