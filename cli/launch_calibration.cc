@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A whole calibration measures for about a minute here; four is a hung measurement.
+// A whole calibration measures for one to two and a half minutes here; four is a hung one.
 constexpr auto kDeadline = std::chrono::minutes(4);
 
 std::string CacheDir() {
@@ -129,7 +129,7 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
   fs::remove(tmp, ec);
   fs::remove(log, ec);
   std::printf(
-      "loom launch: measuring this machine for the planner once (loom calibrate, about a minute "
+      "loom launch: measuring this machine for the planner once (loom calibrate, about two minutes "
       "on 2 cores); cached in %s\n",
       out.path.c_str());
   std::fflush(stdout);
