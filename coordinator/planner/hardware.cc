@@ -61,32 +61,20 @@ int WorldRanks(const Cluster& cluster, int type, int devices_per_rank) {
   return devices / std::max(1, devices_per_rank);
 }
 
-// The calibration's wait per synchronisation ("sync_wait" samples) measured with the most ranks
-// not above `world`, the median of its message sizes and repeats; 0 without one.
-double SyncWait(const std::vector<CollectiveSample>& samples, int world) {
+// The median of `value` over the samples `keep` accepts measured with the most ranks not above
+// `world` (sync_wait, time_sharing: for `loom launch`, its own rank count); `none` without one.
+template <typename S, typename Keep, typename Value>
+double MedianOfNearestRanks(const std::vector<S>& samples, int world, Keep keep, Value value,
+                            double none) {
   int ranks = 0;
-  for (const CollectiveSample& s : samples) {
-    if (s.op == "sync_wait" && s.ranks <= world) ranks = std::max(ranks, s.ranks);
+  for (const S& s : samples) {
+    if (keep(s) && s.ranks <= world) ranks = std::max(ranks, s.ranks);
   }
-  std::vector<double> waits;
-  for (const CollectiveSample& s : samples) {
-    if (s.op == "sync_wait" && s.ranks == ranks) waits.push_back(s.seconds);
+  std::vector<double> v;
+  for (const S& s : samples) {
+    if (keep(s) && s.ranks == ranks) v.push_back(value(s));
   }
-  return waits.empty() ? 0 : Median(waits);
-}
-
-// The calibration's time-sharing efficiency measured with the most ranks not above `world`, the
-// median of repeats; 1 without one.
-double TimeSharing(const std::vector<TimeSharingSample>& samples, int world) {
-  int ranks = 0;
-  for (const TimeSharingSample& s : samples) {
-    if (s.ranks <= world) ranks = std::max(ranks, s.ranks);
-  }
-  std::vector<double> e;
-  for (const TimeSharingSample& s : samples) {
-    if (s.ranks == ranks) e.push_back(s.efficiency);
-  }
-  return e.empty() ? 1 : Median(e);
+  return v.empty() ? none : Median(v);
 }
 
 }  // namespace
@@ -126,7 +114,9 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
   if (h.type.core_share < 1) {
     // Calibrated rates are a core's per rank (loom calibrate runs at most a rank per core);
     // oversubscribed ranks time-share the cores, and lose some of them to the sharing itself.
-    h.time_sharing = TimeSharing(cal.time_sharing, world);
+    h.time_sharing = MedianOfNearestRanks(
+        cal.time_sharing, world, [](const TimeSharingSample&) { return true; },
+        [](const TimeSharingSample& t) { return t.efficiency; }, 1);
     const double share = h.type.core_share * h.time_sharing;
     for (auto& g : h.gemm) g.flops *= share;
     for (auto& a : h.attention) a.flops *= share;
@@ -141,7 +131,10 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
     }
     if (c.op == "send_recv") h.collectives.Add(CollOp::kSendRecv, c.ranks, c.bytes, c.seconds);
   }
-  h.sync_wait = SyncWait(cal.collectives, world);
+  // The wait per synchronisation: the median of its message sizes and repeats.
+  h.sync_wait = MedianOfNearestRanks(
+      cal.collectives, world, [](const CollectiveSample& c) { return c.op == "sync_wait"; },
+      [](const CollectiveSample& c) { return c.seconds; }, 0);
   h.link_efficiency = cal.link_efficiency;
   h.overlap_slowdown = cal.overlap_slowdown;
   h.zero3_rank_bandwidth = std::max(0.0, cal.zero3_rank_bandwidth);
