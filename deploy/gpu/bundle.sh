@@ -7,7 +7,8 @@
 # machine's CPU differs), for sm_80 and sm_90, with oneDNN: the CPU bf16 model that the GPU's bf16
 # step is compared with needs its bf16 GEMM (a 38 MB library, 7 MB of the archive). CUDA's
 # own libraries (cudart, cuBLAS, cuBLASLt, NCCL) are not carried: the GPU
-# machine has them (its CUDA toolkit and its Python's nvidia-* packages).
+# machine has them (its CUDA toolkit and its Python's nvidia-* packages). Open MPI's runtime is
+# (deploy/gpu/bundle_mpi.sh, in mpi/): the NCCL backend's test runs there with two ranks.
 # Usage: deploy/gpu/bundle.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR defaults to build-gpu/)
 # There: OUT_DIR/run.sh   (results in $OUT, or ./gpu-results)
 set -euo pipefail
@@ -47,6 +48,8 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$stage/loom-gpu/lib/" ;;
   esac
 done
+# Open MPI's runtime (those machines have none), for the NCCL test with two ranks.
+"$root/deploy/gpu/bundle_mpi.sh" "$stage/loom-gpu/mpi" > /dev/null
 cp "$root/deploy/gpu/check.sh" "$root/deploy/gpu/ncu_summary.py" "$stage/loom-gpu/"
 # The benchmark's PyTorch side, found beside the binary's source tree or in ./bench/.
 mkdir -p "$stage/loom-gpu/bench" "$stage/loom-gpu/tests/reference"

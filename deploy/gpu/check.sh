@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine: runs every GPU test and benchmark of a bundle made by deploy/gpu/bundle.sh
-# and writes four files to $OUT (./gpu-results without it): machine.txt (nvidia-smi, the
-# libraries found), tests.log (every test's output), bench.txt (the benchmarks'), summary.txt
-# (one line per program with its exit status). Each program has a time limit; the script's own
+# (the NCCL tests once more with two ranks, under the bundle's mpirun) and writes four files to
+# $OUT (./gpu-results without it): machine.txt (nvidia-smi, the libraries found), tests.log
+# (every test's output), bench.txt (the benchmarks'), summary.txt (one line per program with its
+# exit status). Each program has a time limit; the script's own
 # exit status is 1 when a test failed. Usage: BUNDLE/check.sh [BUNDLE]
 # Limits, for a lease of a few minutes: LOOM_GPU_TEST_TIMEOUT (s per test, 300),
 # LOOM_GPU_BENCH_TIMEOUT (s per benchmark run, 420), LOOM_GPU_BENCH_ARGS (extra benchmark flags,
@@ -50,6 +51,21 @@ for t in "$bundle"/bin/*_test; do
   timeout "$test_timeout" "$t" --gtest_color=no >> "$out/tests.log" 2>&1
   rc=$?
   echo "$name rc=$rc $(( $(date +%s) - start )) s" >> "$out/summary.txt"
+  [[ $rc -ne 0 ]] && failed=1
+done
+# The NCCL tests with two ranks, under the bundle's own mpirun (deploy/gpu/bundle_mpi.sh); on a
+# machine of one GPU the two ranks share it (tests/comm/nccl_backend_test.cc says how). The
+# deadline test's calls end in seconds when it works: a shorter limit.
+for t in comm_nccl_backend_test:$test_timeout comm_nccl_deadline_test:120; do
+  name=${t%%:*} limit=${t##*:}
+  [[ -x $bundle/mpi/mpirun && -x $bundle/bin/$name ]] || continue
+  echo "===== $name under mpirun -np 2" >> "$out/tests.log"
+  start=$(date +%s)
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$limit" \
+    "$bundle/mpi/mpirun" --oversubscribe -np 2 "$bundle/bin/$name" --gtest_color=no \
+    >> "$out/tests.log" 2>&1
+  rc=$?
+  echo "${name}_np2 rc=$rc $(( $(date +%s) - start )) s" >> "$out/summary.txt"
   [[ $rc -ne 0 ]] && failed=1
 done
 : > "$out/bench.txt"

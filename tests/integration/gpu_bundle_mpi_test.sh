@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# deploy/gpu/bundle_mpi.sh, the Open MPI runtime that the GPU bundle carries to machines without
+# one: copied into WORK_DIR, it must start a real Loom MPI test program with four ranks, and pass,
+# where this machine's own Open MPI is hidden (a private mount namespace in which its folders,
+# programs and libraries are empty), as on the GPU machines. The test first checks that the
+# system's mpirun and the program's libmpi are really out of reach there. Skipped, saying why,
+# where no private mount namespace can be made (unshare -m needs root or CAP_SYS_ADMIN).
+# Usage: gpu_bundle_mpi_test.sh WORK_DIR MPI_TEST_PROGRAM
+set -uo pipefail
+dir=$1 prog=$2
+rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/../temp_dir.sh"  # temporary files (Open MPI's too) under $dir/tmp
+root=$(cd "$(dirname "$0")/../.." && pwd)
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$root/deploy/gpu/bundle_mpi.sh" "$dir/mpi" > "$dir/bundle.log" 2>&1 \
+  || { cat "$dir/bundle.log"; fail "bundle_mpi.sh exited non-zero"; }
+[[ -x $dir/mpi/mpirun && -x $dir/mpi/bin/orterun ]] || fail "no mpirun in $dir/mpi"
+if ! unshare -m true 2> /dev/null; then
+  echo "SKIP: no private mount namespace here (unshare -m needs root or CAP_SYS_ADMIN), so this" \
+       "machine's Open MPI cannot be hidden from the copy"
+  exit 77
+fi
+
+# Inside the namespace: every folder of the system's Open MPI and PMIx made empty, and each of
+# their programs and libraries (the files, not the links to them) an empty file.
+cat > "$dir/hidden.sh" << 'HIDE'
+set -uo pipefail
+empty=$1/empty nothing=$1/nothing
+shift
+mkdir -p "$empty" && : > "$nothing"
+for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/share/openmpi /usr/lib/x86_64-linux-gnu/pmix2 \
+         /etc/openmpi; do
+  [[ -d $d ]] && { mount --bind "$empty" "$d" || { echo "hidden.sh: cannot hide $d" >&2; exit 3; }; }
+done
+for f in /usr/bin/orterun /usr/bin/orted /usr/lib/x86_64-linux-gnu/lib{mpi,open-rte,open-pal,pmix,hwloc,event_core-,event_pthreads-}*.so*; do
+  [[ -f $f && ! -L $f ]] && { mount --bind "$nothing" "$f" || { echo "hidden.sh: cannot hide $f" >&2; exit 3; }; }
+done
+"$@"
+HIDE
+
+# The system's Open MPI is out of reach in there: its mpirun does not start, the program does not load.
+unshare -m bash "$dir/hidden.sh" "$dir" mpirun --version > "$dir/system_mpirun.log" 2>&1 \
+  && fail "the system's mpirun still ran with Open MPI hidden: $(head -1 "$dir/system_mpirun.log")"
+unshare -m bash "$dir/hidden.sh" "$dir" "$prog" --gtest_list_tests > "$dir/system_prog.log" 2>&1 \
+  && fail "$prog still loaded its libmpi with Open MPI hidden"
+
+# The copy's mpirun starts the program with four ranks (the MPI tests' count), and every test passes.
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 240 \
+  unshare -m bash "$dir/hidden.sh" "$dir" "$dir/mpi/mpirun" --oversubscribe -np 4 "$prog" --gtest_color=no \
+  > "$dir/run.log" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] || { tail -30 "$dir/run.log"; fail "the copy's mpirun -np 4 $prog exited $rc"; }
+grep -q "PASSED" "$dir/run.log" || { tail -30 "$dir/run.log"; fail "no test passed in $dir/run.log"; }
+grep -q "help file" "$dir/run.log" && { grep -B2 -A2 "help file" "$dir/run.log"; fail "Open MPI or PMIx missed a help file of the copy"; }
+echo "PASS: the copied Open MPI runtime ($(du -sh "$dir/mpi" | cut -f1)) ran $(basename "$prog") with four ranks, the system's hidden"
+rm -rf "$dir/mpi"
