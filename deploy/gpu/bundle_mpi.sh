@@ -10,8 +10,9 @@
 # Then: DEST/mpirun -np 2 PROGRAM   (as root: --allow-run-as-root, or the OMPI_ALLOW_* variables)
 set -euo pipefail
 dest=${1:?usage: bundle_mpi.sh DEST}
-orterun=$(readlink -f "$(command -v orterun || command -v mpirun.openmpi || true)")
-[[ -x $orterun ]] || { echo "bundle_mpi.sh: no Open MPI mpirun (orterun) here" >&2; exit 2; }
+orterun=$(command -v orterun || command -v mpirun.openmpi) \
+  || { echo "bundle_mpi.sh: no Open MPI mpirun (orterun) here" >&2; exit 2; }
+orterun=$(readlink -f "$orterun")
 # Where this build of Open MPI keeps its plugins and help texts, as it reports them.
 info=$(ompi_info --path all --parsable)
 # (awk reads everything: a reader that stops early would fail the pipe under pipefail.)
@@ -75,8 +76,11 @@ done
 cat > "$stage/mpirun" <<'WRAP'
 #!/usr/bin/env bash
 # Open MPI's mpirun from this folder (deploy/gpu/bundle_mpi.sh): plugins, help texts, PMIx and
-# libraries are read from here, and the ranks it starts inherit the same settings.
+# libraries are read from here, and the ranks it starts inherit the same settings. Ranks start on
+# this machine only, without ssh or rsh (which Open MPI otherwise looks for, even for one node,
+# and which the GPU machines lack).
 here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_MCA_plm=${OMPI_MCA_plm:-isolated}
 export OPAL_PREFIX=$here PMIX_PREFIX=$here/pmix
 export PMIX_PKGLIBDIR=$here/pmix/lib/pmix PMIX_PKGDATADIR=$here/pmix/share/pmix
 export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -23,7 +23,8 @@ if ! unshare -m true 2> /dev/null; then
 fi
 
 # Inside the namespace: every folder of the system's Open MPI and PMIx made empty, and each of
-# their programs and libraries (the files, not the links to them) an empty file.
+# their programs and libraries (the files, not the links to them) an empty file; ssh and rsh too,
+# which the GPU machines lack and Open MPI looks for.
 cat > "$dir/hidden.sh" << 'HIDE'
 set -uo pipefail
 empty=$1/empty nothing=$1/nothing
@@ -33,17 +34,26 @@ for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/share/openmpi /usr/lib/x86_64-li
          /etc/openmpi; do
   [[ -d $d ]] && { mount --bind "$empty" "$d" || { echo "hidden.sh: cannot hide $d" >&2; exit 3; }; }
 done
-for f in /usr/bin/orterun /usr/bin/orted /usr/lib/x86_64-linux-gnu/lib{mpi,open-rte,open-pal,pmix,hwloc,event_core-,event_pthreads-}*.so*; do
+for f in /usr/bin/orterun /usr/bin/orted /usr/bin/ssh /usr/bin/rsh /usr/lib/x86_64-linux-gnu/lib{mpi,open-rte,open-pal,pmix,hwloc,event_core-,event_pthreads-}*.so*; do
   [[ -f $f && ! -L $f ]] && { mount --bind "$nothing" "$f" || { echo "hidden.sh: cannot hide $f" >&2; exit 3; }; }
 done
 "$@"
 HIDE
 
-# The system's Open MPI is out of reach in there: its mpirun does not start, the program does not load.
+# The system's Open MPI is out of reach in there: its mpirun does not start, the program does not
+# load its libmpi.
 unshare -m bash "$dir/hidden.sh" "$dir" mpirun --version > "$dir/system_mpirun.log" 2>&1 \
   && fail "the system's mpirun still ran with Open MPI hidden: $(head -1 "$dir/system_mpirun.log")"
+grep -q "mpirun: Permission denied" "$dir/system_mpirun.log" \
+  || fail "the system's mpirun failed otherwise than by being hidden: $(head -3 "$dir/system_mpirun.log")"
 unshare -m bash "$dir/hidden.sh" "$dir" "$prog" --gtest_list_tests > "$dir/system_prog.log" 2>&1 \
   && fail "$prog still loaded its libmpi with Open MPI hidden"
+grep -q "error while loading shared libraries: .*libmpi" "$dir/system_prog.log" \
+  || fail "$prog failed otherwise than by its hidden libmpi: $(head -3 "$dir/system_prog.log")"
+# The copy's help texts are found (Open MPI prints one for --help, run as root or not).
+unshare -m bash "$dir/hidden.sh" "$dir" "$dir/mpi/mpirun" --help > "$dir/help.log" 2>&1
+grep -q "supposed to get help" "$dir/help.log" && { cat "$dir/help.log"; fail "the copy's help texts were not found"; }
+[[ $(grep -c . "$dir/help.log") -ge 3 ]] || { cat "$dir/help.log"; fail "no help text from the copy's mpirun --help"; }
 
 # The copy's mpirun starts the program with four ranks (the MPI tests' count), and every test passes.
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 240 \
@@ -52,6 +62,5 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 240 \
 rc=$?
 [[ $rc -eq 0 ]] || { tail -30 "$dir/run.log"; fail "the copy's mpirun -np 4 $prog exited $rc"; }
 grep -q "PASSED" "$dir/run.log" || { tail -30 "$dir/run.log"; fail "no test passed in $dir/run.log"; }
-grep -q "help file" "$dir/run.log" && { grep -B2 -A2 "help file" "$dir/run.log"; fail "Open MPI or PMIx missed a help file of the copy"; }
 echo "PASS: the copied Open MPI runtime ($(du -sh "$dir/mpi" | cut -f1)) ran $(basename "$prog") with four ranks, the system's hidden"
 rm -rf "$dir/mpi"

@@ -124,7 +124,7 @@ preempt() {  # preempt NAME scancel|launcher
   local salloc_pid=$! job_id="" saved=""
   for _ in $(seq 1200); do
     job_id=$(sed -n 's/.*Granted job allocation \([0-9]*\).*/\1/p' "$dir/$name.log" | head -1)
-    saved=$(find "$dir/$name" -maxdepth 1 -name 'step_*' 2> /dev/null | head -1)
+    saved=$(find "$dir/$name" -maxdepth 1 -name 'step_*' ! -name '*.tmp' 2> /dev/null | head -1)
     [[ -n $job_id && -n $saved ]] && break
     sleep 0.1
   done
@@ -201,7 +201,7 @@ batch_attempt() {
     "$dir/batch.yaml" --checkpoint-dir "$dir/batch") || { echo "FAIL batch: sbatch refused"; fail=1; return 1; }
   local saved=""
   for _ in $(seq 1200); do
-    saved=$(find "$dir/batch" -maxdepth 1 -name 'step_*' 2> /dev/null | sort | tail -1)
+    saved=$(find "$dir/batch" -maxdepth 1 -name 'step_*' ! -name '*.tmp' 2> /dev/null | sort | tail -1)
     [[ -n $saved ]] && break
     sleep 0.1
   done
