@@ -4,7 +4,7 @@
 # where this machine's own Open MPI is hidden (a private mount namespace in which its folders,
 # programs and libraries are empty), as on the GPU machines. The test first checks that the
 # system's mpirun and the program's libmpi are really out of reach there. Skipped, saying why,
-# where no private mount namespace can be made (unshare -m needs root or CAP_SYS_ADMIN).
+# where no private mount namespace with bind mounts can be made (they need root or CAP_SYS_ADMIN).
 # Usage: gpu_bundle_mpi_test.sh WORK_DIR MPI_TEST_PROGRAM
 set -uo pipefail
 dir=$1 prog=$2
@@ -16,9 +16,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$root/deploy/gpu/bundle_mpi.sh" "$dir/mpi" > "$dir/bundle.log" 2>&1 \
   || { cat "$dir/bundle.log"; fail "bundle_mpi.sh exited non-zero"; }
 [[ -x $dir/mpi/mpirun && -x $dir/mpi/bin/orterun ]] || fail "no mpirun in $dir/mpi"
-if ! unshare -m true 2> /dev/null; then
-  echo "SKIP: no private mount namespace here (unshare -m needs root or CAP_SYS_ADMIN), so this" \
-       "machine's Open MPI cannot be hidden from the copy"
+mkdir -p "$dir/probe"
+if ! unshare -m mount --bind "$dir/probe" "$dir/probe" 2> /dev/null; then
+  echo "SKIP: no private mount namespace with bind mounts here (unshare -m and mount need root or" \
+       "CAP_SYS_ADMIN), so this machine's Open MPI cannot be hidden from the copy"
   exit 77
 fi
 
