@@ -48,7 +48,7 @@ failed=0
 # "skipped" when gtest skipped every test it ran.
 summarize() {  # summarize NAME RC START
   local note=""
-  grep -q "^\[  SKIPPED \]" "$out/last.log" && ! grep -q "^\[       OK \]" "$out/last.log" && note=" skipped"
+  grep -q "\[  SKIPPED \]" "$out/last.log" && ! grep -q "\[       OK \]" "$out/last.log" && note=" skipped"
   cat "$out/last.log" >> "$out/tests.log"
   echo "$1 rc=$2 $(( $(date +%s) - $3 )) s$note" >> "$out/summary.txt"
   [[ $2 -ne 0 ]] && failed=1
@@ -64,7 +64,8 @@ done
 # The NCCL tests with two ranks, under the bundle's own mpirun (deploy/gpu/bundle_mpi.sh); on a
 # machine of one GPU the two ranks share it (tests/comm/nccl_backend_test.cc says how). Their
 # calls give up after 30 s (the deadline test's after 20), so a hang costs at most the limit
-# here, not the lease. Unbound: NCCL's threads and the engine's share no single core.
+# here, not the lease. Unbound: NCCL's threads and the engine's share no single core. Every
+# rank prints, tagged, with NCCL's set-up and network lines: the log is all a lease leaves.
 for t in comm_nccl_backend_test:180 comm_nccl_deadline_test:120; do
   name=${t%%:*} limit=${t##*:}
   if [[ ! -x $bundle/mpi/mpirun || ! -x $bundle/bin/$name ]]; then
@@ -73,9 +74,10 @@ for t in comm_nccl_backend_test:180 comm_nccl_deadline_test:120; do
   fi
   echo "===== $name under mpirun -np 2" >> "$out/tests.log"
   start=$(date +%s)
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 10 "$limit" \
-    "$bundle/mpi/mpirun" --oversubscribe --bind-to none -np 2 "$bundle/bin/$name" \
-    --gtest_color=no > "$out/last.log" 2>&1
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LOOM_TEST_EVERY_RANK_PRINTS=1 \
+    NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET} \
+    timeout -k 10 "$limit" "$bundle/mpi/mpirun" --oversubscribe --bind-to none --tag-output \
+    -np 2 "$bundle/bin/$name" --gtest_color=no > "$out/last.log" 2>&1
   summarize "${name}_np2" $? "$start"
 done
 : > "$out/bench.txt"
