@@ -2,16 +2,13 @@
 // backend of tests/mpi_test_main: every collective and point-to-point call on f32 and bf16,
 // calls ordered after the compute stream, host buffers refused, and the trace's times taken from
 // CUDA events. Run by ctest under mpirun with 1 and 2 ranks; skipped (with the reason) without a
-// GPU. Where ranks outnumber the GPUs (the GPU machines lent to this project have one), ranks
-// share a GPU: NCCL refuses two ranks of one communicator on one device of one host ("Duplicate
-// GPU detected"), so each rank then names a host of its own (NCCL_HOSTID) and NCCL connects them
-// as nodes, through its socket transport over the loopback interface. The semantics tested are
-// the backend's, which do not depend on NCCL's transport.
+// GPU. Where ranks outnumber the GPUs they share them, connected by NCCL as nodes
+// (nccl_test_util.h); the semantics tested are the backend's, which do not depend on NCCL's
+// transport.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -19,6 +16,7 @@
 
 #include "comm/nccl/nccl_backend.h"
 #include "core/half.h"
+#include "tests/comm/nccl_test_util.h"
 #include "tests/mpi_test_main.h"
 
 namespace loom {
@@ -52,19 +50,15 @@ class DeviceVector {
 class NcclBackendTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    const int ranks = testing::Mpi().world_size();
+    const int count = testing::NcclTestGpuCount();
+    const int ranks = testing::Mpi().world_size(), rank = testing::Mpi().world_rank();
     if (count == 0) {
       skip_ = "needs a GPU: none on this machine";
       return;
     }
     if (count < ranks) {
-      // Before any NCCL call: NCCL reads the host id once per process.
-      const std::string host = "loom-test-rank-" + std::to_string(testing::Mpi().world_rank());
-      ASSERT_EQ(setenv("NCCL_HOSTID", host.c_str(), 1), 0);
-      ASSERT_EQ(setenv("NCCL_SOCKET_IFNAME", "lo", 0), 0);
-      if (testing::Mpi().world_rank() == 0) {
+      ASSERT_TRUE(testing::ShareGpusAsNodes(rank, ranks, count)) << "setting NCCL_HOSTID failed";
+      if (rank == 0) {
         std::fprintf(stderr,
                      "%d ranks on %d GPU(s): ranks share GPUs, NCCL connects them as nodes\n",
                      ranks, count);

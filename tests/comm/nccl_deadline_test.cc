@@ -5,16 +5,16 @@
 // (cudaDeviceSynchronize returns); and the next call fails at once, naming the one that timed
 // out. The ranks meet again over the MPI bootstrap, which the NCCL backend's abandonment leaves
 // alone. Run under mpirun with two ranks; skipped without a GPU or with one rank. Where ranks
-// outnumber the GPUs they share them, connected by NCCL as nodes (nccl_backend_test.cc).
+// outnumber the GPUs they share them, connected by NCCL as nodes (nccl_test_util.h).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "comm/nccl/nccl_backend.h"
+#include "tests/comm/nccl_test_util.h"
 #include "tests/core/cuda_test_util.h"
 #include "tests/mpi_test_main.h"
 
@@ -25,22 +25,14 @@ CommBuffer Buffer(const testing::DeviceBuffer<float>& d) {
   return {d.get(), static_cast<int64_t>(d.size()), DType::kF32, Device::kCuda};
 }
 
-std::string Members(const std::vector<int>& members) {
-  std::string s = "[";
-  for (size_t i = 0; i < members.size(); ++i) s += (i ? ", " : "") + std::to_string(members[i]);
-  return s + "]";
-}
-
 TEST(NcclDeadline, AMemberThatStopsIsNamedAtTheDeadline) {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  const int gpus = testing::NcclTestGpuCount();
   if (gpus == 0) GTEST_SKIP() << "needs a GPU: none on this machine";
   Backend& boot = testing::Mpi();
   const int size = boot.world_size(), rank = boot.world_rank();
   if (size < 2) GTEST_SKIP() << "needs two ranks: " << size << " here";
-  if (gpus < size) {  // before any NCCL call: NCCL reads the host id once per process
-    ASSERT_EQ(setenv("NCCL_HOSTID", ("loom-test-rank-" + std::to_string(rank)).c_str(), 1), 0);
-    ASSERT_EQ(setenv("NCCL_SOCKET_IFNAME", "lo", 0), 0);
+  if (gpus < size) {  // before any NCCL call
+    ASSERT_TRUE(testing::ShareGpusAsNodes(rank, size, gpus)) << "setting NCCL_HOSTID failed";
   }
   LOOM_ASSERT_OK_AND_ASSIGN(const int device, NcclDeviceForThisRank());
   ASSERT_GE(device, 0);
@@ -68,7 +60,7 @@ TEST(NcclDeadline, AMemberThatStopsIsNamedAtTheDeadline) {
     const Status st = world->AllReduce(Buffer(*kept), ReduceOp::kSum, o);
     ASSERT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
     const std::string call =
-        "all_reduce #1 on group '" + world->name() + "' " + Members(world->members());
+        "all_reduce #1 on group '" + world->name() + "' " + FormatMembers(world->members());
     EXPECT_NE(st.message().find(call + " (4096 bytes) did not complete within"), std::string::npos)
         << st.ToString();
     EXPECT_NE(st.message().find("(world rank " + std::to_string(rank) +
