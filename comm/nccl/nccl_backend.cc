@@ -149,8 +149,8 @@ class NcclEngine {
   NcclEngine(int device, std::shared_ptr<RankContext> ctx)
       : device_(device), ctx_(std::move(ctx)) {}
 
-  // The reference between the stream's clock and the trace's (re-taken while idle, so that the
-  // two clocks' drift never builds up).
+  // The reference between the stream's clock and the trace's (re-taken while idle, at most once a
+  // second, so that the two clocks' drift, tens of microseconds a second, never builds up).
   Status Anchor() {
     cudaError_t err = cudaEventRecord(ref_, stream_);
     if (err == cudaSuccess) err = cudaEventSynchronize(ref_);
@@ -198,7 +198,7 @@ class NcclEngine {
         }
       }
       Poll();
-      if (in_flight_.empty() && NowNs() - ref_ns_ > int64_t{60} * 1000000000) (void)Anchor();
+      if (in_flight_.empty() && NowNs() - ref_ns_ > int64_t{1000000000}) (void)Anchor();
       if (!in_flight_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
@@ -211,7 +211,7 @@ class NcclEngine {
     if (!job.call->Enter()) return;  // refused: the rank gave up; Enter failed the call
     if (aborted_) {
       job.call->Leave();
-      job.call->Complete(ctx_->AbandonedError(job.call->what()));
+      job.call->Complete(AbortedError(job.call->what()));
       return;
     }
     cudaEvent_t start = nullptr, end = nullptr;
@@ -239,8 +239,16 @@ class NcclEngine {
         ncclCommGetAsyncError(job.comm, &r);
       }
       if (r != ncclSuccess) {
+        // After an error the communicator is unusable, and calls in flight on it may never end
+        // (or end early, their data incomplete) while later calls wait behind them on the one
+        // stream: fail this call with NCCL's words, abort every communicator, fail the rest.
         st = NcclError(r, job.call->what(), job.comm);
-        AbortComm(job.comm);  // after an error NCCL's communicator is unusable
+        job.call->Leave();
+        cudaEventDestroy(start);
+        cudaEventDestroy(end);
+        AbortAll(st.message());  // the calls before it fail first
+        job.call->Complete(std::move(st));
+        return;
       } else if ((err = cudaEventRecord(end, stream_)) != cudaSuccess) {
         st = CudaError(err, "cudaEventRecord after " + job.call->what());
       }
@@ -267,11 +275,12 @@ class NcclEngine {
         if (async == ncclSuccess || async == ncclInProgress) return;
         // A failed communicator's kernel may never end, and every later call waits behind it
         // on the one stream: fail this call with NCCL's words, abort, fail the rest.
-        f.call->Complete(NcclError(async, f.call->what(), f.comm));
+        Status st = NcclError(async, f.call->what(), f.comm);
+        f.call->Complete(st);
         cudaEventDestroy(f.start);
         cudaEventDestroy(f.end);
         in_flight_.pop_front();
-        AbortAll();
+        AbortAll(st.message());
         return;
       } else if (q != cudaSuccess) {
         f.call->Complete(CudaError(q, f.call->what()));
@@ -293,10 +302,12 @@ class NcclEngine {
     if (aborted_comms_.insert(c).second) (void)ncclCommAbort(c);
   }
 
-  // The rank gave up (a deadline passed) or is being stopped: no NCCL kernel may wait for a lost
-  // peer forever, so every communicator is aborted and the calls in flight fail.
-  void AbortAll() {
+  // The rank gave up (a deadline passed), is being stopped, or NCCL failed (`nccl_error`, its
+  // message): no NCCL kernel may wait for a lost peer forever, so every communicator is aborted
+  // and the calls in flight fail.
+  void AbortAll(const std::string& nccl_error = "") {
     aborted_ = true;
+    if (abort_reason_.empty()) abort_reason_ = nccl_error;
     std::vector<ncclComm_t> comms;
     for (const InFlight& f : in_flight_) comms.push_back(f.comm);
     {
@@ -305,11 +316,20 @@ class NcclEngine {
     }
     for (ncclComm_t c : comms) AbortComm(c);
     for (InFlight& f : in_flight_) {
-      f.call->Complete(ctx_->AbandonedError(f.call->what()));
+      f.call->Complete(AbortedError(f.call->what()));
       cudaEventDestroy(f.start);
       cudaEventDestroy(f.end);
     }
     in_flight_.clear();
+  }
+
+  // How a call fails once the communicators are aborted: after an NCCL error, naming it; after a
+  // deadline, naming the call that passed it (RankContext::AbandonedError).
+  Status AbortedError(const std::string& what) const {
+    if (abort_reason_.empty()) return ctx_->AbandonedError(what);
+    return FailedPrecondition(what +
+                              " was abandoned: this rank's NCCL communicators were aborted after " +
+                              abort_reason_);
   }
 
   void Destroy(ncclComm_t comm) {
@@ -352,6 +372,7 @@ class NcclEngine {
   std::deque<InFlight> in_flight_;
   std::set<ncclComm_t> aborted_comms_;
   bool aborted_ = false;
+  std::string abort_reason_;  // the NCCL error that made the engine abort; "" otherwise
 };
 
 class NcclGroup : public GroupTransport {

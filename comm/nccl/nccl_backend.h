@@ -11,17 +11,22 @@
 //
 // Calls: every call of this rank runs on one communication stream, in issue order (NCCL matches
 // collectives and point-to-point calls by their order on each communicator; tags are ignored,
-// so peers must issue their sends and receives in matching order, as the pipeline does). Before
-// launching, the communication stream waits for an event recorded on the compute stream when the
-// call was issued, so a call sees what the compute stream wrote before it; a CommHandle's Wait
-// returns once the call's end event has completed on the device. Each call's start and end in the
-// trace (comm/trace.h) are CUDA events on the communication stream, converted to the trace's
-// clock: the detector sees the time the GPU spent in the collective, not the time of a launch.
+// so peers must issue their sends and receives in matching order, as the pipeline does). A send
+// or receive may hold the stream until its peer's matching call runs (each is its own NCCL
+// group, not fused with others), so an exchange in which both peers first receive, or both first
+// send, may wait until its deadline: order it as Megatron-LM does without batched calls (even ranks
+// send first, odd ranks receive first). Before launching, the communication stream waits for an
+// event recorded on the compute stream when the call was issued, so a call sees what the compute
+// stream wrote before it; a CommHandle's Wait returns once the call's end event has completed on
+// the device. Each call's start and end in the trace (comm/trace.h) are CUDA events on the
+// communication stream, converted to the trace's clock: the detector sees the time the GPU spent in
+// the collective, not the time of a launch.
 //
 // Deadlines: a wait that passes its deadline abandons the rank (comm/call.h); the engine then
 // aborts every NCCL communicator (ncclCommAbort) so that no kernel waits for a lost peer forever,
-// and fails every call in flight. An asynchronous NCCL error (a peer's failure) fails the call
-// that is waiting with NCCL's message.
+// and fails every call in flight. An NCCL error (a peer's failure: at a launch, or asynchronous
+// while a call is in flight) fails that call with NCCL's message and aborts every communicator
+// of the rank as well: the calls in flight fail, and later ones fail at once, naming the error.
 //
 // dtypes: F32, BF16, F16, I32, U8; reductions sum and max.
 #pragma once
