@@ -39,15 +39,8 @@ for t in "${targets[@]}"; do
   cp "$f" "$stage/loom-gpu/bin/"
 done
 # The libraries they load that are neither glibc's nor CUDA's.
-for f in "$stage"/loom-gpu/bin/*; do
-  ldd "$f" | awk '$3 ~ /^\// {print $3}'
-done | sort -u | while read -r lib; do
-  case $(basename "$lib") in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libgcc_s.so*) ;;
-    libcuda.so*|libcudart.so*|libcublas*|libnccl.so*|libnvidia*) ;;
-    *) cp -L "$lib" "$stage/loom-gpu/lib/" ;;
-  esac
-done
+printf '%s\n' "$stage"/loom-gpu/bin/* \
+  | "$root/deploy/gpu/copy_libs.sh" "$stage/loom-gpu/lib" '^(libcuda|libcudart|libcublas|libnccl|libnvidia)'
 # Open MPI's runtime (those machines have none), for the NCCL test with two ranks.
 "$root/deploy/gpu/bundle_mpi.sh" "$stage/loom-gpu/mpi" > /dev/null
 cp "$root/deploy/gpu/check.sh" "$root/deploy/gpu/ncu_summary.py" "$stage/loom-gpu/"

@@ -53,25 +53,16 @@ cp -r "$pkgdatadir"/. "$stage/${pkgdatadir#"$prefix"/}/"
 touch "$stage/etc/openmpi-mca-params.conf"
 if [[ -d $pmix_prefix/lib/pmix ]]; then cp -r "$pmix_prefix/lib/pmix" "$stage/pmix/lib/"; fi
 if [[ -d $pmix_prefix/share ]]; then cp -r "$pmix_prefix/share" "$stage/pmix/"; fi
-# Every library the programs and plugins load that is not glibc's (libpmix among them), and
-# the MPI libraries of the programs it starts (Loom's link the C++ bindings' too), by the names
-# they are asked for.
+# The MPI libraries of the programs it starts (Loom's link the C++ bindings' too), by the names
+# they are asked for; every library the programs and plugins load that is not glibc's (libpmix
+# among them).
 libdir=$(field libdir)
-{
-  for l in libmpi libmpi_cxx; do
-    real=$(readlink -f "$libdir/$l.so") || continue
-    [[ -f $real ]] && echo "$(dirname "$real")/$(objdump -p "$real" | awk '$1 == "SONAME" {print $2}')"
-  done
-  for f in "$stage"/bin/* "$plugins"/*.so "$stage"/pmix/lib/pmix/*.so; do
-    [[ -f $f ]] && ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $3}'
-  done
-  true
-} | sort -u | while read -r lib; do
-  case $(basename "$lib") in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libgcc_s.so*) ;;
-    *) cp -L "$lib" "$stage/lib/" ;;
-  esac
+for l in libmpi libmpi_cxx; do
+  real=$(readlink -f "$libdir/$l.so") || continue
+  [[ -f $real ]] && cp "$real" "$stage/lib/$(objdump -p "$real" | awk '$1 == "SONAME" {print $2}')"
 done
+printf '%s\n' "$stage"/bin/* "$plugins"/*.so "$stage"/pmix/lib/pmix/*.so \
+  | "$(dirname "$0")/copy_libs.sh" "$stage/lib"
 [[ -f $stage/lib/libpmix.so.2 ]] || cp -L "$pmix_lib" "$stage/lib/libpmix.so.2"
 cat > "$stage/mpirun" <<'WRAP'
 #!/usr/bin/env bash
@@ -81,6 +72,9 @@ cat > "$stage/mpirun" <<'WRAP'
 # and which the GPU machines lack).
 here=$(cd "$(dirname "$0")" && pwd)
 export OMPI_MCA_plm=${OMPI_MCA_plm:-isolated}
+# Shared memory without CMA's single copy (process_vm_readv), which container runtimes often
+# forbid: the ranks exchange only a few small set-up messages through MPI.
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export OPAL_PREFIX=$here PMIX_PREFIX=$here/pmix
 export PMIX_PKGLIBDIR=$here/pmix/lib/pmix PMIX_PKGDATADIR=$here/pmix/share/pmix
 export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

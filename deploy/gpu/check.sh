@@ -35,6 +35,7 @@ export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 {
   date -u
   nvidia-smi 2>&1 | head -20
+  nvidia-smi --query-gpu=index,name,compute_mode,mig.mode.current --format=csv 2>&1
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   for f in "$bundle"/bin/*; do
     missing=$(ldd "$f" 2>&1 | grep "not found")
@@ -66,10 +67,19 @@ done
 # calls give up after 30 s (the deadline test's after 20), so a hang costs at most the limit
 # here, not the lease. Unbound: NCCL's threads and the engine's share no single core. Every
 # rank prints, tagged, with NCCL's set-up and network lines: the log is all a lease leaves.
+# A GPU in an exclusive compute mode takes one process: with fewer GPUs than ranks the second
+# could not start, so those runs are left out, saying why.
+gpus=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null || true)
+shared_ok=1
+[[ $(grep -c . <<< "$gpus") -lt 2 ]] && grep -qi "exclusive" <<< "$gpus" && shared_ok=0
 for t in comm_nccl_backend_test:180 comm_nccl_deadline_test:120; do
   name=${t%%:*} limit=${t##*:}
   if [[ ! -x $bundle/mpi/mpirun || ! -x $bundle/bin/$name ]]; then
     echo "${name}_np2 not run: no mpi/mpirun or bin/$name in the bundle" >> "$out/summary.txt"
+    continue
+  fi
+  if [[ $shared_ok == 0 ]]; then
+    echo "${name}_np2 not run: one GPU, in compute mode '$gpus' (one process only)" >> "$out/summary.txt"
     continue
   fi
   echo "===== $name under mpirun -np 2" >> "$out/tests.log"

@@ -17,6 +17,7 @@
 #include "comm/local/local_backend.h"
 #include "comm/nccl/nccl_backend.h"
 #include "core/half.h"
+#include "tests/comm/nccl_test_util.h"
 #include "tests/core/cuda_test_util.h"
 
 namespace loom {
@@ -47,16 +48,10 @@ std::string Mismatch(const DeviceBuffer<T>& d, const std::vector<T>& want, const
   return "";
 }
 
-int GpuCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
-  return count;
-}
-
 // Runs `check` on every GPU as one rank of an NCCL world (a thread each); returns one line per
 // rank that failed, naming it.
 std::string RunOnEveryGpu(const RankCheck& check) {
-  const int size = GpuCount();
+  const int size = testing::NcclTestGpuCount();
   auto local = CreateLocalWorld(size);
   if (!local.ok()) return "local world: " + local.status().ToString();
   std::vector<std::string> errors(static_cast<size_t>(size));
@@ -92,9 +87,10 @@ std::string RunOnEveryGpu(const RankCheck& check) {
   return out;
 }
 
-#define LOOM_REQUIRE_GPUS()                                                              \
-  if (GpuCount() < 2) {                                                                  \
-    GTEST_SKIP() << "needs two GPUs or more (one rank each): " << GpuCount() << " here"; \
+#define LOOM_REQUIRE_GPUS()                                                                   \
+  if (testing::NcclTestGpuCount() < 2) {                                                      \
+    GTEST_SKIP() << "needs two GPUs or more (one rank each): " << testing::NcclTestGpuCount() \
+                 << " here";                                                                  \
   }
 
 // A device copy of `host`; on failure an empty buffer, with *err set (if it was empty).
