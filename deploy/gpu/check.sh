@@ -11,7 +11,13 @@
 # memcheck (sanitizer.log), where the machine has it, LOOM_GPU_MEMCHECK_TIMEOUT (s per test there,
 # the test limit by default); LOOM_GPU_PROFILE=1 times every kernel of two bf16 steps of the
 # benchmark under ncu (ncu_bf16.txt, and ncu_summary.txt: milliseconds per step by kernel).
+# LOOM_GPU_CHECKS: which parts run, a comma-separated list of tests (every test program, one
+# rank), np2 (the NCCL tests with two ranks) and bench; all three by default.
 set -uo pipefail
+checks=",${LOOM_GPU_CHECKS:-tests,np2,bench},"
+for c in ${checks//,/ }; do
+  case $c in tests|np2|bench) ;; *) echo "check.sh: LOOM_GPU_CHECKS: unknown part '$c' (expected tests, np2 or bench)" >&2; exit 2 ;; esac
+done
 test_timeout=${LOOM_GPU_TEST_TIMEOUT:-300}
 bench_timeout=${LOOM_GPU_BENCH_TIMEOUT:-420}
 read -r -a bench_args <<< "${LOOM_GPU_BENCH_ARGS:-}"
@@ -56,6 +62,7 @@ summarize() {  # summarize NAME RC START
   rm -f "$out/last.log"
 }
 for t in "$bundle"/bin/*_test; do
+  [[ $checks == *,tests,* ]] || break
   name=$(basename "$t")
   echo "===== $name" >> "$out/tests.log"
   start=$(date +%s)
@@ -73,6 +80,7 @@ gpus=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader 2>/dev/null || 
 shared_ok=1
 [[ $(grep -c . <<< "$gpus") -lt 2 ]] && grep -qi "exclusive" <<< "$gpus" && shared_ok=0
 for t in comm_nccl_backend_test:180 comm_nccl_deadline_test:120; do
+  [[ $checks == *,np2,* ]] || break
   name=${t%%:*} limit=${t##*:}
   if [[ ! -x $bundle/mpi/mpirun || ! -x $bundle/bin/$name ]]; then
     echo "${name}_np2 not run: no mpi/mpirun or bin/$name in the bundle" >> "$out/summary.txt"
@@ -92,7 +100,7 @@ for t in comm_nccl_backend_test:180 comm_nccl_deadline_test:120; do
 done
 : > "$out/bench.txt"
 for b in "$bundle"/bin/*_bench; do
-  [[ -x $b ]] || continue
+  [[ $checks == *,bench,* && -x $b ]] || continue
   for precision in bf16 fp32; do
     echo "===== $(basename "$b") --precision $precision" >> "$out/bench.txt"
     PYTHONUNBUFFERED=1 timeout "$bench_timeout" "$b" --precision "$precision" "${bench_args[@]}" >> "$out/bench.txt" 2>&1
