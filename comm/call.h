@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/trace.h"
@@ -156,6 +157,13 @@ class GroupTransport {
   // Takes `call` to run after every call submitted before it to this backend rank (issue
   // order). Must not block. The backend reports through call->Enter/Leave/Complete or Reject.
   virtual void Submit(std::shared_ptr<CommCall> call) = 0;
+  // Takes the sends and receives of one exchange (Communicator::ExchangeAsync), to run as one
+  // after every call submitted before them. This default submits them one by one, in order: right
+  // for a backend whose sends and receives do not wait for their peers before the next call
+  // starts. Must not block.
+  virtual void SubmitBatch(const std::vector<std::shared_ptr<CommCall>>& calls) {
+    for (const auto& call : calls) Submit(call);
+  }
 };
 
 }  // namespace loom

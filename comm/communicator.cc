@@ -33,6 +33,15 @@ bool CommHandle::Done() const {
   return call_->Done();
 }
 
+Status WaitAll(const std::vector<HandlePtr>& handles, Deadline deadline) {
+  Status first;
+  for (const HandlePtr& h : handles) {
+    Status st = h->Wait(deadline);
+    if (first.ok() && !st.ok()) first = std::move(st);
+  }
+  return first;
+}
+
 // One call as the caller described it: the spec, plus the other buffer of a reduce_scatter
 // (its input) or an all_gather (its output), for the checks.
 struct Communicator::Request {
@@ -116,8 +125,8 @@ Status Communicator::Check(const Request& req, const CallOptions& o) const {
   return Status::Ok();
 }
 
-HandlePtr Communicator::Issue(const Request& req, const CallOptions& o) {
-  FaultPoint({FaultSite::kCommIssue, ctx_->world_rank()});  // fault/inject.h: a slow rank
+std::shared_ptr<CommCall> Communicator::Prepare(const Request& req, const CallOptions& o,
+                                                Status* refused) {
   CallSpec spec = req.spec;
   spec.rank = rank_;
   spec.size = size();
@@ -136,8 +145,14 @@ HandlePtr Communicator::Issue(const Request& req, const CallOptions& o) {
   std::string what = std::string(CommOpName(spec.op)) + " #" + std::to_string(rec.seq) +
                      " on group '" + name_ + "' " + FormatMembers(members_);
   const Deadline deadline = o.deadline ? *o.deadline : Clock::now() + ctx_->default_timeout();
-  Status refused = Check(req, o);
-  auto call = std::make_shared<CommCall>(ctx_, spec, std::move(rec), std::move(what), deadline);
+  *refused = Check(req, o);
+  return std::make_shared<CommCall>(ctx_, spec, std::move(rec), std::move(what), deadline);
+}
+
+HandlePtr Communicator::Issue(const Request& req, const CallOptions& o) {
+  FaultPoint({FaultSite::kCommIssue, ctx_->world_rank()});  // fault/inject.h: a slow rank
+  Status refused;
+  std::shared_ptr<CommCall> call = Prepare(req, o, &refused);
   if (!refused.ok()) {
     call->Reject(refused.WithContext(call->what()));
   } else {
@@ -197,6 +212,43 @@ HandlePtr Communicator::RecvAsync(CommBuffer data, int peer, const CallOptions& 
 HandlePtr Communicator::BarrierAsync(const CallOptions& o) {
   Request r(CommOp::kBarrier, nullptr, nullptr, 0, DType::kF32, Device::kCpu);
   return Issue(r, o);
+}
+
+std::vector<HandlePtr> Communicator::ExchangeAsync(const std::vector<P2PCall>& calls,
+                                                   const CallOptions& o) {
+  FaultPoint({FaultSite::kCommIssue, ctx_->world_rank()});  // fault/inject.h: a slow rank
+  std::vector<std::shared_ptr<CommCall>> prepared;
+  std::vector<Status> refused(calls.size());
+  int first_refused = -1;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const P2PCall& c = calls[i];
+    Request r(c.op, c.in, c.out, c.count, c.dtype, c.device);
+    r.spec.peer = c.peer;
+    r.bytes = r.spec.count * static_cast<int64_t>(DTypeSize(c.dtype));
+    CallOptions co = o;
+    co.tag = c.tag;
+    prepared.push_back(Prepare(r, co, &refused[i]));
+    if (refused[i].ok() && c.op != CommOp::kSend && c.op != CommOp::kRecv) {
+      refused[i] = InvalidArgument("an exchange takes sends and receives only");
+    }
+    if (!refused[i].ok() && first_refused < 0) first_refused = static_cast<int>(i);
+  }
+  if (first_refused >= 0) {
+    const size_t k = static_cast<size_t>(first_refused);
+    const std::string why =
+        prepared[k]->what() + ", of the same exchange, was refused: " + refused[k].message();
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      prepared[i]->Reject(refused[i].ok()
+                              ? FailedPrecondition(prepared[i]->what() + " was not started: " + why)
+                              : refused[i].WithContext(prepared[i]->what()));
+    }
+  } else if (!prepared.empty()) {
+    transport_->SubmitBatch(prepared);
+  }
+  std::vector<HandlePtr> handles;
+  handles.reserve(prepared.size());
+  for (auto& call : prepared) handles.push_back(std::make_shared<CommHandle>(std::move(call)));
+  return handles;
 }
 
 std::string FormatMembers(const std::vector<int>& members) {

@@ -60,6 +60,26 @@ struct CallOptions {
   int tag = 0;
 };
 
+// One send or receive of an exchange (Communicator::ExchangeAsync): to or from a group rank,
+// matched by (peer, tag) in issue order, as SendAsync and RecvAsync.
+struct P2PCall {
+  static P2PCall Send(ConstCommBuffer data, int peer, int tag = 0) {
+    return {CommOp::kSend, data.data, nullptr, data.count, data.dtype, data.device, peer, tag};
+  }
+  static P2PCall Recv(CommBuffer data, int peer, int tag = 0) {
+    return {CommOp::kRecv, nullptr, data.data, data.count, data.dtype, data.device, peer, tag};
+  }
+
+  CommOp op = CommOp::kSend;  // kSend or kRecv
+  const void* in = nullptr;   // send: read
+  void* out = nullptr;        // recv: written
+  int64_t count = 0;
+  DType dtype = DType::kF32;
+  Device device = Device::kCpu;
+  int peer = -1;
+  int tag = 0;
+};
+
 class CommCall;        // comm/call.h: the call shared by the front, its backend and the trace
 class GroupTransport;  // comm/call.h: a backend's side of one group
 class RankContext;     // comm/call.h: what the calls of one backend rank share
@@ -86,6 +106,9 @@ class CommHandle {
   std::shared_ptr<CommCall> call_;
 };
 using HandlePtr = std::shared_ptr<CommHandle>;
+
+// Waits for every handle until `deadline` (each of them, also after an error); the first error.
+Status WaitAll(const std::vector<HandlePtr>& handles, Deadline deadline);
 
 class Communicator {
  public:
@@ -114,6 +137,16 @@ class Communicator {
   HandlePtr SendAsync(ConstCommBuffer data, int peer, const CallOptions& o = {});
   HandlePtr RecvAsync(CommBuffer data, int peer, const CallOptions& o = {});
   HandlePtr BarrierAsync(const CallOptions& o = {});
+  // Sends and receives issued together, one handle each in order: each is a call of its own
+  // (numbered in turn, traced, matched as SendAsync and RecvAsync; its tag its own, the deadline
+  // o's), and the backend starts them as one. Where a send or a receive holds a stream until
+  // its peer's matching call (NCCL: they are fused into one group), only this form lets an
+  // exchange in which every member first receives, then sends (a ring), make progress; the
+  // other backends start them in order, as if issued one by one. All or none: when one is
+  // refused (a peer out of range, a device the backend cannot serve...), none starts and every
+  // handle fails, the refused call's naming why, the others naming it.
+  std::vector<HandlePtr> ExchangeAsync(const std::vector<P2PCall>& calls,
+                                       const CallOptions& o = {});
 
   // Blocking forms: the asynchronous call, then a wait until its deadline.
   Status AllReduce(CommBuffer data, ReduceOp op = ReduceOp::kSum, const CallOptions& o = {});
@@ -160,6 +193,8 @@ class Communicator {
   // Numbers the call, opens its trace record, and submits it, or completes it with the error
   // when it is refused.
   HandlePtr Issue(const Request& req, const CallOptions& o);
+  // Numbers the call and opens its trace record; *refused: why it may not run (Ok: it may).
+  std::shared_ptr<CommCall> Prepare(const Request& req, const CallOptions& o, Status* refused);
   Status Check(const Request& req, const CallOptions& o) const;
 
   // Order matters: the transport goes before the backend it belongs to.

@@ -60,12 +60,23 @@ ncclRedOp_t NcclOp(ReduceOp op) {
 // Runs the calls of one rank, in issue order, on its communication stream.
 class NcclEngine {
  public:
+  using LaunchFn = std::function<ncclResult_t(cudaStream_t)>;
+
+  // The calls of one exchange (SubmitExchange): whether its first call, which runs the group,
+  // was launched. The engine thread's own once queued.
+  struct Exchange {
+    std::string leader;  // the first call's what()
+    bool launched = false;
+  };
+
   struct Job {
     std::shared_ptr<CommCall> call;  // null: destroy `comm` once every earlier call is done
     ncclComm_t comm = nullptr;
-    std::function<ncclResult_t(cudaStream_t)> launch;
+    LaunchFn launch;
     cudaEvent_t ready = nullptr;  // recorded on the compute stream when the call was issued
     void* free_after = nullptr;   // with a null call: device memory freed with `comm`
+    std::shared_ptr<Exchange> exchange = nullptr;  // a call of an exchange
+    bool leads = false;                            // ... its first, which runs the group
   };
 
   static Result<std::shared_ptr<NcclEngine>> Create(int device, std::shared_ptr<RankContext> ctx) {
@@ -98,27 +109,40 @@ class NcclEngine {
   }
 
   // On the caller's thread: records the "inputs ready" event on the compute stream, queues.
-  void Submit(std::shared_ptr<CommCall> call, ncclComm_t comm,
-              std::function<ncclResult_t(cudaStream_t)> launch) {
-    cudaSetDevice(device_);
-    cudaEvent_t ready = nullptr;
-    cudaError_t err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
-    if (err == cudaSuccess) {
-      cudaStream_t compute;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        compute = compute_;
-      }
-      err = cudaEventRecord(ready, compute);
-    }
-    if (err != cudaSuccess) {
-      if (ready != nullptr) cudaEventDestroy(ready);
-      call->Reject(CudaError(err, "recording the compute stream's event for " + call->what()));
+  void Submit(std::shared_ptr<CommCall> call, ncclComm_t comm, LaunchFn launch) {
+    Status st;
+    cudaEvent_t ready = RecordReady(call->what(), &st);
+    if (!st.ok()) {
+      call->Reject(std::move(st));
       return;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back({std::move(call), comm, std::move(launch), ready, nullptr});
+    }
+    cv_.notify_all();
+  }
+
+  // The calls of one exchange, queued together behind one "inputs ready" event: the first runs
+  // `group` (every call's transfer), each other one launches nothing and completes once the
+  // stream has passed the group, or fails, unstarted, when the first was not launched.
+  void SubmitExchange(const std::vector<std::shared_ptr<CommCall>>& calls, ncclComm_t comm,
+                      LaunchFn group) {
+    Status st;
+    cudaEvent_t ready = RecordReady(calls.front()->what(), &st);
+    if (!st.ok()) {
+      for (const auto& c : calls) c->Reject(st);
+      return;
+    }
+    auto exchange = std::make_shared<Exchange>();
+    exchange->leader = calls.front()->what();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back({calls.front(), comm, std::move(group), ready, nullptr, exchange, true});
+      for (size_t i = 1; i < calls.size(); ++i) {
+        queue_.push_back({calls[i], comm, [](cudaStream_t) { return ncclSuccess; }, nullptr,
+                          nullptr, exchange, false});
+      }
     }
     cv_.notify_all();
   }
@@ -148,6 +172,28 @@ class NcclEngine {
 
   NcclEngine(int device, std::shared_ptr<RankContext> ctx)
       : device_(device), ctx_(std::move(ctx)) {}
+
+  // An event recorded on the compute stream now (what the call `what` must wait for); on
+  // failure nullptr and *st says why.
+  cudaEvent_t RecordReady(const std::string& what, Status* st) {
+    cudaSetDevice(device_);
+    cudaEvent_t ready = nullptr;
+    cudaError_t err = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+    if (err == cudaSuccess) {
+      cudaStream_t compute;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        compute = compute_;
+      }
+      err = cudaEventRecord(ready, compute);
+    }
+    if (err != cudaSuccess) {
+      if (ready != nullptr) cudaEventDestroy(ready);
+      *st = CudaError(err, "recording the compute stream's event for " + what);
+      return nullptr;
+    }
+    return ready;
+  }
 
   // The reference between the stream's clock and the trace's (re-taken while idle, at most once a
   // second, so that the two clocks' drift, tens of microseconds a second, never builds up).
@@ -214,6 +260,13 @@ class NcclEngine {
       job.call->Complete(AbortedError(job.call->what()));
       return;
     }
+    if (job.exchange != nullptr && !job.leads && !job.exchange->launched) {
+      job.call->Leave();
+      job.call->Complete(FailedPrecondition(job.call->what() +
+                                            " was not started: " + job.exchange->leader +
+                                            ", the first call of its exchange, failed"));
+      return;
+    }
     cudaEvent_t start = nullptr, end = nullptr;
     cudaError_t err = cudaEventCreate(&start);
     if (err == cudaSuccess) err = cudaEventCreate(&end);
@@ -246,7 +299,8 @@ class NcclEngine {
         job.call->Leave();
         cudaEventDestroy(start);
         cudaEventDestroy(end);
-        AbortAll(st.message());  // the calls before it fail first
+        Poll();                  // the calls before it that ended succeed,
+        AbortAll(st.message());  // the others fail first
         job.call->Complete(std::move(st));
         return;
       } else if ((err = cudaEventRecord(end, stream_)) != cudaSuccess) {
@@ -260,6 +314,7 @@ class NcclEngine {
       job.call->Complete(std::move(st));
       return;
     }
+    if (job.leads) job.exchange->launched = true;
     in_flight_.push_back({std::move(job.call), job.comm, start, end});
   }
 
@@ -425,6 +480,52 @@ class NcclGroup : public GroupTransport {
         break;
     }
     engine_->Submit(std::move(call), comm_, std::move(launch));
+  }
+
+  // The sends and receives of one exchange as one NCCL group (ncclGroupStart/End), so that none
+  // holds the stream waiting for its peer while the others wait behind it (NcclEngine::
+  // SubmitExchange: the first call runs the group; the others' trace records end with it).
+  void SubmitBatch(const std::vector<std::shared_ptr<CommCall>>& calls) override {
+    if (calls.size() < 2) {
+      for (const auto& call : calls) Submit(call);
+      return;
+    }
+    struct Op {
+      bool send;
+      const void* in;
+      void* out;
+      size_t n;
+      ncclDataType_t t;
+      int peer;
+    };
+    std::vector<Op> ops;
+    for (const auto& call : calls) {
+      const CallSpec& s = call->spec();
+      if (s.device != Device::kCuda || (s.op != CommOp::kSend && s.op != CommOp::kRecv)) {
+        const std::string why =
+            call->what() + ": the nccl backend exchanges device memory, by sends and receives";
+        for (const auto& c : calls) {
+          c->Reject(InvalidArgument(c == call ? why : c->what() + ": not started: " + why));
+        }
+        return;
+      }
+      ops.push_back({s.op == CommOp::kSend, s.in, s.out, static_cast<size_t>(s.count),
+                     NcclType(s.dtype), s.peer});
+    }
+    const ncclComm_t c = comm_;
+    engine_->SubmitExchange(calls, comm_, [ops = std::move(ops), c](cudaStream_t st) {
+      ncclResult_t r = ncclGroupStart();
+      if (r != ncclSuccess) return r;
+      for (const Op& op : ops) {
+        r = op.send ? ncclSend(op.in, op.n, op.t, op.peer, c, st)
+                    : ncclRecv(op.out, op.n, op.t, op.peer, c, st);
+        if (r != ncclSuccess && r != ncclInProgress) {
+          (void)ncclGroupEnd();  // closes the group; the first error is the one reported
+          return r;
+        }
+      }
+      return ncclGroupEnd();
+    });
   }
 
  private:

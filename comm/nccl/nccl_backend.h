@@ -10,17 +10,19 @@
 // group, not a hang.
 //
 // Calls: every call of this rank runs on one communication stream, in issue order (NCCL matches
-// collectives and point-to-point calls by their order on each communicator; tags are ignored,
-// so peers must issue their sends and receives in matching order, as the pipeline does). A send
-// or receive may hold the stream until its peer's matching call runs (each is its own NCCL
-// group, not fused with others), so an exchange in which both peers first receive, or both first
-// send, may wait until its deadline: order it as Megatron-LM does without batched calls (even ranks
-// send first, odd ranks receive first). Before launching, the communication stream waits for an
-// event recorded on the compute stream when the call was issued, so a call sees what the compute
-// stream wrote before it; a CommHandle's Wait returns once the call's end event has completed on
-// the device. Each call's start and end in the trace (comm/trace.h) are CUDA events on the
-// communication stream, converted to the trace's clock: the detector sees the time the GPU spent in
-// the collective, not the time of a launch.
+// collectives and point-to-point calls by their order on each communicator; tags are ignored, so
+// peers must issue their sends and receives in matching order, as the pipeline does). A send or a
+// receive issued alone is an NCCL group of its own and may hold the stream until its peer's
+// matching call runs; the calls of one Communicator::ExchangeAsync are fused into one group
+// (ncclGroupStart/End), so an exchange in which every rank first receives (ring attention's) makes
+// progress. Its first call's trace record holds the group's time on the device; the others end with
+// it. Issued one by one, such an exchange may wait until its deadline: order single calls as
+// Megatron-LM does without batched calls (even ranks send first). Before launching, the
+// communication stream waits for an event recorded on the compute stream when the call was issued,
+// so a call sees what the compute stream wrote before it; a CommHandle's Wait returns once the
+// call's end event has completed on the device. Each call's start and end in the trace
+// (comm/trace.h) are CUDA events on the communication stream, converted to the trace's clock: the
+// detector sees the time the GPU spent in the collective, not the time of a launch.
 //
 // Deadlines: a wait that passes its deadline abandons the rank (comm/call.h); the engine then
 // aborts every NCCL communicator (ncclCommAbort) so that no kernel waits for a lost peer forever,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "parallel/context/ring_attention.h"
 #include "parallel/message_tags.h"
@@ -23,15 +24,15 @@ Status RingAttentionExchange::Forward(const RingShape& s, const float* qkv, floa
   float* cur = kv_a_.data();
   float* next = kv_b_.data();
   for (int step = 0; step < cp; ++step) {
-    HandlePtr send, recv;
+    std::vector<HandlePtr> kv;  // every rank receives, then sends: one exchange (communicator.h)
     if (step + 1 < cp) {
-      recv = cp_.comm->RecvAsync(next, kvn, (r + cp - 1) % cp, RingForwardTag(step));
-      send = cp_.comm->SendAsync(cur, kvn, (r + 1) % cp, RingForwardTag(step));
+      kv = cp_.comm->ExchangeAsync(
+          {P2PCall::Recv(CommBuffer::Host(next, kvn), (r + cp - 1) % cp, RingForwardTag(step)),
+           P2PCall::Send(ConstCommBuffer::Host(cur, kvn), (r + 1) % cp, RingForwardTag(step))});
     }
     ring.ForwardStep(qkv, cur, (r - step + cp) % cp);
-    if (send) {
-      LOOM_RETURN_IF_ERROR(send->Wait(cp_.comm->DefaultDeadline()));
-      LOOM_RETURN_IF_ERROR(recv->Wait(cp_.comm->DefaultDeadline()));
+    if (!kv.empty()) {
+      LOOM_RETURN_IF_ERROR(WaitAll(kv, cp_.comm->DefaultDeadline()));
       std::swap(cur, next);
     }
   }
@@ -54,21 +55,22 @@ Status RingAttentionExchange::Backward(const RingShape& s, const float* qkv, con
   const int prev = (r + cp - 1) % cp, next = (r + 1) % cp;
   auto deadline = [&] { return cp_.comm->DefaultDeadline(); };
   for (int step = 0; step < cp; ++step) {
-    HandlePtr kv_recv, kv_send;
+    std::vector<HandlePtr> kv_moves;
     if (step + 1 < cp) {  // the K/V of the next step travel while this step computes
-      kv_recv = cp_.comm->RecvAsync(kv_next, kvn, prev, RingBackwardKvTag(step));
-      kv_send = cp_.comm->SendAsync(kv, kvn, next, RingBackwardKvTag(step));
+      kv_moves = cp_.comm->ExchangeAsync(
+          {P2PCall::Recv(CommBuffer::Host(kv_next, kvn), prev, RingBackwardKvTag(step)),
+           P2PCall::Send(ConstCommBuffer::Host(kv, kvn), next, RingBackwardKvTag(step))});
     }
     ring.BackwardStep(qkv, kv, (r - step + cp) % cp, dout, lse, dqkv, dkv);
     // The accumulated dK/dV follows its K/V (after the last step: one hop home to its owner).
-    HandlePtr d_recv = cp_.comm->RecvAsync(dkv_next, kvn, prev, RingBackwardGradTag(step));
-    HandlePtr d_send = cp_.comm->SendAsync(dkv, kvn, next, RingBackwardGradTag(step));
-    LOOM_RETURN_IF_ERROR(d_send->Wait(deadline()));
-    LOOM_RETURN_IF_ERROR(d_recv->Wait(deadline()));
+    LOOM_RETURN_IF_ERROR(WaitAll(
+        cp_.comm->ExchangeAsync(
+            {P2PCall::Recv(CommBuffer::Host(dkv_next, kvn), prev, RingBackwardGradTag(step)),
+             P2PCall::Send(ConstCommBuffer::Host(dkv, kvn), next, RingBackwardGradTag(step))}),
+        deadline()));
     std::swap(dkv, dkv_next);
-    if (kv_send) {
-      LOOM_RETURN_IF_ERROR(kv_send->Wait(deadline()));
-      LOOM_RETURN_IF_ERROR(kv_recv->Wait(deadline()));
+    if (!kv_moves.empty()) {
+      LOOM_RETURN_IF_ERROR(WaitAll(kv_moves, deadline()));
       std::swap(kv, kv_next);
     }
   }

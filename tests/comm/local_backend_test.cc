@@ -5,6 +5,7 @@
 // per-call trace, its cursor and its summaries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <thread>
@@ -161,6 +162,45 @@ TEST_P(LocalCollectives, BroadcastBarrierAndSendRecvRing) {
   });
 }
 
+// An exchange both ways around the ring, every member receiving first: every call its own,
+// numbered in turn, traced with its tag and peer, and matched by (peer, tag).
+TEST_P(LocalCollectives, ExchangeAroundTheRingBothWays) {
+  const int64_t n = this->n();
+  const int size = ranks();
+  OnRanks(size, [&](Backend& b) {
+    auto w = WorldOf(b);
+    const int r = w->rank(), next = (r + 1) % size, prev = (r + size - 1) % size;
+    for (DType t : kDTypes) {
+      b.trace().Clear();
+      Elements fwd(t, n), bwd(t, n), from_prev(t, n), from_next(t, n);
+      for (int64_t i = 0; i < n; ++i) fwd.Set(i, V(r, i)), bwd.Set(i, V(r + 2, i));
+      std::vector<HandlePtr> hs = w->ExchangeAsync(
+          {P2PCall::Recv(from_prev.buffer(), prev, 5), P2PCall::Recv(from_next.buffer(), next, 6),
+           P2PCall::Send(fwd.buffer(), next, 5), P2PCall::Send(bwd.buffer(), prev, 6)});
+      ASSERT_EQ(hs.size(), 4u);
+      ASSERT_TRUE(WaitAll(hs, w->DefaultDeadline()).ok());
+      for (const HandlePtr& h : hs) ASSERT_TRUE(h->Done());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(from_prev.Get(i), V(prev, i));
+        ASSERT_EQ(from_next.Get(i), V(next + 2, i));
+      }
+      std::vector<TraceRecord> recs = b.trace().Snapshot();
+      ASSERT_EQ(recs.size(), 4u);
+      std::sort(recs.begin(), recs.end(),
+                [](const TraceRecord& x, const TraceRecord& y) { return x.seq < y.seq; });
+      const CommOp ops[] = {CommOp::kRecv, CommOp::kRecv, CommOp::kSend, CommOp::kSend};
+      const int peers[] = {prev, next, next, prev}, tags[] = {5, 6, 5, 6};
+      for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(recs[i].op, ops[i]);
+        EXPECT_EQ(recs[i].peer, peers[i]);
+        EXPECT_EQ(recs[i].tag, tags[i]);
+        EXPECT_EQ(recs[i].seq, recs[0].seq + i);
+        EXPECT_EQ(recs[i].bytes, n * static_cast<int64_t>(DTypeSize(t)));
+      }
+    }
+  });
+}
+
 // A member that never arrives: every other member's wait ends at its deadline with an error
 // naming op, group, members, sequence number and the waiting rank; then nothing more starts.
 TEST_P(LocalCollectives, MemberThatNeverArrivesGivesDeadlineExceeded) {
@@ -228,6 +268,36 @@ TEST(LocalBackend, RefusesWhatItCannotCarry) {
     EXPECT_FALSE(w->Abandoned());  // refused calls abandon nothing
     // Refused calls are traced too, with no time in flight.
     for (const TraceRecord& rec : b.trace().Snapshot()) EXPECT_EQ(rec.start_ns, rec.end_ns);
+  });
+}
+
+// An exchange with one call the communicator refuses starts none: each handle fails, the
+// refused call's saying why, the others' naming it; nothing is abandoned.
+TEST(LocalBackend, AnExchangeStartsWhollyOrNotAtAll) {
+  OnRanks(1, [](Backend& b) {
+    auto w = WorldOf(b);
+    std::vector<float> in(4, -1.f), out(4, 2.f);
+    std::vector<HandlePtr> hs =
+        w->ExchangeAsync({P2PCall::Recv(CommBuffer::Host(in.data(), 4), 0),
+                          P2PCall::Send(ConstCommBuffer::Host(out.data(), 4), 3)});
+    ASSERT_EQ(hs.size(), 2u);
+    const Status recv = hs[0]->Wait(), send = hs[1]->Wait();
+    EXPECT_EQ(recv.ToString(),
+              "FailedPrecondition: recv #0 on group 'world' [0] was not started: send #1 on "
+              "group 'world' [0], of the same exchange, was refused: peer/root 3 is not a rank "
+              "of the group");
+    EXPECT_EQ(send.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(send.message().find("send #1 on group 'world' [0]: peer/root 3"), std::string::npos)
+        << send.ToString();
+    EXPECT_EQ(in, std::vector<float>(4, -1.f));
+    EXPECT_EQ(WaitAll(hs, w->DefaultDeadline()).ToString(), recv.ToString());  // the first
+    EXPECT_FALSE(w->Abandoned());
+    EXPECT_TRUE(w->ExchangeAsync({}).empty());
+    // The next exchange runs (a member's send to itself).
+    hs = w->ExchangeAsync({P2PCall::Recv(CommBuffer::Host(in.data(), 4), 0, 1),
+                           P2PCall::Send(ConstCommBuffer::Host(out.data(), 4), 0, 1)});
+    for (const HandlePtr& h : hs) ASSERT_TRUE(h->Wait().ok());
+    EXPECT_EQ(in, out);
   });
 }
 

@@ -69,6 +69,23 @@ TEST(MpiCommunicator, SendRecvRing) {
   EXPECT_EQ(in, std::vector<float>(10, float((r + n - 1) % n)));
 }
 
+// Every rank receives first, both ways around the ring, in one exchange; the messages are above
+// the shared-memory transport's eager limit, so each must wait for its receiver.
+TEST(MpiCommunicator, ExchangeAroundTheRingBothWays) {
+  auto w = World();
+  const int n = w->size(), r = w->rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  const int64_t len = 1 << 18;
+  std::vector<float> fwd(len, float(r)), bwd(len, float(10 * r)), from_prev(len), from_next(len);
+  std::vector<HandlePtr> hs =
+      w->ExchangeAsync({P2PCall::Recv(CommBuffer::Host(from_prev.data(), len), prev, 3),
+                        P2PCall::Recv(CommBuffer::Host(from_next.data(), len), next, 4),
+                        P2PCall::Send(ConstCommBuffer::Host(fwd.data(), len), next, 3),
+                        P2PCall::Send(ConstCommBuffer::Host(bwd.data(), len), prev, 4)});
+  for (const HandlePtr& h : hs) ASSERT_TRUE(h->Wait(w->DefaultDeadline()).ok());
+  EXPECT_EQ(from_prev, std::vector<float>(len, float(prev)));
+  EXPECT_EQ(from_next, std::vector<float>(len, float(10 * next)));
+}
+
 TEST(MpiCommunicator, LayoutGroups) {
   ASSERT_EQ(testing::Mpi().world_size(), 4);
   Layout l{.tp = 2, .dp = 2};

@@ -1,13 +1,14 @@
 // The NCCL backend's semantics on device buffers, one GPU per rank, bootstrapped over the MPI
 // backend of tests/mpi_test_main: every collective and point-to-point call on f32 and bf16,
-// calls ordered after the compute stream, host buffers refused, and the trace's times taken from
-// CUDA events. Run by ctest under mpirun with 1 and 2 ranks; skipped (with the reason) without a
-// GPU. Where ranks outnumber the GPUs they share them, connected by NCCL as nodes
-// (nccl_test_util.h); the semantics tested are the backend's, which do not depend on NCCL's
-// transport.
+// calls ordered after the compute stream, host buffers refused, the trace's times taken from
+// CUDA events, and an exchange in which every rank receives first. Run by ctest under mpirun with 1
+// and 2 ranks; skipped (with the reason) without a GPU. Where ranks outnumber the GPUs they share
+// them, connected by NCCL as nodes (nccl_test_util.h); the semantics tested are the backend's,
+// which do not depend on NCCL's transport.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -220,6 +221,48 @@ TEST_F(NcclBackendTest, TraceTimesComeFromTheDevice) {
     EXPECT_LE(r.end_ns, t1 + 1000000);
   }
   EXPECT_EQ(seen, 3);
+}
+
+// Every rank receives first, both ways around the ring (with one rank: from and to itself), in
+// one exchange: fused into one NCCL group, none of the four calls holds the stream waiting for a
+// peer's call queued behind another. Issued one by one, this order waits until the deadline
+// (nccl_backend.h). Last in this file: a failure here abandons the rank.
+TEST_F(NcclBackendTest, ExchangeAroundTheRingReceivingFirst) {
+  const int next = (rank() + 1) % size(), prev = (rank() + size() - 1) % size();
+  const size_t n = size_t{1} << 20;  // 4 MiB each way: beyond what NCCL buffers for a peer
+  DeviceVector<float> fwd(std::vector<float>(n, static_cast<float>(rank())));
+  DeviceVector<float> bwd(std::vector<float>(n, static_cast<float>(10 * rank())));
+  DeviceVector<float> from_prev(std::vector<float>(n, -1.0f));
+  DeviceVector<float> from_next(std::vector<float>(n, -1.0f));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  backend_->trace().Clear();
+  std::vector<HandlePtr> hs =
+      world_->ExchangeAsync({P2PCall::Recv(from_prev.Buffer(DType::kF32), prev, 1),
+                             P2PCall::Recv(from_next.Buffer(DType::kF32), next, 2),
+                             P2PCall::Send(fwd.Buffer(DType::kF32), next, 1),
+                             P2PCall::Send(bwd.Buffer(DType::kF32), prev, 2)});
+  ASSERT_EQ(hs.size(), 4u);
+  for (const HandlePtr& h : hs) {
+    const Status st = h->Wait();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  const std::vector<float> got_prev = from_prev.Host(), got_next = from_next.Host();
+  for (size_t i = 0; i < n; i += 4099) {
+    ASSERT_EQ(got_prev[i], static_cast<float>(prev)) << i;
+    ASSERT_EQ(got_next[i], static_cast<float>(10 * next)) << i;
+  }
+  ASSERT_EQ(got_prev[n - 1], static_cast<float>(prev));
+  ASSERT_EQ(got_next[n - 1], static_cast<float>(10 * next));
+  // Four calls traced, the group's first holding its time on the device, and the others
+  // ending with it.
+  std::vector<TraceRecord> recs = backend_->trace().Snapshot();
+  ASSERT_EQ(recs.size(), 4u);
+  std::sort(recs.begin(), recs.end(),
+            [](const TraceRecord& a, const TraceRecord& b) { return a.seq < b.seq; });
+  for (const TraceRecord& r : recs) EXPECT_LE(r.start_ns, r.end_ns);
+  EXPECT_EQ(recs[0].op, CommOp::kRecv);
+  EXPECT_EQ(recs[3].op, CommOp::kSend);
+  for (size_t i = 1; i < 4; ++i) EXPECT_GE(recs[i].end_ns, recs[0].end_ns);
 }
 
 }  // namespace
