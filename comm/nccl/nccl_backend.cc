@@ -498,17 +498,11 @@ class NcclGroup : public GroupTransport {
       ncclDataType_t t;
       int peer;
     };
+    // The front has checked every call (Communicator::Check): sends and receives of device
+    // memory, to ranks of the group.
     std::vector<Op> ops;
     for (const auto& call : calls) {
       const CallSpec& s = call->spec();
-      if (s.device != Device::kCuda || (s.op != CommOp::kSend && s.op != CommOp::kRecv)) {
-        const std::string why =
-            call->what() + ": the nccl backend exchanges device memory, by sends and receives";
-        for (const auto& c : calls) {
-          c->Reject(InvalidArgument(c == call ? why : c->what() + ": not started: " + why));
-        }
-        return;
-      }
       ops.push_back({s.op == CommOp::kSend, s.in, s.out, static_cast<size_t>(s.count),
                      NcclType(s.dtype), s.peer});
     }
