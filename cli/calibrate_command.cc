@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -77,6 +78,16 @@ void Merge(const Calibration& fresh, Calibration* base) {
   if (fresh.intra.bandwidth > 0) base->intra = fresh.intra;
 }
 
+// One file, one precision: the planner keeps or drops a file's GEMM samples together.
+Status SamePrecision(const Calibration& base, Precision measured, const CalibrateOptions& o) {
+  if (!base.has_precision || base.precision == measured) return Status::Ok();
+  return InvalidArgument(
+      o.merge + ": field 'precision': the file was measured in " + PrecisionName(base.precision) +
+      ", this run measures " + PrecisionName(measured) +
+      (o.job.empty() ? " (no --job)" : " (the precision of " + o.job + ")") +
+      ": merge into a file of " + PrecisionName(measured) + " or write a new one with --output");
+}
+
 Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend) {
   std::unique_ptr<PlanJob> job;
   if (!o.job.empty()) {
@@ -96,13 +107,19 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   Calibration cal;
   cal.source = Source(world, threads);
   cal.has_precision = true;
-  cal.precision = Precision::kFp32;
+  cal.precision = job ? job->precision : Precision::kFp32;  // what the GEMMs are measured in
+  std::error_code ec;
+  if (!o.merge.empty() && std::filesystem::exists(o.merge, ec)) {  // refused before measuring
+    LOOM_ASSIGN_OR_RETURN(Calibration base, LoadCalibration(o.merge));
+    LOOM_RETURN_IF_ERROR(SamePrecision(base, cal.precision, o));
+  }
   if (rank == 0) {
     std::fprintf(stderr, "loom calibrate: %d rank(s) x %d thread(s): GEMMs, attention, memory\n",
                  world, threads);
   }
   if (!o.skip_compute) {
-    MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, o.passes, &cal);
+    LOOM_RETURN_IF_ERROR(
+        MeasureCompute(job.get(), threads, std::max(world, cores), o.seconds, o.passes, &cal));
   }
   if (world > 1 && !o.skip_comm) {
     if (rank == 0) std::fprintf(stderr, "loom calibrate: collectives over 2..%d ranks\n", world);
@@ -112,6 +129,7 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   std::string output = o.output;
   if (!o.merge.empty()) {
     LOOM_ASSIGN_OR_RETURN(Calibration base, LoadCalibration(o.merge));
+    LOOM_RETURN_IF_ERROR(SamePrecision(base, cal.precision, o));
     Merge(cal, &base);
     cal = base;
     if (output == "calibration.json") output = o.merge;

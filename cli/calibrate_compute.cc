@@ -6,6 +6,7 @@
 
 #include "cli/calibrate_measure.h"
 #include "core/kernels/attention.h"
+#include "core/kernels/bf16.h"
 #include "core/kernels/blas.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/layernorm.h"
@@ -69,27 +70,80 @@ std::vector<Shape> GemmShapes(const PlanJob* job, int max_tp) {
   return out;
 }
 
-void MeasureGemms(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
+// A linear layer's three GEMMs: Y = X W^T, dX = dY W, dW = dY^T X. The sample is their joint
+// rate, which prices the planner's forward (one GEMM) and backward (two) together.
+GemmSample TimeGemmsFp32(const Shape& s, int threads, double secs) {
+  auto a = SpreadCopies(s.m * s.k, 0.01f), b = SpreadCopies(s.n * s.k, 0.02f),
+       c = SpreadCopies(s.m * s.n, 0.03f);
+  auto da = SpreadCopies(s.m * s.k, 0), db = SpreadCopies(s.n * s.k, 0);
+  const double t = TimeIt(
+      [&](int i) {
+        const size_t j = static_cast<size_t>(i % kCalibrationCopies);
+        ParallelGemm<float>(false, true, s.m, s.n, s.k, 1.0f, a[j].data(), s.k, b[j].data(), s.k,
+                            0.0f, c[j].data(), s.n);
+        ParallelGemm<float>(false, false, s.m, s.k, s.n, 1.0f, c[j].data(), s.n, b[j].data(), s.k,
+                            0.0f, da[j].data(), s.k);
+        ParallelGemm<float>(true, false, s.n, s.k, s.m, 1.0f, c[j].data(), s.n, a[j].data(), s.k,
+                            1.0f, db[j].data(), s.k);
+      },
+      secs);
+  return {static_cast<double>(s.m), static_cast<double>(s.n), static_cast<double>(s.k), threads,
+          3 * 2.0 * s.m * s.n * s.k / t};
+}
+
+// The same three GEMMs as `precision: bf16` runs them (core/kernels/linear.h): input and weight
+// in bf16, products accumulated in fp32, fp32 outputs and gradients, and the output gradient
+// cast to bf16 once for both backward GEMMs (paid by every linear layer's backward, so counted).
+Status TimeGemmsBf16(const Shape& s, int threads, double secs, GemmSample* out) {
+  auto bf16 = [](const std::vector<std::vector<float>>& v) {
+    std::vector<std::vector<Bf16>> out;
+    for (const auto& x : v) {
+      out.emplace_back(x.size());
+      CastToBf16(x.data(), out.back().data(), static_cast<int64_t>(x.size()));
+    }
+    return out;
+  };
+  const auto a = bf16(SpreadCopies(s.m * s.k, 0.01f)), b = bf16(SpreadCopies(s.n * s.k, 0.02f));
+  auto c = SpreadCopies(s.m * s.n, 0.03f), da = SpreadCopies(s.m * s.k, 0),
+       db = SpreadCopies(s.n * s.k, 0);
+  std::vector<Bf16> dc(static_cast<size_t>(s.m * s.n));
+  Status st;
+  const double t = TimeIt(
+      [&](int i) {
+        const size_t j = static_cast<size_t>(i % kCalibrationCopies);
+        Status g = GemmBf16(false, true, s.m, s.n, s.k, a[j].data(), s.k, b[j].data(), s.k, 0.0f,
+                            c[j].data(), s.n);
+        CastToBf16(c[j].data(), dc.data(), s.m * s.n);
+        if (g.ok()) {
+          g = GemmBf16(false, false, s.m, s.k, s.n, dc.data(), s.n, b[j].data(), s.k, 0.0f,
+                       da[j].data(), s.k);
+        }
+        if (g.ok()) {
+          g = GemmBf16(true, false, s.n, s.k, s.m, dc.data(), s.n, a[j].data(), s.k, 1.0f,
+                       db[j].data(), s.k);
+        }
+        if (st.ok() && !g.ok()) st = g;
+      },
+      secs);
+  LOOM_RETURN_IF_ERROR(st);
+  *out = {static_cast<double>(s.m), static_cast<double>(s.n), static_cast<double>(s.k), threads,
+          3 * 2.0 * s.m * s.n * s.k / t};
+  return Status::Ok();
+}
+
+// In the job's precision (the planner keeps samples of the precision it prices: hardware.h).
+Status MeasureGemms(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
+  const bool bf16 = job != nullptr && job->precision == Precision::kBf16;
   for (const Shape& s : GemmShapes(job, max_tp)) {
-    auto a = SpreadCopies(s.m * s.k, 0.01f), b = SpreadCopies(s.n * s.k, 0.02f),
-         c = SpreadCopies(s.m * s.n, 0.03f);
-    auto da = SpreadCopies(s.m * s.k, 0), db = SpreadCopies(s.n * s.k, 0);
-    // A linear layer's three GEMMs: Y = X W^T, dX = dY W, dW = dY^T X. The sample is their joint
-    // rate, which prices the planner's forward (one GEMM) and backward (two) together.
-    const double t = TimeIt(
-        [&](int i) {
-          const size_t j = static_cast<size_t>(i % kCalibrationCopies);
-          ParallelGemm<float>(false, true, s.m, s.n, s.k, 1.0f, a[j].data(), s.k, b[j].data(), s.k,
-                              0.0f, c[j].data(), s.n);
-          ParallelGemm<float>(false, false, s.m, s.k, s.n, 1.0f, c[j].data(), s.n, b[j].data(), s.k,
-                              0.0f, da[j].data(), s.k);
-          ParallelGemm<float>(true, false, s.n, s.k, s.m, 1.0f, c[j].data(), s.n, a[j].data(), s.k,
-                              1.0f, db[j].data(), s.k);
-        },
-        secs);
-    cal->gemm.push_back({static_cast<double>(s.m), static_cast<double>(s.n),
-                         static_cast<double>(s.k), threads, 3 * 2.0 * s.m * s.n * s.k / t});
+    GemmSample sample;
+    if (bf16) {
+      LOOM_RETURN_IF_ERROR(TimeGemmsBf16(s, threads, secs, &sample));
+    } else {
+      sample = TimeGemmsFp32(s, threads, secs);
+    }
+    cal->gemm.push_back(sample);
   }
+  return Status::Ok();
 }
 
 void MeasureAttention(const PlanJob& job, int threads, int max_tp, double secs, Calibration* cal) {
@@ -182,8 +236,8 @@ double MeasureOptimizer(double secs) {
 }
 
 // One pass over every compute sample, each measured for `secs`.
-void MeasurePass(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
-  MeasureGemms(job, threads, max_tp, secs, cal);
+Status MeasurePass(const PlanJob* job, int threads, int max_tp, double secs, Calibration* cal) {
+  LOOM_RETURN_IF_ERROR(MeasureGemms(job, threads, max_tp, secs, cal));
   if (job != nullptr) MeasureAttention(*job, threads, max_tp, secs, cal);
   const int64_t c = job != nullptr ? job->model.hidden : 1024;
   // Rows of one micro-batch of the job (tokens), at least 256.
@@ -201,6 +255,7 @@ void MeasurePass(const PlanJob* job, int threads, int max_tp, double secs, Calib
         LayerNormForward<float>(y.data(), &mean, &rstd, x.data(), w.data(), b.data(), 1, c);
       },
       secs / 4);
+  return Status::Ok();
 }
 
 double Median(std::vector<double> v) {
@@ -210,10 +265,17 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, int passes,
-                    Calibration* cal) {
+Status MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, int passes,
+                      Calibration* cal) {
+  if (job != nullptr && job->precision == Precision::kBf16 && !HaveBf16Gemm()) {
+    return Unimplemented(job->file +
+                         ": precision bf16: this build has no bf16 GEMM to measure (it needs "
+                         "oneDNN, Debian's libdnnl-dev; deploy/install-deps.sh installs it)");
+  }
   std::vector<Calibration> p(static_cast<size_t>(std::max(1, passes)));
-  for (Calibration& pass : p) MeasurePass(job, threads, max_tp, secs / p.size(), &pass);
+  for (Calibration& pass : p) {
+    LOOM_RETURN_IF_ERROR(MeasurePass(job, threads, max_tp, secs / p.size(), &pass));
+  }
   // Every pass measured the same samples in the same order: the median of each.
   auto median = [&](auto get) {
     std::vector<double> v;
@@ -235,6 +297,7 @@ void MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, in
   cal->optimizer.push_back(
       {threads, median([](const Calibration& c) { return c.optimizer[0].bandwidth; })});
   cal->op_overhead = median([](const Calibration& c) { return c.op_overhead; });
+  return Status::Ok();
 }
 
 }  // namespace loom

@@ -12,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "coordinator/plan_job.h"
 #include "coordinator/service/launcher.h"
 #include "core/file_util.h"
 
@@ -103,6 +104,7 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
   if (env != nullptr && *env != '\0') {
     LOOM_ASSIGN_OR_RETURN(out.calibration, LoadCalibration(env));
     out.path = env;
+    out.from_env = true;
     return out;
   }
   const std::string dir = CacheDir();
@@ -111,6 +113,12 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
   std::error_code ec;
   if (fs::exists(out.path, ec)) {
     Result<Calibration> cached = LoadCalibration(out.path);
+    // Before bf16 was measured in bf16, a bf16 job's file held fp32 GEMMs: measured again.
+    const Precision want = PlanJobOf(job).precision;
+    if (cached.ok() && cached->has_precision && cached->precision != want) {
+      cached = InvalidArgument(std::string("measured in ") + PrecisionName(cached->precision) +
+                               ", the job is " + PrecisionName(want));
+    }
     if (cached.ok()) {
       out.calibration = *cached;
       const auto written = fs::last_write_time(out.path, ec);
@@ -121,8 +129,8 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
       return out;
     }
     std::fprintf(stderr,
-                 "loom launch: the cached calibration %s is unreadable (%s); measuring again\n",
-                 out.path.c_str(), cached.status().ToString().c_str());
+                 "loom launch: the cached calibration %s is not usable (%s); measuring again\n",
+                 out.path.c_str(), cached.status().message().c_str());
   }
   LOOM_RETURN_IF_ERROR(MakeDirs(dir));
   const std::string tmp = out.path + ".partial", log = out.path + ".log";

@@ -25,6 +25,7 @@ struct LocalCalibration {
   std::optional<Calibration> calibration;  // none: LOOM_CALIBRATION=none
   std::string path;                        // the file it came from
   bool measured = false;                   // measured now (else read from the cache)
+  bool from_env = false;                   // LOOM_CALIBRATION=FILE: that file, not the cache
   double age_s = 0;                        // read from the cache: seconds since it was measured
 };
 

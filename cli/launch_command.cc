@@ -242,6 +242,7 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
   PlannedLaunch l;
   int world = 0;
   LOOM_ASSIGN_OR_RETURN(l.cluster, ClusterOf(o, slurm, &world));
+  std::string cal_path = o.calibration;
   if (!o.calibration.empty()) {
     LOOM_ASSIGN_OR_RETURN(l.calibration, LoadCalibration(o.calibration));
   } else if (o.cluster.empty() && !slurm) {
@@ -250,14 +251,20 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
                           LocalhostCalibration(job, o.job, SelfPath(), world > 0 ? world : 4));
     if (local.calibration) {
       l.calibration = *local.calibration;
+      cal_path = local.path;
       // A cached one can be hours old: this VM's speed drifted 0.57x in four hours
       // (docs/BENCHMARKS.md), so its age is part of what the prediction rests on.
       std::printf("loom launch: calibration %s (%s)\n", local.path.c_str(),
-                  local.measured ? "measured now"
-                                 : ("measured " + AgeText(local.age_s) +
-                                    " ago, cached; delete it to measure again")
-                                       .c_str());
+                  local.from_env   ? "LOOM_CALIBRATION"
+                  : local.measured ? "measured now"
+                                   : ("measured " + AgeText(local.age_s) +
+                                      " ago, cached; delete it to measure again")
+                                         .c_str());
     }
+  }
+  if (const std::string note = CalibrationPrecisionNote(l.calibration, job.plan.precision);
+      !note.empty()) {
+    std::printf("loom launch: calibration %s: %s\n", cal_path.c_str(), note.c_str());
   }
   LOOM_ASSIGN_OR_RETURN(l.plan, PlanLaunch(job, o.overrides, l.cluster, l.calibration, world));
   l.job = std::move(job);

@@ -43,6 +43,9 @@ Status RunPlan(const PlanOptions& o) {
               o.calibration.empty()
                   ? "defaults (no --calibration; see loom calibrate)"
                   : (o.calibration + (cal.source.empty() ? "" : " — " + cal.source)).c_str());
+  if (const std::string note = CalibrationPrecisionNote(cal, job.precision); !note.empty()) {
+    std::printf("calibration: %s\n", note.c_str());
+  }
   std::fputs(PlanTable(result, job, cluster).c_str(), stdout);
   if (o.explain) std::fputs(PlanExplain(result, job, cluster).c_str(), stdout);
   return Status::Ok();

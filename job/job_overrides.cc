@@ -76,6 +76,7 @@ std::string CheckpointSetting(const JobConfig& job, std::string_view key) {
 
 bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
   if (flag == "--steps") return job->steps_from_flag = true;
+  if (flag == "--precision") return true;  // no error names the flag rather than the field
   for (const CheckpointFlag& f : kCheckpointFlags) {
     if (f.flag == flag) return job->checkpoint.*f.from_flag = true;
   }

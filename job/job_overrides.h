@@ -38,8 +38,8 @@ Status ApplyOverrides(const JobOverrides& o, JobConfig* job);
 // exit_after_minutes or load_optimizer.
 std::string CheckpointSetting(const JobConfig& job, std::string_view key);
 // Records that `flag` ("--steps", "--checkpoint-dir", "--load", "--init-from", "--no-resume",
-// "--exit-after-minutes", "--no-load-optimizer") set its setting (a job a launcher rewrote from its
-// command line); false for any other name.
+// "--exit-after-minutes", "--no-load-optimizer", "--precision": every flag ApplyOverrides records)
+// set its setting (a job a launcher rewrote from its command line); false for any other name.
 bool MarkSetByFlag(std::string_view flag, JobConfig* job);
 
 }  // namespace loom

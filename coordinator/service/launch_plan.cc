@@ -138,8 +138,9 @@ Result<LaunchPlan> PlanLaunch(const JobConfig& parsed, const JobOverrides& overr
                         ChooseLayout(plan_job, cluster, calibration, world, &out, &placement));
   const Candidate& chosen = best.candidate;
   out.prediction =
-      Format("predicted %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak memory %.1f MB",
-             best.time.step * 1e3, best.tokens_per_s, 100 * best.mfu, best.peak_memory / 1e6);
+      Format("predicted %.1f ms/step, %.0f tokens/s, MFU %.1f%%, peak memory %.1f MB, %s",
+             best.time.step * 1e3, best.tokens_per_s, 100 * best.mfu, best.peak_memory / 1e6,
+             job.precision == Precision::kBf16 ? "bf16 compute with fp32 master weights" : "fp32");
   const Layout& l = chosen.layout;
   // The job as the workers will run it: its own text with the layout and the overrides in.
   JobEdits edits;

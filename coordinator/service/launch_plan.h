@@ -25,7 +25,7 @@ constexpr int kLocalhostRanks = 4;
 struct LaunchPlan {
   JobSpec spec;                    // for JobState (token left empty: the caller sets it)
   std::string how;                 // "planner: ..." or "the job's parallel section"
-  std::string prediction;          // one line: predicted step time, MFU, memory (empty: none)
+  std::string prediction;          // one line: step time, MFU, memory, precision ("": none)
   std::vector<std::string> hosts;  // per used node: host name
   std::vector<int> slots;          // per used node: ranks on it
 };

@@ -3,7 +3,9 @@
 # give the same loss curve within bf16 tolerance (2% at every step) without being the same run
 # (the bf16 path ran); checkpoints hold fp32 master weights whatever the precision, and a
 # checkpoint of either precision resumes in the other (its steps 26-50 within 2% of both
-# uninterrupted runs). A bad --precision names the flag.
+# uninterrupted runs). A bad --precision names the flag. `loom launch` plans and runs a bf16 job
+# on this machine's built-in manifest and says it runs bf16; `loom calibrate` measures a bf16
+# job in bf16 and refuses to merge it into a file of fp32 measurements.
 # Usage: precision_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -73,3 +75,46 @@ done
 if "$loom" train --config job.yaml --precision fp16 > bad.log 2>&1; then fail "--precision fp16 accepted"; fi
 grep -q -- "--precision" bad.log || { cat bad.log; fail "the error does not name --precision"; }
 echo "PASS --precision fp16 refused: $(head -1 bad.log)"
+
+# loom launch on this machine's built-in manifest (uncalibrated: temp_dir.sh) plans a bf16 job,
+# says what it runs, and trains it.
+out=$("$loom" launch job.yaml --np 2 --precision bf16 --steps 3 --checkpoint-dir launched 2>&1) \
+  || { echo "$out" | tail -5; fail "loom launch --precision bf16 failed"; }
+grep -q "^  predicted .*, bf16 compute with fp32 master weights$" <<<"$out" \
+  || { echo "$out" | head -3; fail "the launch does not say it runs bf16"; }
+grep -q "^done in .*: 3 steps" <<<"$out" || { echo "$out" | tail -5; fail "the bf16 launch did not run 3 steps"; }
+echo "PASS loom launch --precision bf16 on the built-in manifest: $(grep '^  predicted' <<<"$out")"
+
+# loom calibrate: a bf16 job's GEMMs are measured in bf16 and the file says so; merging them into
+# a file of fp32 measurements is refused before measuring, naming the file and field, the file
+# left as it was; loom plan prices the bf16 job with the bf16 file, and says that an fp32 file's
+# samples do not price it.
+sed 's/^steps: .*/&\nprecision: bf16/' job.yaml > job16.yaml
+cal() { "$loom" calibrate --passes 1 --seconds 0.05 "$@"; }
+cal --job job.yaml --output cal_fp32.json > cal_fp32.log 2>&1 || { cat cal_fp32.log; fail "calibrating fp32"; }
+cal --job job16.yaml --output cal_bf16.json > cal_bf16.log 2>&1 || { cat cal_bf16.log; fail "calibrating bf16"; }
+/usr/bin/python3 - cal_fp32.json cal_bf16.json <<'PY' || exit 1
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+if (a.get("precision"), b.get("precision")) != ("fp32", "bf16"):
+    sys.exit(f"FAIL: precisions {a.get('precision')}, {b.get('precision')}; expected fp32, bf16")
+shapes = lambda c: [(g["m"], g["n"], g["k"]) for g in c["compute"]["gemm"]]
+if not shapes(b) or shapes(a) != shapes(b):
+    sys.exit(f"FAIL: GEMM samples {len(shapes(a))} fp32 and {len(shapes(b))} bf16, not the same shapes")
+print(f"PASS calibrate: {len(shapes(b))} GEMM shapes measured in each precision")
+PY
+cp cal_fp32.json cal_fp32.before
+if cal --job job16.yaml --merge cal_fp32.json > merge.log 2>&1; then fail "a bf16 run merged into an fp32 file"; fi
+grep -q "cal_fp32.json: field 'precision': the file was measured in fp32, this run measures bf16" merge.log \
+  || { cat merge.log; fail "the refused merge does not name the file, field and precisions"; }
+! grep -q "GEMMs, attention" merge.log || fail "the refused merge measured first"
+cmp -s cal_fp32.json cal_fp32.before || fail "the refused merge changed cal_fp32.json"
+echo "PASS calibrate --merge across precisions refused: $(tail -1 merge.log)"
+for c in bf16 fp32; do
+  "$loom" plan --job job16.yaml --np 2 --calibration cal_$c.json > plan_$c.log 2>&1 \
+    || { cat plan_$c.log; fail "loom plan of the bf16 job with the $c calibration"; }
+done
+! grep -q "measured in" plan_bf16.log || { cat plan_bf16.log; fail "the bf16 calibration was set aside"; }
+grep -q "^calibration: its GEMM and attention samples were measured in fp32: this bf16 job's are priced" \
+  plan_fp32.log || { cat plan_fp32.log; fail "loom plan does not say the fp32 samples do not price bf16"; }
+echo "PASS loom plan of the bf16 job: its bf16 calibration used; an fp32 one $(grep -o 'measured in fp32.*priced at [^(]*' plan_fp32.log)"

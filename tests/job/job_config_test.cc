@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "job/job_overrides.h"
 #include "tests/temp_dir.h"
 
 namespace loom {
@@ -282,6 +283,39 @@ TEST(JobConfig, LlamaRopeScaling) {
               "low_freq_factor < high_freq_factor");
   ExpectError(std::string(kGood).replace(0, 8, "model: {rope_scaling: {type: llama3, factor: 8}, "),
               "field 'model.rope_scaling': only with model.family llama");
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// A launcher records the user's flags (ApplyOverrides) and hands them to its workers, which mark
+// each as set (MarkSetByFlag) and refuse any they do not know: every recorded flag must be known.
+TEST(JobOverrides, EveryRecordedFlagIsKnownToTheWorkers) {
+  JobOverrides resume;  // the flags that go together (the checkpoint section's rules)
+  resume.steps = 5;
+  resume.checkpoint_dir = "ck";
+  resume.load = "ck/step_00000002";
+  resume.no_load_optimizer = true;
+  resume.exit_after_minutes = 1.5;
+  resume.precision = "bf16";
+  JobOverrides fresh;
+  fresh.init_from = "weights";
+  fresh.no_resume = true;
+  std::vector<std::string> flags;
+  for (const JobOverrides* o : {&resume, &fresh}) {
+    auto job = LoadJobConfig(WriteJob(kGood));
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    ASSERT_TRUE(ApplyOverrides(*o, &*job).ok());
+    for (const std::string& arg : job->overrides) flags.push_back(arg.substr(0, arg.find(' ')));
+  }
+  EXPECT_EQ(flags.size(), 8u);  // every field of JobOverrides
+  auto worker = LoadJobConfig(WriteJob(kGood));
+  ASSERT_TRUE(worker.ok());
+  for (const std::string& flag : flags) EXPECT_TRUE(MarkSetByFlag(flag, &*worker)) << flag;
+  EXPECT_FALSE(MarkSetByFlag("--threads", &*worker));
 }
 
 }  // namespace
