@@ -41,6 +41,14 @@ Status WaitAll(const std::vector<HandlePtr>& handles, Deadline deadline) {
   }
   return first;
 }
+Status WaitAll(const std::vector<HandlePtr>& handles) {
+  Status first;
+  for (const HandlePtr& h : handles) {
+    Status st = h->Wait();
+    if (first.ok() && !st.ok()) first = std::move(st);
+  }
+  return first;
+}
 
 // One call as the caller described it: the spec, plus the other buffer of a reduce_scatter
 // (its input) or an all_gather (its output), for the checks.

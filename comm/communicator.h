@@ -109,6 +109,8 @@ using HandlePtr = std::shared_ptr<CommHandle>;
 
 // Waits for every handle until `deadline` (each of them, also after an error); the first error.
 Status WaitAll(const std::vector<HandlePtr>& handles, Deadline deadline);
+// The same, each handle until its own call's deadline (CommHandle::Wait()).
+Status WaitAll(const std::vector<HandlePtr>& handles);
 
 class Communicator {
  public:

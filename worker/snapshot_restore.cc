@@ -70,15 +70,12 @@ void RecvParts(Communicator* c, char* p, uint64_t bytes, int peer, const CallOpt
   }
 }
 
-// Waits for every handle (the first error returned, after all were waited for or abandoned).
-Status WaitAll(std::vector<HandlePtr>* handles, const std::string& what) {
-  Status first;
-  for (HandlePtr& h : *handles) {
-    Status st = h->Wait();
-    if (first.ok() && !st.ok()) first = st.WithContext(what);
-  }
+// Waits for every handle, each until its call's deadline, and forgets them (the first error,
+// with `what` for context).
+Status WaitAndClear(std::vector<HandlePtr>* handles, const std::string& what) {
+  Status st = WaitAll(*handles);
   handles->clear();
-  return first;
+  return st.ok() ? st : st.WithContext(what);
 }
 
 class Restorer {
@@ -357,7 +354,7 @@ Status Restorer::Rebuild() {
       bytes_fetched_ += P;
     }
   }
-  if (Status w = WaitAll(&handles, "snapshot restore: fetching fragments"); st.ok()) st = w;
+  if (Status w = WaitAndClear(&handles, "snapshot restore: fetching fragments"); st.ok()) st = w;
   // Decode the pieces this rank rebuilds, each checked against its row's manifest.
   if (st.ok()) {
     Result<ReedSolomon> rs = ReedSolomon::Create(origin_.code.k, std::max(1, origin_.code.m));
@@ -516,7 +513,7 @@ Status Restorer::Prefetch(CheckpointReader* reader, RankState* state, const Para
       SendParts(world_comm, img + off, len, q, rep, &handles);
     }
   }
-  if (Status w = WaitAll(&handles, "snapshot restore: fetching image bytes"); st.ok()) st = w;
+  if (Status w = WaitAndClear(&handles, "snapshot restore: fetching image bytes"); st.ok()) st = w;
   return st;
 }
 
