@@ -91,8 +91,11 @@ Status SamePrecision(const Calibration& base, Precision measured, const Calibrat
 Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend) {
   std::unique_ptr<PlanJob> job;
   if (!o.job.empty()) {
-    LOOM_ASSIGN_OR_RETURN(PlanJob j, LoadPlanJob(o.job));
-    job = std::make_unique<PlanJob>(j);
+    LOOM_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(o.job, JobUse::kPlan));
+    job = std::make_unique<PlanJob>(PlanJobOf(config));
+    // What the runtime pays: the precision the job trains in (plan.precision, loom plan's
+    // what-if, is priced from the manifest's peak unless a calibration of it is given).
+    job->precision = config.precision;
   }
   int world = 1, rank = 0, local = 1;
   if (UnderMpirun()) {

@@ -29,10 +29,10 @@ std::vector<std::vector<float>> SpreadCopies(int64_t n, float scale);
 // over all of them, `secs` / passes each, and its median pass kept: with two threads this VM's
 // speed swings by a third within seconds (both vCPUs must run for a parallel region to finish),
 // and one slow second then hits a few samples, not one sample entirely. Without a job: a ladder
-// of square GEMMs and default sizes. GEMMs run in the job's precision (the planner's:
-// PlanJob::precision) as the runtime runs them; attention and the element-wise kernels in fp32,
-// as they run in either precision on CPU. Errors: Unimplemented for bf16 in a build without
-// oneDNN.
+// of square GEMMs and default sizes. GEMMs run in job->precision as the runtime runs them
+// (loom calibrate sets it to the precision the job trains in); attention and the element-wise
+// kernels in fp32, as they run in either precision on CPU. Errors: Unimplemented for bf16 in a
+// build without oneDNN.
 Status MeasureCompute(const PlanJob* job, int threads, int max_tp, double secs, int passes,
                       Calibration* cal);
 

@@ -12,7 +12,6 @@
 #include <functional>
 #include <thread>
 
-#include "coordinator/plan_job.h"
 #include "coordinator/service/launcher.h"
 #include "core/file_util.h"
 
@@ -114,7 +113,7 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
   if (fs::exists(out.path, ec)) {
     Result<Calibration> cached = LoadCalibration(out.path);
     // Before bf16 was measured in bf16, a bf16 job's file held fp32 GEMMs: measured again.
-    const Precision want = PlanJobOf(job).precision;
+    const Precision want = job.precision;  // what the workers train in, and the key's
     if (cached.ok() && cached->has_precision && cached->precision != want) {
       cached = InvalidArgument(std::string("measured in ") + PrecisionName(cached->precision) +
                                ", the job is " + PrecisionName(want));

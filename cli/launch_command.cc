@@ -262,7 +262,7 @@ Result<PlannedLaunch> CheckAndPlan(const LaunchOptions& o,
                                          .c_str());
     }
   }
-  if (const std::string note = CalibrationPrecisionNote(l.calibration, job.plan.precision);
+  if (const std::string note = CalibrationPrecisionNote(l.calibration, job.precision);
       !note.empty()) {
     std::printf("loom launch: calibration %s: %s\n", cal_path.c_str(), note.c_str());
   }

@@ -21,6 +21,7 @@ namespace {
 
 struct PlanOptions {
   std::string cluster, job, calibration;
+  std::string precision;     // --precision ("": the job's plan.precision, else its precision)
   int np = kLocalhostRanks;  // ranks on the built-in localhost manifest (no --cluster)
   int top = 5;
   bool explain = false, json = false;
@@ -30,12 +31,19 @@ Status RunPlan(const PlanOptions& o) {
   LOOM_ASSIGN_OR_RETURN(Cluster cluster,
                         o.cluster.empty() ? LocalhostCluster(o.np) : LoadCluster(o.cluster));
   LOOM_ASSIGN_OR_RETURN(PlanJob job, LoadPlanJob(o.job));
+  if (!o.precision.empty()) {  // CLI11 checked the name
+    LOOM_ASSIGN_OR_RETURN(job.precision, ParsePrecision(o.precision));
+  }
   Calibration cal;
   if (!o.calibration.empty()) {
     LOOM_ASSIGN_OR_RETURN(cal, LoadCalibration(o.calibration));
   }
   LOOM_ASSIGN_OR_RETURN(SearchResult result, SearchPlans(job, cluster, cal, o.top));
+  const std::string note = CalibrationPrecisionNote(cal, job.precision);
   if (o.json) {
+    // The note is for people: on stderr, the JSON alone on stdout.
+    if (!note.empty())
+      std::fprintf(stderr, "loom plan: %s: %s\n", o.calibration.c_str(), note.c_str());
     std::fputs(PlanJson(result, job, cluster).c_str(), stdout);
     return Status::Ok();
   }
@@ -43,9 +51,7 @@ Status RunPlan(const PlanOptions& o) {
               o.calibration.empty()
                   ? "defaults (no --calibration; see loom calibrate)"
                   : (o.calibration + (cal.source.empty() ? "" : " — " + cal.source)).c_str());
-  if (const std::string note = CalibrationPrecisionNote(cal, job.precision); !note.empty()) {
-    std::printf("calibration: %s\n", note.c_str());
-  }
+  if (!note.empty()) std::printf("calibration: %s\n", note.c_str());
   std::fputs(PlanTable(result, job, cluster).c_str(), stdout);
   if (o.explain) std::fputs(PlanExplain(result, job, cluster).c_str(), stdout);
   return Status::Ok();
@@ -68,6 +74,10 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--job", o->job, "Job file (docs/JOB.md; plan: section in docs/PLANNER.md)")
       ->required();
   cmd->add_option("--calibration", o->calibration, "Calibration file from loom calibrate");
+  cmd->add_option("--precision", o->precision,
+                  "fp32 or bf16: price the job in this precision (overrides `precision` and "
+                  "plan.precision)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--top", o->top, "Plans to show")->check(CLI::Range(1, 100));
   cmd->add_flag("--explain", o->explain, "Explain why the first plan wins");
   cmd->add_flag("--json", o->json, "Print JSON instead of the table");

@@ -119,7 +119,10 @@ Status RunWorker(const WorkerOptions& o, std::shared_ptr<Backend>* backend,
   done.set_val_loss(summary->evals.empty() ? std::nan("") : summary->evals.back().second);
   done.set_train_loss(summary->train_loss);
   done.set_tokens_per_s(summary->tokens_per_second);
-  done.set_sample(PrintableUtf8(summary->sample));  // a proto3 string must be valid UTF-8
+  // The prompt and what followed it, as loom train prints them; a proto3 string must be UTF-8.
+  if (!summary->sample.empty()) {
+    done.set_sample(PrintableUtf8(job.sample.prompt + summary->sample));
+  }
   done.set_checkpoint(job.checkpoint.dir);
   return (*client)->Finish(done);
 }

@@ -16,11 +16,15 @@ namespace {
 constexpr double kElementwiseOpsPerLayer = 6;
 
 // Two all-reduces per layer each way (or, with SP, two all-gathers and two reduce-scatters of
-// the same volume), again in a recomputed forward; nothing overlaps them.
-void TensorParallel(PathCache* paths, const Layout& L, double bytes, bool full, LayerPasses* p) {
+// the same tokens), again in a recomputed forward; nothing overlaps them. `gathered`: the bytes
+// of an all-gather's output, `reduced`: of a reduction's input (CarriedBytes).
+void TensorParallel(PathCache* paths, const Layout& L, double gathered, double reduced, bool full,
+                    LayerPasses* p) {
   const GroupPath tp = paths->Ring(1, L.tp);
-  const double one = L.sp ? AllGather(tp, bytes) + ReduceScatter(tp, bytes) : AllReduce(tp, bytes);
-  const double sent = 2 * RingBytes(L.tp, bytes);
+  const double one =
+      L.sp ? AllGather(tp, gathered) + ReduceScatter(tp, reduced) : AllReduce(tp, reduced);
+  const double sent =
+      L.sp ? RingBytes(L.tp, gathered) + RingBytes(L.tp, reduced) : 2 * RingBytes(L.tp, reduced);
   const double bwd = full ? 4 : 2;
   p->fwd.tp = 2 * one;
   p->bwd.tp = bwd * one;
@@ -105,22 +109,23 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
 LayerPasses LayerTraffic(const PlanJob& job, PathCache* paths, const Layout& L, int64_t micro_batch,
                          Recompute recompute, const LayerCosts& x, double layers_per_chunk) {
   const int e = ElementBytes(job.precision);
+  const int w = CarriedBytes(job.precision, job.mixed_precision_activations);
   const double tokens = static_cast<double>(micro_batch * job.seq) / L.cp;
   const double nh = tokens * static_cast<double>(job.model.hidden);
   LayerPasses p;
   p.fwd.compute = x.fwd;
   p.bwd.compute = x.bwd + x.recompute;
-  if (L.tp > 1) TensorParallel(paths, L, nh * e, recompute == Recompute::kFull, &p);
+  if (L.tp > 1) TensorParallel(paths, L, nh * e, nh * w, recompute == Recompute::kFull, &p);
   if (L.cp > 1) {
     // Only the KV heads travel (grouped-query attention: fewer than the query heads).
-    ContextParallel(paths, L, 2 * tokens * KvWidthPerRank(job.model, L.tp) * e, x,
+    ContextParallel(paths, L, 2 * tokens * KvWidthPerRank(job.model, L.tp) * w, x,
                     recompute != Recompute::kNone, &p);
   }
   if (L.pp > 1) {
     // One activation forward and one gradient backward per chunk: they occupy their link (and
     // slow the compute they overlap); the simulator delays the receiver by their transfer time.
     const GroupPath hop = paths->Hop(L.tp * L.cp * L.dp, L.pp);
-    const double msg = nh * e / ((L.sp && L.tp > 1) ? L.tp : 1);
+    const double msg = nh * w / ((L.sp && L.tp > 1) ? L.tp : 1);
     const double per_layer = PointToPoint(hop, msg) / layers_per_chunk;
     for (LayerPass* pass : {&p.fwd, &p.bwd}) {
       pass->load.Add(hop, per_layer);

@@ -15,6 +15,10 @@ BytesPerParam ParamBytes(Precision p) {
   return {4, 4, 8};
 }
 
+BytesPerParam StateBytes(Precision p, bool mixed_precision_states) {
+  return mixed_precision_states ? ParamBytes(p) : BytesPerParam{4, 4, 8};
+}
+
 ModelStates ZeroModelStates(double psi, int nd, int stage, Precision p) {
   const BytesPerParam b = ParamBytes(p);
   ModelStates s{b.weights * psi, b.grads * psi, b.optimizer * psi};
@@ -144,12 +148,16 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   out.weights = st.weights;
   out.grads = st.grads;
   out.optimizer = st.optimizer;
-  const BytesPerParam pb = ParamBytes(in.precision);
+  // Bytes per parameter of the copies and buffers below, in the model states' own layout: Loom's
+  // executor keeps fp32 parameters and gradients, and under bf16 a bf16 copy of the weights where
+  // they are used.
+  const BytesPerParam pb = StateBytes(in.precision, in.mixed_precision_states);
+  const double copy16 = !in.mixed_precision_states && in.precision == Precision::kBf16 ? 2 : 0;
   const double wte = static_cast<double>((m.vocab + L.tp - 1) / L.tp) * h;
   if (last && !first && m.tie_embeddings) {
     // The last stage holds a copy of the tied embedding for its head and accumulates the copy's
     // gradient; the first stage owns it (and its optimizer state).
-    out.weights += pb.weights * wte;
+    out.weights += (pb.weights + copy16) * wte;
     out.grads += pb.grads * wte;
   }
 
@@ -194,17 +202,20 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
     }
   }
 
-  if (L.tp > 1) out.buffers += 2 * e * nh;           // SP gathers / TP reductions
-  if (L.pp > 1) out.buffers += 4 * e * nh / sp_div;  // activation/gradient send + recv
+  const double w = CarriedBytes(in.precision, in.mixed_precision_activations);
+  if (L.tp > 1) out.buffers += (e + w) * nh;         // SP gathers / TP reductions
+  if (L.pp > 1) out.buffers += 4 * w * nh / sp_div;  // activation/gradient send + recv
   if (L.cp > 1) {
     // K/V and dK/dV ring blocks, two of each (only the KV heads travel), and with grouped-query
     // attention a per-query-head dK/dV scratch.
     const double kvw = KvWidthPerRank(m, L.tp), qw = h / L.tp;
-    out.buffers += e * tokens * (8 * kvw + (kvw < qw ? 2 * qw : 0));
+    out.buffers += w * tokens * (8 * kvw + (kvw < qw ? 2 * qw : 0));
   }
   const double layer_psi = LayerParamsPerRank(m, L.tp);
   if (L.zero == 2) out.buffers += 2 * layer_psi * pb.grads;  // per-bucket gradient buffers
-  if (L.zero == 3) out.buffers += 2 * layer_psi * (pb.weights + pb.grads);  // gathered layers
+  if (L.zero == 3) {
+    out.buffers += 2 * layer_psi * (pb.weights + copy16 + pb.grads);  // gathered layers
+  }
   return out;
 }
 

@@ -36,9 +36,22 @@ struct BytesPerParam {
 };
 // bf16: 2 + 2 + 12 (fp32 master copy, Adam m and v); fp32: 4 + 4 + 8.
 BytesPerParam ParamBytes(Precision p);
+// The weights and gradients as an executor holds and moves them whole (a tied embedding's copy,
+// ZeRO buckets, the optimizer's reads): ParamBytes under `mixed_precision_states` (Megatron's
+// and DeepSpeed's bf16 weights and gradients), else Loom's fp32 parameters and gradients,
+// 4 + 4 + 8, in either precision (the bf16 weight copies are counted where they are made).
+BytesPerParam StateBytes(Precision p, bool mixed_precision_states);
 // Bytes of one activation element in the compute precision.
 inline int ElementBytes(Precision p) {
   return p == Precision::kBf16 ? 2 : 4;
+}
+// Bytes of one element of what tensor-parallel reductions (all-reduce, reduce-scatter), pipeline
+// sends and ring attention's K/V blocks carry: the compute precision's where every tensor is kept
+// in it (`mixed_precision_activations`: Megatron-LM), else fp32 (Loom's executor: the residual
+// stream, attention and the linear layers' outputs stay fp32 under bf16; only the sequence-
+// parallel gathers of GEMM inputs and output gradients travel in bf16, ElementBytes).
+inline int CarriedBytes(Precision p, bool mixed_precision_activations) {
+  return mixed_precision_activations ? ElementBytes(p) : 4;
 }
 
 struct ModelStates {

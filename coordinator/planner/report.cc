@@ -313,6 +313,7 @@ std::string PlanJson(const SearchResult& r, const PlanJob& job, const Cluster& c
   using nlohmann::json;
   json j;
   j["job"] = job.file;
+  j["precision"] = PrecisionName(job.precision);
   j["cluster"] = c.name;
   j["world"] = r.placement.world;
   j["search"] = {{"enumerated", r.stats.enumerated},

@@ -163,12 +163,13 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
     const GroupPath tp = paths_->Ring(1, L.tp);
     // Vocabulary-parallel embedding: partial lookups summed; loss: max and sum-exp all-reduced;
     // head backward: the input gradient summed over the vocabulary shards.
-    x.first_tp = L.sp ? ReduceScatter(tp, nh * e) : AllReduce(tp, nh * e);
+    const double summed = nh * CarriedBytes(job_.precision, job_.mixed_precision_activations);
+    x.first_tp = L.sp ? ReduceScatter(tp, summed) : AllReduce(tp, summed);
     x.last_tp =
-        2 * AllReduce(tp, 4 * tokens) + (L.sp ? ReduceScatter(tp, nh * e) : AllReduce(tp, nh * e));
+        2 * AllReduce(tp, 4 * tokens) + (L.sp ? ReduceScatter(tp, summed) : AllReduce(tp, summed));
     x.first_load.Add(tp, x.first_tp);
     x.last_load.Add(tp, x.last_tp);
-    x.first_bytes.tp = (L.sp ? 1 : 2) * RingBytes(L.tp, nh * e);
+    x.first_bytes.tp = (L.sp ? 1 : 2) * RingBytes(L.tp, summed);
     x.last_bytes.tp = 2 * 2 * RingBytes(L.tp, 4 * tokens) + x.first_bytes.tp;
   }
   const int nd = L.dp * L.cp;
@@ -197,8 +198,8 @@ double TimeModel::Transfer(const Candidate& c) const {
   if (L.pp <= 1) return 0;
   const double tokens = static_cast<double>(c.micro_batch * job_.seq) / L.cp;
   const double sp_div = (L.sp && L.tp > 1) ? L.tp : 1;
-  const double bytes =
-      tokens * static_cast<double>(job_.model.hidden) * ElementBytes(job_.precision) / sp_div;
+  const double bytes = tokens * static_cast<double>(job_.model.hidden) *
+                       CarriedBytes(job_.precision, job_.mixed_precision_activations) / sp_div;
   return PointToPoint(paths_->Hop(L.tp * L.cp * L.dp, L.pp), bytes);
 }
 
@@ -264,7 +265,7 @@ void TimeModel::DataParallel(const Candidate& c, const ChunkCosts& k, StepBreakd
 void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreakdown* t,
                               CommBytes* bytes, LinkLoad* links) const {
   const Layout& L = c.layout;
-  const BytesPerParam pb = ParamBytes(job_.precision);
+  const BytesPerParam pb = StateBytes(job_.precision, job_.mixed_precision_states);
   const ModelConfig& m = job_.model;
   t->dp = 0;
   DataParallel(c, k, t, bytes, links);

@@ -129,6 +129,8 @@ Result<LaunchPlan> PlanLaunch(const JobConfig& parsed, const JobOverrides& overr
   std::error_code ec;
   job.path = std::filesystem::absolute(job.path, ec).lexically_normal().string();
   PlanJob plan_job = PlanJobOf(job);
+  // Priced in the precision the workers train in (plan.precision is loom plan's what-if).
+  plan_job.precision = job.precision;
   if (world <= 0) world = cluster.UsableDevices();
   plan_job.devices = world;
   plan_job.selective_recompute = false;  // the runtime recomputes all of a layer or nothing

@@ -157,6 +157,52 @@ TEST(MemoryModel, MatchesTheGpuStepsAccounting) {
   }
 }
 
+// Communication buffers in what the executor moves: Loom's keeps fp32 gradient buckets and
+// gathered fp32 parameters (plus bf16 weight copies of gathered layers under bf16), reduces and
+// sends activations in fp32 and gathers only sequence-parallel GEMM inputs in bf16; Megatron's
+// mixed precision (published runs) holds and moves all of them in bf16.
+TEST(MemoryModel, CommunicationBuffersHoldWhatTheExecutorMoves) {
+  StageMemoryInput in;
+  in.model = ModelConfig{50257, 1024, 12, 12, 768};
+  in.seq = 1024;
+  in.micro_batch = 2;
+  in.dropout = false;
+  const double nh = 1024.0 * 2 * 768;  // a micro-batch's tokens x hidden
+  const double layer = LayerParamsPerRank(in.model, 1);
+  auto buffers = [&](Layout L, Precision p, bool megatron) {
+    in.layout = L;
+    in.precision = p;
+    in.mixed_precision_states = in.mixed_precision_activations = megatron;
+    return StageMemory(in, 0, 1).buffers;
+  };
+  auto layout = [](int tp, int cp, int pp, int dp, int zero, bool sp) {
+    Layout L;
+    L.tp = tp, L.cp = cp, L.pp = pp, L.dp = dp, L.zero = zero, L.sp = sp;
+    return L;
+  };
+  const Precision bf16 = Precision::kBf16, fp32 = Precision::kFp32;
+  for (bool megatron : {false, true}) {
+    SCOPED_TRACE(megatron ? "mixed precision (published runs)" : "Loom's executor");
+    // ZeRO-2 gradient buckets, two layers' worth: fp32 in Loom, bf16 in mixed precision.
+    const Layout z2 = layout(1, 1, 1, 2, 2, false);
+    EXPECT_DOUBLE_EQ(buffers(z2, fp32, megatron), 2 * layer * 4);
+    EXPECT_DOUBLE_EQ(buffers(z2, bf16, megatron), 2 * layer * (megatron ? 2 : 4));
+    // ZeRO-3 gathered layers (parameters and gradients), with Loom's bf16 copies under bf16.
+    const Layout z3 = layout(1, 1, 1, 2, 3, false);
+    EXPECT_DOUBLE_EQ(buffers(z3, fp32, megatron), 2 * layer * 8);
+    EXPECT_DOUBLE_EQ(buffers(z3, bf16, megatron), 2 * layer * (megatron ? 4 : 10));
+    // Tensor parallelism: a gather buffer (bf16 under SP in both) and a reduction buffer.
+    const Layout tp = layout(2, 1, 1, 1, 0, true);
+    EXPECT_DOUBLE_EQ(buffers(tp, fp32, megatron), 8 * nh);
+    EXPECT_DOUBLE_EQ(buffers(tp, bf16, megatron), (megatron ? 4 : 6) * nh);
+    // Pipeline sends and receives of the residual stream, and ring attention's K/V blocks.
+    for (const Layout& L : {layout(1, 1, 2, 1, 0, false), layout(1, 2, 1, 1, 0, false)}) {
+      EXPECT_DOUBLE_EQ(buffers(L, bf16, megatron) / buffers(L, fp32, megatron),
+                       megatron ? 0.5 : 1.0);
+    }
+  }
+}
+
 TEST(FlopFormulas, MatchNarayananClosedForm) {
   // Every GEMM counted op by op must add up to 96 B s l h^2 (1 + s/6h + V/(16 l h)).
   struct Case {

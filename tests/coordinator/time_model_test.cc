@@ -261,6 +261,26 @@ TEST_F(GptOnA100, LoomsBf16DataParallelTrafficIsFp32) {
   EXPECT_LT(mixed.bytes.dp, full.bytes.dp);
 }
 
+// Activations on the wire, likewise: Loom's executor sends the fp32 residual stream between
+// stages (and the tied embedding's fp32 weights and gradient), passes fp32 K/V blocks around the
+// ring and reduces fp32 outputs and input gradients over tp; only the sequence-parallel gathers
+// travel in bf16. Megatron-LM (the published runs) carries all of them in bf16.
+TEST_F(GptOnA100, LoomsBf16ActivationTrafficIsFp32ButForTheGathers) {
+  const Candidate c = Make(2, 2, 4, 1, 1, 1, Recompute::kNone);
+  const Prediction half = Price(c);
+  job_.mixed_precision_activations = false;  // Loom's own: a job file
+  job_.mixed_precision_states = false;       // (the tied embedding's copy: fp32 too)
+  Rebuild();
+  const Prediction loom = Price(c);
+  EXPECT_NEAR(loom.bytes.pp, 2 * half.bytes.pp, 1e-6 * loom.bytes.pp);
+  EXPECT_NEAR(loom.bytes.cp, 2 * half.bytes.cp, 1e-6 * loom.bytes.cp);
+  // tp: per layer an all-gather (2 bytes either way) and a reduce-scatter (4 against 2), at the
+  // edges reductions only: between 1.5 and 2 times.
+  EXPECT_GT(loom.bytes.tp, 1.5 * half.bytes.tp);
+  EXPECT_LT(loom.bytes.tp, 2 * half.bytes.tp);
+  EXPECT_GE(loom.time.step, half.time.step);
+}
+
 TEST_F(GptOnA100, ShippedZero3BoundCapsEachRanksTransfers) {
   // The same layout with the file's ZeRO-3 bound (DeepSpeed's 2021 rate): its 871 GB per rank
   // can no longer ride the rings' 92.5 GB/s, and the step is at least their time at the bound.

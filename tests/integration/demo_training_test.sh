@@ -38,7 +38,8 @@ first=$(grep -E '^step +[0-9]+/' <<<"$out" | head -1 | sed -E 's/.*loss ([0-9.]+
 echo "first logged loss $first, final train loss $train, val loss $val"
 grep -q -- '4 ranks via mpirun' <<<"$out" || { echo "FAIL: not a 4-rank launch"; exit 1; }
 grep -q -- '(planner: best of' <<<"$out" || { echo "FAIL: the planner did not choose the layout"; exit 1; }
-grep -q -- '--- sample' <<<"$out" || { echo "FAIL: no sample printed"; exit 1; }
+grep -A1 -- '--- sample' <<<"$out" | grep -q '^ROMEO:' \
+  || { echo "FAIL: no sample printed after the job's prompt (ROMEO:)"; exit 1; }
 awk -v t="$train" -v f="$first" -v v="$val" 'BEGIN { exit !(t < 2.5 && t < f && v < 2.7) }' \
   || { echo "FAIL: loss did not fall below 2.5 (train $train, val $val, first logged $first)"; exit 1; }
 # The run's series for loom dashboard is kept beside the checkpoints (metrics.run_dir's default).

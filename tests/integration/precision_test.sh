@@ -4,8 +4,9 @@
 # (the bf16 path ran); checkpoints hold fp32 master weights whatever the precision, and a
 # checkpoint of either precision resumes in the other (its steps 26-50 within 2% of both
 # uninterrupted runs). A bad --precision names the flag. `loom launch` plans and runs a bf16 job
-# on this machine's built-in manifest and says it runs bf16; `loom calibrate` measures a bf16
-# job in bf16 and refuses to merge it into a file of fp32 measurements.
+# on this machine's built-in manifest, says it runs bf16 and prices it in bf16 whatever
+# plan.precision says; `loom calibrate` measures a bf16 job in bf16 and refuses to merge it into a
+# file of fp32 measurements; `loom plan` says which precision it priced.
 # Usage: precision_test.sh LOOM WORK_DIR JOB
 set -uo pipefail
 loom=$1 dir=$2 job=$3
@@ -84,6 +85,13 @@ grep -q "^  predicted .*, bf16 compute with fp32 master weights$" <<<"$out" \
   || { echo "$out" | head -3; fail "the launch does not say it runs bf16"; }
 grep -q "^done in .*: 3 steps" <<<"$out" || { echo "$out" | tail -5; fail "the bf16 launch did not run 3 steps"; }
 echo "PASS loom launch --precision bf16 on the built-in manifest: $(grep '^  predicted' <<<"$out")"
+# plan.precision is loom plan's what-if: a launch prices the precision it trains in.
+{ cat job.yaml; echo "precision: bf16"; echo "plan: {precision: fp32}"; } > whatif.yaml
+whatif=$("$loom" launch whatif.yaml --np 2 --steps 1 --checkpoint-dir whatif 2>&1) \
+  || { echo "$whatif" | tail -5; fail "loom launch of a bf16 job with plan.precision fp32 failed"; }
+[[ $(grep '^  predicted' <<<"$whatif") == $(grep '^  predicted' <<<"$out") ]] \
+  || fail "plan.precision fp32 changed the launch's prediction: $(grep '^  predicted' <<<"$whatif")"
+echo "PASS a launch prices the precision it trains in, not plan.precision"
 
 # loom calibrate: a bf16 job's GEMMs are measured in bf16 and the file says so; merging them into
 # a file of fp32 measurements is refused before measuring, naming the file and field, the file
@@ -117,4 +125,11 @@ done
 ! grep -q "measured in" plan_bf16.log || { cat plan_bf16.log; fail "the bf16 calibration was set aside"; }
 grep -q "^calibration: its GEMM and attention samples were measured in fp32: this bf16 job's are priced" \
   plan_fp32.log || { cat plan_fp32.log; fail "loom plan does not say the fp32 samples do not price bf16"; }
+# loom plan --json names the precision it priced; --precision overrides the job's.
+for p in "" fp32; do
+  got=$("$loom" plan --job job16.yaml --np 2 --json ${p:+--precision $p} \
+    | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["precision"])') \
+    || fail "loom plan --json ${p:+--precision $p}"
+  [[ $got == "${p:-bf16}" ]] || fail "loom plan --json ${p:+--precision $p} priced $got, expected ${p:-bf16}"
+done
 echo "PASS loom plan of the bf16 job: its bf16 calibration used; an fp32 one $(grep -o 'measured in fp32.*priced at [^(]*' plan_fp32.log)"
