@@ -7,12 +7,14 @@
 # at the start into WORK_DIR/cache (a fresh one: the first launch measures it). With ROUNDS=R
 # every layout is launched R times, the layouts in a rotating order, and the measured figure is
 # the median of the rounds (each round's in the last column): on a VM whose speed drifts between
-# minutes, one launch measures the minute as much as the layout.
-# Usage: [NP=2] [ROUNDS=3] [STEPS=150] bench/launch_accuracy_bench.sh [BUILD_DIR] [WORK_DIR]
+# minutes, one launch measures the minute as much as the layout. PRECISION=bf16 runs the job in
+# bf16 (the calibration then measures its GEMMs in bf16).
+# Usage: [NP=2] [ROUNDS=3] [STEPS=150] [PRECISION=fp32|bf16] bench/launch_accuracy_bench.sh
+#        [BUILD_DIR] [WORK_DIR]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build} dir=${2:-$root/build/bench/launch_accuracy} np=${NP:-4}
-rounds=${ROUNDS:-1} steps=${STEPS:-150}
+rounds=${ROUNDS:-1} steps=${STEPS:-150} precision=${PRECISION:-fp32}
 dir=$(realpath -m "$dir") build=$(realpath -m "$build")
 rm -rf "$dir" && mkdir -p "$dir/tmp"
 export TMPDIR="$dir/tmp" OMPI_MCA_btl_vader_backing_directory="$dir/tmp" LOOM_CACHE_DIR="$dir/cache"
@@ -20,7 +22,8 @@ unset LOOM_CALIBRATION
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 sed "s#text: \(.*\)#text: $root/data/tinyshakespeare.txt#; s#dir: .*\##dir: $dir/ck \##; s/^steps: .*/steps: $steps/; s/log_every: .*/log_every: 5/" \
   "$root/examples/demo.yaml" > "$dir/demo.yaml"
-echo "ranks: $np; rounds: $rounds; steps: $steps; machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%F)"
+echo "precision: $precision" >> "$dir/demo.yaml"
+echo "ranks: $np; rounds: $rounds; steps: $steps; precision: $precision; machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%F)"
 specs=("" "dp: 4, zero: 0" "tp: 2, dp: 2, sp: true" "pp: 2, dp: 2" "cp: 4" "tp: 4, sp: true")
 [[ $np == 2 ]] && specs=("" "dp: 2, zero: 0" "tp: 2, sp: true" "pp: 2" "cp: 2" "dp: 2, zero: 3")
 n=${#specs[@]}

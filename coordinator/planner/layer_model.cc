@@ -80,10 +80,18 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
   const double mask = job.dropout ? 1 : 0;
   // Two norms (read, write) and two bias-dropout-residual adds (read two, write one, mask),
   // on 1/tp of the tokens with sequence parallelism; GELU (read, write) or SwiGLU (read two,
-  // write one) on the MLP's f/tp-wide intermediate.
+  // write one) on the MLP's f/tp-wide intermediate. In the compute precision where every tensor
+  // is kept in it (Megatron-LM); Loom's executor runs these kernels in fp32 in either precision
+  // (ew) and under bf16 casts for the GEMMs: both normed activations (read fp32, write bf16) and
+  // the attention output, which it keeps in fp32 and casts again in the backward.
   const double f = static_cast<double>(m.ffn());
-  double elementwise =
-      nh / sp_div * (2 * 2 * e + 2 * (3 * e + mask)) + (m.llama() ? 3 : 2) * e * tokens * f / L.tp;
+  const int ew = job.mixed_precision_activations ? e : 4;
+  const double elementwise = nh / sp_div * (2 * 2 * ew + 2 * (3 * ew + mask)) +
+                             (m.llama() ? 3 : 2) * ew * tokens * f / L.tp;
+  const bool casts = !job.mixed_precision_activations && job.precision == Precision::kBf16;
+  const double attention_out = tokens * static_cast<double>(m.hidden) / L.tp;
+  const double cast_fwd = casts ? 6 * (2 * nh / sp_div + attention_out) : 0;
+  const double cast_bwd = casts ? 6 * attention_out : 0;
   if (hw.type.fused_kernels) {
     const double flops = g[kScores].flops() + g[kContext].flops();
     // At the rate for a rank's own query rows: under context parallelism the kernel folds in
@@ -99,8 +107,8 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
                  hw.MemoryTime(2 * score_bytes) + 2 * hw.op_overhead;
   }
   const double overhead = kElementwiseOpsPerLayer * hw.op_overhead;
-  x.fwd = linear + x.attn_fwd + hw.MemoryTime(elementwise) + overhead;
-  x.bwd = 2 * linear + x.attn_bwd + hw.MemoryTime(2 * elementwise) + 2 * overhead;
+  x.fwd = linear + x.attn_fwd + hw.MemoryTime(elementwise + cast_fwd) + overhead;
+  x.bwd = 2 * linear + x.attn_bwd + hw.MemoryTime(2 * elementwise + cast_bwd) + 2 * overhead;
   if (recompute == Recompute::kFull) x.recompute = x.fwd;
   if (recompute == Recompute::kSelective) x.recompute = x.attn_fwd;
   return x;

@@ -151,14 +151,21 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
   const double sp_div = (L.sp && L.tp > 1) ? L.tp : 1;
   Edges x;
   // Embedding: gather rows of wte and wpe and add (forward), scatter-add (backward).
-  x.first = hw_.MemoryTime(3 * e * nh) + hw_.MemoryTime(3 * e * nh) + 2 * hw_.op_overhead;
+  // Loom's executor keeps the embedding and the final LayerNorm in fp32 in either precision, and
+  // under bf16 casts the final LayerNorm's output for the head's GEMMs (forward and backward).
+  const int ew = job_.mixed_precision_activations ? e : 4;
+  const double head_casts = !job_.mixed_precision_activations && job_.precision == Precision::kBf16
+                                ? 2 * 6 * nh / sp_div
+                                : 0;
+  x.first = hw_.MemoryTime(3 * ew * nh) + hw_.MemoryTime(3 * ew * nh) + 2 * hw_.op_overhead;
   // Head: final LayerNorm, logits GEMM (backward: two GEMMs, plus recomputing the logits when
   // the loss is chunked), softmax cross-entropy over the vocabulary shard.
   const GemmShape head = HeadForwardGemm(m, c.micro_batch, job_.seq, L.tp, L.cp);
   const double gemm = hw_.GemmTime(head, e);
   const double logits = head.m * head.n;
-  x.last = hw_.MemoryTime(12 * e * nh / sp_div) + gemm * (hw_.type.fused_kernels ? 4 : 3) +
-           hw_.MemoryTime(2 * logits * (e + 8)) + 4 * hw_.op_overhead;
+  x.last = hw_.MemoryTime(12 * ew * nh / sp_div + head_casts) +
+           gemm * (hw_.type.fused_kernels ? 4 : 3) + hw_.MemoryTime(2 * logits * (e + 8)) +
+           4 * hw_.op_overhead;
   if (L.tp > 1) {
     const GroupPath tp = paths_->Ring(1, L.tp);
     // Vocabulary-parallel embedding: partial lookups summed; loss: max and sum-exp all-reduced;
@@ -274,7 +281,14 @@ void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreak
                      (L.pp == 1 ? OutputParamsPerRank(m, L.tp) : 0);
   const double owned = L.zero >= 1 ? psi / (L.dp * L.cp) : psi;
   const double optimizer_bytes = owned * (kOptimizerBytesPerParam + 2 * pb.grads);
-  t->optimizer = (hw_.optimizer_bandwidth > 0 ? optimizer_bytes / hw_.optimizer_bandwidth
+  // Loom under bf16: the bf16 weight copies are made again after each update (read fp32, write
+  // bf16; under ZeRO 3 with each gather instead, left out).
+  const double copies =
+      !job_.mixed_precision_states && job_.precision == Precision::kBf16 && L.zero < 3
+          ? hw_.MemoryTime(6 * psi)
+          : 0;
+  t->optimizer = copies +
+                 (hw_.optimizer_bandwidth > 0 ? optimizer_bytes / hw_.optimizer_bandwidth
                                               : hw_.MemoryTime(optimizer_bytes)) +
                  4 * hw_.op_overhead;
   t->pp = 0;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "coordinator/planner/layer_model.h"
 #include "coordinator/planner/model_math.h"
 #include "coordinator/planner/overlap_model.h"
 #include "coordinator/planner/search.h"
@@ -259,6 +260,39 @@ TEST_F(GptOnA100, LoomsBf16DataParallelTrafficIsFp32) {
   const Prediction mixed = Price(OldChoice());
   EXPECT_GT(mixed.bytes.dp, half.bytes.dp);
   EXPECT_LT(mixed.bytes.dp, full.bytes.dp);
+}
+
+// The element-wise work of a layer under bf16: Loom's executor runs its LayerNorms, residual adds
+// and GELU in fp32 as under fp32 and adds the casts for its GEMMs (both normed activations and
+// the attention output forward, the attention output again backward: 6 bytes an element each);
+// Megatron-LM's all-bf16 tensors halve it. The GEMMs and attention priced from the same samples.
+TEST(LayerCompute, LoomsBf16ElementwiseIsFp32PlusTheCasts) {
+  PlanJob job = MegatronJob(8, 512, 2, 8, 1);
+  job.dropout = false;
+  Hardware hw;
+  hw.type.fused_kernels = true;
+  hw.memory_bandwidth = 10e9;
+  hw.gemm = {{256, 256, 256, 1, 100e9}};
+  hw.attention = {{128, 64, 1, 50e9}};
+  Layout L;
+  L.tp = 2;
+  L.sp = true;
+  auto fwd_bwd = [&](Precision p, bool megatron) {
+    job.precision = p;
+    job.mixed_precision_activations = megatron;
+    const LayerCosts x = LayerCompute(job, hw, L, 2, Recompute::kNone);
+    return std::pair{x.fwd, x.bwd};
+  };
+  const double tokens = 2.0 * job.seq, nh = tokens * 512;
+  const auto [f32, b32] = fwd_bwd(Precision::kFp32, false);
+  const auto [f16, b16] = fwd_bwd(Precision::kBf16, false);
+  EXPECT_NEAR(f16 - f32, hw.MemoryTime(6 * (2 * nh / 2 + nh / 2)), 1e-12);
+  EXPECT_NEAR(b16 - b32, hw.MemoryTime(6 * nh / 2), 1e-12);
+  const auto [mf32, mb32] = fwd_bwd(Precision::kFp32, true);
+  const auto [mf16, mb16] = fwd_bwd(Precision::kBf16, true);
+  EXPECT_DOUBLE_EQ(mf32, f32);  // the same in fp32
+  EXPECT_LT(mf16, mf32);        // halved element-wise bytes
+  EXPECT_LT(mb16, mb32);
 }
 
 // Activations on the wire, likewise: Loom's executor sends the fp32 residual stream between
