@@ -113,6 +113,7 @@ PlanRecord PlanRecordOf(const JobSpec& spec, const std::vector<std::string>& nod
   p.schedule = spec.schedule;
   p.steps = spec.steps;
   p.tokens_per_step = spec.tokens_per_step;
+  p.precision = spec.precision;
   p.predicted_step_s = spec.predicted_step_s;
   for (int r = 0; r < l.world(); ++r) {
     RankPlace place;
@@ -152,7 +153,8 @@ void JobMetrics::SetPlan(const PlanRecord& plan, double flops_per_step, double p
                   {"vpp", std::to_string(plan.vpp)},
                   {"dp", std::to_string(plan.dp)},
                   {"zero", std::to_string(plan.zero)},
-                  {"schedule", plan.schedule.empty() ? "none" : plan.schedule}};
+                  {"schedule", plan.schedule.empty() ? "none" : plan.schedule},
+                  {"precision", plan.precision}};
   rank_labels_.clear();
   for (const RankPlace& r : plan.ranks) {
     rank_labels_.push_back({{"rank", std::to_string(r.rank)},

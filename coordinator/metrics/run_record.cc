@@ -34,6 +34,7 @@ json PlanJson(const PlanRecord& r) {
           {"schedule", r.schedule},
           {"steps", r.steps},
           {"tokens_per_step", r.tokens_per_step},
+          {"precision", r.precision},
           {"predicted_step_s", r.predicted_step_s},
           {"ranks", ranks}};
 }
@@ -89,6 +90,13 @@ Status ParsePlan(const json& j, const std::string& where, PlanRecord* r) {
   LOOM_RETURN_IF_ERROR(Field(j, "schedule", &r->schedule, where));
   LOOM_RETURN_IF_ERROR(Field(j, "steps", &r->steps, where));
   LOOM_RETURN_IF_ERROR(Field(j, "tokens_per_step", &r->tokens_per_step, where));
+  if (j.contains("precision")) {  // absent in a series written before it: fp32
+    LOOM_RETURN_IF_ERROR(Field(j, "precision", &r->precision, where));
+    if (r->precision != "fp32" && r->precision != "bf16") {
+      return InvalidArgument(where + ": field 'precision': expected fp32 or bf16, got '" +
+                             r->precision + "'");
+    }
+  }
   LOOM_RETURN_IF_ERROR(Field(j, "predicted_step_s", &r->predicted_step_s, where));
   auto ranks = j.find("ranks");
   if (ranks == j.end() || !ranks->is_array()) {

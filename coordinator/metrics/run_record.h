@@ -33,6 +33,7 @@ struct PlanRecord {
   std::string schedule;
   int64_t steps = 0;  // the job's
   int64_t tokens_per_step = 0;
+  std::string precision = "fp32";  // fp32 | bf16 (absent in series written before it: fp32)
   double predicted_step_s = 0;
   std::vector<RankPlace> ranks;  // by world rank
 };

@@ -29,7 +29,8 @@ struct JobSpec {
   std::vector<std::string> override_args;  // the flags with their values ("--steps 500")
   int64_t steps = 0;
   int64_t tokens_per_step = 0;
-  std::vector<int> node, device;  // per world rank (empty: node 0, device = rank)
+  std::string precision = "fp32";  // what the workers train in: fp32 | bf16 (job `precision`)
+  std::vector<int> node, device;   // per world rank (empty: node 0, device = rank)
   // Per world rank: its node's share of its host's cores, of core_shares (logical nodes of CPU
   // devices sharing one host split its cores, core/affinity.h); core_shares 0: not split.
   std::vector<int> core_share, core_shares;

@@ -158,6 +158,7 @@ Result<LaunchPlan> PlanLaunch(const JobConfig& parsed, const JobOverrides& overr
   s.job_path = job.path;
   s.steps = job.steps;
   s.tokens_per_step = plan_job.global_batch * plan_job.seq;
+  s.precision = PrecisionName(job.precision);
   s.predicted_step_s = best.time.step;
   s.flops_per_step = ModelFlops(plan_job.model, plan_job.global_batch, plan_job.seq);
   const DeviceType& type = cluster.types[static_cast<size_t>(placement.type)];

@@ -22,6 +22,7 @@ JobSpec Spec() {
   s.job_yaml = "steps: 50\n";
   s.steps = 50;
   s.tokens_per_step = 4096;
+  s.precision = "bf16";
   s.node = {0, 0, 0, 0, 1, 1, 1, 1};
   s.device = {0, 1, 2, 3, 0, 1, 2, 3};
   s.flops_per_step = 8e12;
@@ -195,6 +196,16 @@ TEST_F(JobMetricsTest, LabelsNameHostsAndCoordinates) {
     return;
   }
   ADD_FAILURE() << "rank 5 missing from loom_rank_info";
+}
+
+TEST_F(JobMetricsTest, PlanInfoNamesLayoutAndPrecision) {
+  const prometheus::MetricFamily f = FamilyOf("loom_plan_info");
+  ASSERT_EQ(f.metric.size(), 1u);
+  std::map<std::string, std::string> l;
+  for (const auto& x : f.metric[0].label) l[x.name] = x.value;
+  EXPECT_EQ(l["tp"], "2");
+  EXPECT_EQ(l["pp"], "2");
+  EXPECT_EQ(l["precision"], "bf16");
 }
 
 TEST_F(JobMetricsTest, SlowRankScoresHighest) {

@@ -19,6 +19,7 @@ PlanRecord Plan() {
   p.zero = 1;
   p.steps = 40;
   p.tokens_per_step = 2048;
+  p.precision = "bf16";
   for (int r = 0; r < 4; ++r) {
     p.ranks.push_back({r, "n" + std::to_string(r / 2), "host" + std::to_string(r / 2), r % 2, r % 2,
                        0, 0, r / 2});
@@ -53,6 +54,7 @@ TEST(RunRecord, RoundTrip) {
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   ASSERT_EQ(h->plans.size(), 1u);
   EXPECT_EQ(h->plans[0].tp, 2);
+  EXPECT_EQ(h->plans[0].precision, "bf16");
   EXPECT_EQ(h->plans[0].ranks.size(), 4u);
   EXPECT_EQ(h->plans[0].ranks[3].host, "host1");
   EXPECT_EQ(h->plans[0].ranks[3].dp, 1);
@@ -110,6 +112,23 @@ TEST(RunRecord, BadLinesAreNamed) {
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("expected plan, step or event, got 'stpe'"),
             std::string::npos);
+}
+
+// A series written before plans named their precision reads as fp32; a bad one is named.
+TEST(RunRecord, PrecisionOfAPlan) {
+  std::string old = ToJsonLine(Plan()) + "\n";
+  old.replace(old.find("\"precision\":\"bf16\","), 19, "");
+  Result<RunHistory> h = ParseRunLog(old, "s.jsonl");
+  ASSERT_TRUE(h.ok()) << h.status().ToString() << "\n" << old;
+  EXPECT_EQ(h->plans[0].precision, "fp32");
+  std::string bad = ToJsonLine(Plan()) + "\n";
+  bad.replace(bad.find("\"bf16\""), 6, "\"fp16\"");
+  h = ParseRunLog(bad, "s.jsonl");
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(
+      h.status().message().find("s.jsonl:1: field 'precision': expected fp32 or bf16, got 'fp16'"),
+      std::string::npos)
+      << h.status().message();
 }
 
 TEST(RunRecord, HistoryJsonKeepsTheNewestSteps) {
