@@ -34,6 +34,7 @@ struct CalibrateOptions {
   // Measure only one half: `loom launch` measures compute with a rank per core at most and, when
   // it runs more ranks than cores, the collectives with all of them (cli/launch_calibration.h).
   bool skip_compute = false, skip_comm = false;
+  std::string precision;  // --precision: the job's overridden ("": the job's `precision`)
 };
 
 bool UnderMpirun() {
@@ -66,8 +67,10 @@ void Merge(const Calibration& fresh, Calibration* base) {
     base->overlap_slowdown = (base->overlap_slowdown * runs + fresh.overlap_slowdown) / (runs + 1);
   }
   base->source += "; " + fresh.source;
-  base->has_precision = true;
-  base->precision = fresh.precision;
+  if (!fresh.gemm.empty() || !base->has_precision) {  // the precision of the compute samples
+    base->has_precision = true;
+    base->precision = fresh.precision;
+  }
   for (const GemmSample& s : fresh.gemm) base->gemm.push_back(s);
   for (const AttentionSample& s : fresh.attention) base->attention.push_back(s);
   for (const CollectiveSample& s : fresh.collectives) base->collectives.push_back(s);
@@ -84,7 +87,9 @@ Status SamePrecision(const Calibration& base, Precision measured, const Calibrat
   return InvalidArgument(
       o.merge + ": field 'precision': the file was measured in " + PrecisionName(base.precision) +
       ", this run measures " + PrecisionName(measured) +
-      (o.job.empty() ? " (no --job)" : " (the precision of " + o.job + ")") +
+      (!o.precision.empty() ? std::string(" (--precision)")
+       : o.job.empty()      ? std::string(" (no --job)")
+                            : " (the precision of " + o.job + ")") +
       ": merge into a file of " + PrecisionName(measured) + " or write a new one with --output");
 }
 
@@ -96,6 +101,10 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
     // What the runtime pays: the precision the job trains in (plan.precision, loom plan's
     // what-if, is priced from the manifest's peak unless a calibration of it is given).
     job->precision = config.precision;
+  }
+  if (!o.precision.empty()) {  // CLI11 checked the name; loom launch passes its --precision
+    if (!job) return InvalidArgument("--precision: needs --job (the GEMM shapes measured)");
+    LOOM_ASSIGN_OR_RETURN(job->precision, ParsePrecision(o.precision));
   }
   int world = 1, rank = 0, local = 1;
   if (UnderMpirun()) {
@@ -112,7 +121,9 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   cal.has_precision = true;
   cal.precision = job ? job->precision : Precision::kFp32;  // what the GEMMs are measured in
   std::error_code ec;
-  if (!o.merge.empty() && std::filesystem::exists(o.merge, ec)) {  // refused before measuring
+  // Refused before measuring; a run of the collectives alone (--skip-compute) adds no samples
+  // of a precision.
+  if (!o.merge.empty() && !o.skip_compute && std::filesystem::exists(o.merge, ec)) {
     LOOM_ASSIGN_OR_RETURN(Calibration base, LoadCalibration(o.merge));
     LOOM_RETURN_IF_ERROR(SamePrecision(base, cal.precision, o));
   }
@@ -132,7 +143,7 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   std::string output = o.output;
   if (!o.merge.empty()) {
     LOOM_ASSIGN_OR_RETURN(Calibration base, LoadCalibration(o.merge));
-    LOOM_RETURN_IF_ERROR(SamePrecision(base, cal.precision, o));
+    if (!o.skip_compute) LOOM_RETURN_IF_ERROR(SamePrecision(base, cal.precision, o));
     Merge(cal, &base);
     cal = base;
     if (output == "calibration.json") output = o.merge;
@@ -186,6 +197,10 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0.01, 60.0));
   cmd->add_option("--max-bytes", o->max_bytes, "Largest collective message")
       ->check(CLI::Range(int64_t{4096}, int64_t{1} << 32));
+  cmd->add_option("--precision", o->precision,
+                  "fp32 or bf16: measure the GEMMs in this precision (overrides the job's "
+                  "`precision`)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--skip-compute", o->skip_compute, "Measure the collectives only");
   cmd->add_flag("--skip-comm", o->skip_comm, "Measure the compute only")
       ->excludes("--skip-compute");

@@ -141,8 +141,11 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
       out.path.c_str());
   std::fflush(stdout);
   auto cleanup = [&] { fs::remove(tmp, ec); };
-  Status st = RunStep({loom, "calibrate", "--job", job_path, "--output", tmp}, log,
-                      "loom calibrate (one rank)");
+  // In the precision the workers train in (the job's, or loom launch's --precision).
+  const std::string precision = PrecisionName(job.precision);
+  Status st =
+      RunStep({loom, "calibrate", "--job", job_path, "--precision", precision, "--output", tmp},
+              log, "loom calibrate (one rank)");
   // A rank per core at most: concurrent measurements on time-shared cores are timing noise;
   // the planner scales the per-core rates by the ranks' share of the cores
   // (DeviceType::core_share).
@@ -152,7 +155,8 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
     std::vector<std::string> mpi = {"mpirun", "-np", std::to_string(np)};
     if (np > cores) mpi.push_back("--oversubscribe");
     if (::geteuid() == 0) mpi.push_back("--allow-run-as-root");
-    mpi.insert(mpi.end(), {loom, "calibrate", "--job", job_path, "--merge", tmp});
+    mpi.insert(mpi.end(),
+               {loom, "calibrate", "--job", job_path, "--precision", precision, "--merge", tmp});
     if (skip != nullptr) mpi.push_back(skip);
     return RunStep(mpi, log, "mpirun -np " + std::to_string(np) + " loom calibrate --merge");
   };
@@ -164,7 +168,16 @@ Result<LocalCalibration> LocalhostCalibration(const JobConfig& job, const std::s
     cleanup();
     return st;
   }
-  LOOM_ASSIGN_OR_RETURN(Calibration c, LoadCalibration(tmp));
+  Result<Calibration> measured = LoadCalibration(tmp);
+  if (measured.ok() && measured->precision != job.precision) {
+    measured = Internal(tmp + ": measured in " + PrecisionName(measured->precision) +
+                        ", not the job's " + precision);
+  }
+  if (!measured.ok()) {
+    cleanup();
+    return measured.status();
+  }
+  const Calibration c = *measured;
   fs::rename(tmp, out.path, ec);
   if (ec) {
     cleanup();

@@ -129,8 +129,8 @@ Status Parse(const std::string& file, const json& j, Calibration* c) {
 }  // namespace
 
 std::string CalibrationPrecisionNote(const Calibration& c, Precision job) {
-  if (!c.has_precision || c.precision == job || (c.gemm.empty() && c.attention.empty())) return "";
-  return std::string("its GEMM and attention samples were measured in ") +
+  if (!c.has_precision || c.precision == job || c.gemm.empty()) return "";
+  return std::string("its GEMM samples (and on GPUs its attention samples) were measured in ") +
          PrecisionName(c.precision) + ": this " + PrecisionName(job) +
          " job's are priced at the manifest's peak (loom calibrate --job measures in the job's "
          "precision)";

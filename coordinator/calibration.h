@@ -104,9 +104,10 @@ struct Calibration {
 };
 
 Result<Calibration> LoadCalibration(const std::string& path);
-// "" when `c`'s GEMM and attention samples price a job of `job` precision (MakeHardware keeps
-// them only then); otherwise a sentence saying they were measured in another precision and what
-// prices the job instead, for the reports of loom plan and loom launch.
+// "" when `c`'s GEMM samples price a job of `job` precision (MakeHardware keeps them, and on GPU
+// types the attention samples, only then; CPU attention runs fp32 in either precision);
+// otherwise a sentence saying they were measured in another precision and what prices the job
+// instead, for the reports of loom plan and loom launch.
 std::string CalibrationPrecisionNote(const Calibration& c, Precision job);
 // The world ranks that measure collectives of `size` ranks together with `rank` when `loom
 // calibrate` runs under mpirun over `world` ranks: groups of `size` consecutive ranks, as many as

@@ -42,8 +42,8 @@ Result<RestartPlacement> PlaceRestart(const Cluster& cluster, const std::vector<
       subs += (subs.empty() ? "" : ", ") + out.cluster.nodes[taken[i]].name + " for " +
               cluster.nodes[lost_used[i]].name;
     }
-    out.summary = "node" + std::string(lost_used.size() > 1 ? "s " : " ") + names +
-                  " lost: spare" + (lost_used.size() > 1 ? "s " : " ") + subs;
+    out.summary = "node" + std::string(lost_used.size() > 1 ? "s " : " ") + names + " lost: spare" +
+                  (lost_used.size() > 1 ? "s " : " ") + subs;
     return out;
   }
   out.kind = RestartPlacement::Kind::kReplan;

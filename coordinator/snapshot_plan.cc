@@ -33,8 +33,9 @@ Result<proto::SnapshotPlan> PlanSnapshots(const SnapshotConfig& config, const Cl
   }
   const bool explicit_code = config.m.has_value();
   ErasureCode code = DefaultErasureCode(static_cast<int>(domains.size()));
-  if (explicit_code) code = {config.m.value() > 0 ? static_cast<int>(config.k.value_or(1)) : 1,
-                             static_cast<int>(*config.m)};
+  if (explicit_code)
+    code = {config.m.value() > 0 ? static_cast<int>(config.k.value_or(1)) : 1,
+            static_cast<int>(*config.m)};
   if (code.m > 0) {
     Result<std::vector<StripeGroup>> groups = FormStripeGroups(nodes, code);
     if (!groups.ok()) {
@@ -65,7 +66,8 @@ std::string DescribeSnapshots(const proto::SnapshotPlan& plan) {
       plan.every() == 1 ? "every step" : "every " + std::to_string(plan.every()) + " steps";
   const std::string over = std::to_string(nodes.size()) + " node" + (nodes.size() == 1 ? "" : "s");
   if (plan.m() == 0) {
-    return every + ", node-local on " + over + " (a crashed worker restarts from its node's "
+    return every + ", node-local on " + over +
+           " (a crashed worker restarts from its node's "
            "memory; a lost node needs the last checkpoint)";
   }
   const int overhead = 100 * plan.m() / plan.k();

@@ -86,6 +86,9 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
   h.precision = precision;
   h.devices_per_rank = devices_per_rank;
   h.peak = h.type.Peak(precision) * devices_per_rank;
+  // Loom's CPU attention runs in fp32 in either precision (docs/GPU.md): its rate is fp32's.
+  const bool fp32_attention = h.type.shared_cores;
+  h.attention_peak = fp32_attention ? h.type.Peak(Precision::kFp32) * devices_per_rank : h.peak;
   h.memory = h.type.memory * devices_per_rank;
   h.gemm_efficiency = cal.gemm_efficiency;
   h.attention_efficiency = cal.attention_efficiency;
@@ -105,6 +108,8 @@ Hardware MakeHardware(const Cluster& cluster, int type, const Calibration& cal, 
                            [](const GemmSample& a, const GemmSample& b) {
                              return a.m == b.m && a.n == b.n && a.k == b.k;
                            });
+  }
+  if (same_precision || fp32_attention) {
     h.attention = MedianSamples(ForThreads(cal.attention, devices_per_rank),
                                 [](const AttentionSample& a, const AttentionSample& b) {
                                   return a.seq == b.seq && a.head_dim == b.head_dim;
@@ -173,7 +178,8 @@ double Hardware::AttentionTime(double flops, double seq, double head_dim) const 
     }
     return flops / best->flops + op_overhead;
   }
-  return flops / (peak * attention_efficiency) + op_overhead;
+  const double p = attention_peak > 0 ? attention_peak : peak;
+  return flops / (p * attention_efficiency) + op_overhead;
 }
 
 }  // namespace loom

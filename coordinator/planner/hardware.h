@@ -16,9 +16,10 @@ namespace loom {
 struct Hardware {
   DeviceType type;
   Precision precision = Precision::kBf16;
-  int devices_per_rank = 1;  // > 1 only for CPU cores shared by fewer ranks than cores
-  double peak = 0;           // FLOP/s of one rank in the job's precision
-  double memory = 0;         // bytes of one rank
+  int devices_per_rank = 1;   // > 1 only for CPU cores shared by fewer ranks than cores
+  double peak = 0;            // FLOP/s of one rank in the job's precision
+  double attention_peak = 0;  // for attention (CPU ranks: fp32's, which Loom runs it in); 0: peak
+  double memory = 0;          // bytes of one rank
   double gemm_efficiency = 0.7;
   double attention_efficiency = 0.3;
   double memory_bandwidth = 0;  // effective bytes/s of one rank

@@ -152,11 +152,16 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
   Edges x;
   // Embedding: gather rows of wte and wpe and add (forward), scatter-add (backward).
   // Loom's executor keeps the embedding and the final LayerNorm in fp32 in either precision, and
-  // under bf16 casts the final LayerNorm's output for the head's GEMMs (forward and backward).
+  // under bf16 casts the final LayerNorm's output (its full rows, after the SP gather) for the
+  // head's GEMMs, forward and backward, and there too the tied embedding's copy on a last stage
+  // that does not own it.
   const int ew = job_.mixed_precision_activations ? e : 4;
-  const double head_casts = !job_.mixed_precision_activations && job_.precision == Precision::kBf16
-                                ? 2 * 6 * nh / sp_div
-                                : 0;
+  const bool casts = !job_.mixed_precision_activations && job_.precision == Precision::kBf16;
+  const double tied_copy =
+      L.pp > 1 && m.tie_embeddings
+          ? static_cast<double>((m.vocab + L.tp - 1) / L.tp) * static_cast<double>(m.hidden)
+          : 0;
+  const double head_casts = casts ? 2 * 6 * (nh + tied_copy) : 0;
   x.first = hw_.MemoryTime(3 * ew * nh) + hw_.MemoryTime(3 * ew * nh) + 2 * hw_.op_overhead;
   // Head: final LayerNorm, logits GEMM (backward: two GEMMs, plus recomputing the logits when
   // the loss is chunked), softmax cross-entropy over the vocabulary shard.

@@ -264,7 +264,8 @@ TEST_F(GptOnA100, LoomsBf16DataParallelTrafficIsFp32) {
 
 // The element-wise work of a layer under bf16: Loom's executor runs its LayerNorms, residual adds
 // and GELU in fp32 as under fp32 and adds the casts for its GEMMs (both normed activations and
-// the attention output forward, the attention output again backward: 6 bytes an element each);
+// the attention output forward, the attention output again backward: 6 bytes an element each;
+// under ZeRO 3 the gathered weights too);
 // Megatron-LM's all-bf16 tensors halve it. The GEMMs and attention priced from the same samples.
 TEST(LayerCompute, LoomsBf16ElementwiseIsFp32PlusTheCasts) {
   PlanJob job = MegatronJob(8, 512, 2, 8, 1);
@@ -288,6 +289,14 @@ TEST(LayerCompute, LoomsBf16ElementwiseIsFp32PlusTheCasts) {
   const auto [f16, b16] = fwd_bwd(Precision::kBf16, false);
   EXPECT_NEAR(f16 - f32, hw.MemoryTime(6 * (2 * nh / 2 + nh / 2)), 1e-12);
   EXPECT_NEAR(b16 - b32, hw.MemoryTime(6 * nh / 2), 1e-12);
+  // Under ZeRO 3 the layer's weights are cast at each gather, forward and backward.
+  L.zero = 3;
+  const double w = hw.MemoryTime(6 * LayerParamsPerRank(job.model, 2));
+  const auto [zf32, zb32] = fwd_bwd(Precision::kFp32, false);
+  const auto [zf16, zb16] = fwd_bwd(Precision::kBf16, false);
+  EXPECT_NEAR(zf16 - zf32, hw.MemoryTime(6 * (2 * nh / 2 + nh / 2)) + w, 1e-12);
+  EXPECT_NEAR(zb16 - zb32, hw.MemoryTime(6 * nh / 2) + w, 1e-12);
+  L.zero = 0;
   const auto [mf32, mb32] = fwd_bwd(Precision::kFp32, true);
   const auto [mf16, mb16] = fwd_bwd(Precision::kBf16, true);
   EXPECT_DOUBLE_EQ(mf32, f32);  // the same in fp32

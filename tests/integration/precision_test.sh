@@ -111,6 +111,9 @@ if not shapes(b) or shapes(a) != shapes(b):
     sys.exit(f"FAIL: GEMM samples {len(shapes(a))} fp32 and {len(shapes(b))} bf16, not the same shapes")
 print(f"PASS calibrate: {len(shapes(b))} GEMM shapes measured in each precision")
 PY
+# --precision measures an fp32 job file in bf16, as loom launch --precision bf16 asks it to.
+cal --job job.yaml --precision bf16 --output cal_flag.json > cal_flag.log 2>&1 || { cat cal_flag.log; fail "calibrate --precision bf16"; }
+grep -q '"precision": "bf16"' cal_flag.json || fail "calibrate --precision bf16 wrote $(grep '"precision"' cal_flag.json)"
 cp cal_fp32.json cal_fp32.before
 if cal --job job16.yaml --merge cal_fp32.json > merge.log 2>&1; then fail "a bf16 run merged into an fp32 file"; fi
 grep -q "cal_fp32.json: field 'precision': the file was measured in fp32, this run measures bf16" merge.log \
@@ -118,12 +121,17 @@ grep -q "cal_fp32.json: field 'precision': the file was measured in fp32, this r
 ! grep -q "GEMMs, attention" merge.log || fail "the refused merge measured first"
 cmp -s cal_fp32.json cal_fp32.before || fail "the refused merge changed cal_fp32.json"
 echo "PASS calibrate --merge across precisions refused: $(tail -1 merge.log)"
+# A run of the collectives alone (--skip-compute) adds no samples of a precision: merged, the
+# file keeps its own.
+cp cal_fp32.before cal_comm.json
+cal --job job16.yaml --skip-compute --merge cal_comm.json > comm.log 2>&1 || { cat comm.log; fail "a --skip-compute run was not merged"; }
+grep -q '"precision": "fp32"' cal_comm.json || fail "a --skip-compute merge changed the file's precision"
 for c in bf16 fp32; do
   "$loom" plan --job job16.yaml --np 2 --calibration cal_$c.json > plan_$c.log 2>&1 \
     || { cat plan_$c.log; fail "loom plan of the bf16 job with the $c calibration"; }
 done
 ! grep -q "measured in" plan_bf16.log || { cat plan_bf16.log; fail "the bf16 calibration was set aside"; }
-grep -q "^calibration: its GEMM and attention samples were measured in fp32: this bf16 job's are priced" \
+grep -q "^calibration: its GEMM samples (and on GPUs its attention samples) were measured in fp32: this bf16 job's are priced" \
   plan_fp32.log || { cat plan_fp32.log; fail "loom plan does not say the fp32 samples do not price bf16"; }
 # loom plan --json names the precision it priced; --precision overrides the job's.
 for p in "" fp32; do
