@@ -112,6 +112,35 @@ TEST(CalibrationFile, TimeSharing) {
             std::string::npos);
 }
 
+// A calibration's GEMM samples price only jobs of its precision; on CPU cores, where Loom runs
+// attention in fp32 in either precision, its attention samples price both, and without them
+// attention is priced at the fp32 peak. On GPUs both kinds of samples are set aside.
+TEST(CalibrationFile, SamplesOfAnotherPrecision) {
+  Calibration c;
+  c.has_precision = true;
+  c.precision = Precision::kFp32;
+  c.gemm = {{256, 256, 256, 1, 100e9}};
+  c.attention = {{128, 32, 1, 50e9}};
+  const Cluster cpu = LoadShippedCluster("localhost.yaml");
+  const Hardware fp32 = MakeHardware(cpu, 0, c, Precision::kFp32, 1);
+  const Hardware bf16 = MakeHardware(cpu, 0, c, Precision::kBf16, 1);
+  EXPECT_EQ(fp32.gemm.size(), 1u);
+  EXPECT_TRUE(bf16.gemm.empty());
+  EXPECT_EQ(bf16.attention.size(), 1u);
+  EXPECT_DOUBLE_EQ(bf16.AttentionTime(1e9, 128, 32), fp32.AttentionTime(1e9, 128, 32));
+  EXPECT_GT(bf16.peak, fp32.peak);  // the manifest's bf16 peak for the GEMMs
+  const Hardware bare = MakeHardware(cpu, 0, Calibration{}, Precision::kBf16, 1);
+  EXPECT_DOUBLE_EQ(bare.attention_peak, cpu.types[0].Peak(Precision::kFp32));
+  EXPECT_EQ(CalibrationPrecisionNote(c, Precision::kFp32), "");
+  EXPECT_NE(CalibrationPrecisionNote(c, Precision::kBf16).find("measured in fp32"),
+            std::string::npos);
+  const Cluster gpu = LoadShippedCluster("dgx-a100.yaml");
+  const Hardware on_gpu = MakeHardware(gpu, 0, c, Precision::kBf16, 1);
+  EXPECT_TRUE(on_gpu.gemm.empty());
+  EXPECT_TRUE(on_gpu.attention.empty());
+  EXPECT_DOUBLE_EQ(on_gpu.attention_peak, on_gpu.peak);
+}
+
 TEST(CalibrationFile, Zero3RankBandwidth) {
   EXPECT_DOUBLE_EQ(LoadShippedCalibration("dgx-a100.calibration.json").zero3_rank_bandwidth,
                    15.7e9);
