@@ -10,6 +10,7 @@
 #include <set>
 
 #include "checkpoint/reader.h"
+#include "core/config_reader.h"
 #include "core/safetensors.h"
 #include "model/layout.h"
 #include "parallel/param_layout.h"
@@ -49,6 +50,21 @@ Status CheckDataFileHeaders(const std::string& dir, const proto::CheckpointMetad
     }
   }
   return Status::Ok();
+}
+
+// The precision the run trained in, from its provenance: the last --precision flag, else the
+// recorded job's `precision` (fp32 when it has none); "" when neither was recorded.
+std::string TrainedPrecision(const proto::Provenance& p) {
+  std::string flag;
+  for (const std::string& f : p.overrides()) {
+    if (f.rfind("--precision ", 0) == 0) flag = f.substr(12);
+  }
+  if (!flag.empty()) return flag;
+  if (p.job_yaml().empty()) return "";
+  Result<ConfigSection> job = ConfigSection::LoadString(p.job_yaml(), "<recorded job>");
+  std::string precision = "fp32";
+  if (!job.ok() || !job->String("precision", &precision, false).ok()) return "";
+  return precision;
 }
 
 std::string Format(const char* fmt, auto... args) {
@@ -154,6 +170,13 @@ Result<std::string> DescribeCheckpoint(const std::string& path, Status* files) {
   out += Format("saved with   tp=%d cp=%d pp=%d vpp=%d dp=%d zero=%d sp=%s (%lld rank%s)\n", l.tp(),
                 l.cp(), l.pp(), l.vpp(), l.dp(), l.zero(), l.sp() ? "on" : "off", ranks,
                 ranks == 1 ? "" : "s");
+  if (const std::string p = m.has_provenance() ? TrainedPrecision(m.provenance()) : "";
+      !p.empty()) {
+    out += "trained in   " + p +
+           (p == "bf16" ? " compute (the checkpoint holds the fp32 master weights and moments; it "
+                          "resumes in either precision)\n"
+                        : " (resumes in either precision)\n");
+  }
   // An imported checkpoint (loom ckpt import) was never trained: it has no settings to show.
   if (IsImportedCheckpoint(m)) {
     out += Format("optimizer    %s, 0 updates; no settings recorded (zero moments: %s)\n",

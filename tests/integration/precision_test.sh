@@ -50,6 +50,13 @@ if not tensors or bad:
 print(f"PASS the bf16 run's checkpoint holds {len(tensors)} F32 tensors")
 PY
 
+# loom ckpt inspect says what each run trained in.
+for p in fp32 bf16; do
+  "$loom" ckpt inspect ck_$p > inspect_$p.log 2>&1 || { cat inspect_$p.log; fail "inspecting ck_$p"; }
+  grep -q "^trained in   $p" inspect_$p.log || fail "loom ckpt inspect ck_$p: $(grep -m1 '^trained in' inspect_$p.log)"
+done
+echo "PASS loom ckpt inspect: $(grep '^trained in' inspect_bf16.log)"
+
 # Each precision's step-25 checkpoint resumes in the other one.
 for pair in "bf16 fp32" "fp32 bf16"; do
   set -- $pair
@@ -92,6 +99,9 @@ whatif=$("$loom" launch whatif.yaml --np 2 --steps 1 --checkpoint-dir whatif 2>&
 [[ $(grep '^  predicted' <<<"$whatif") == $(grep '^  predicted' <<<"$out") ]] \
   || fail "plan.precision fp32 changed the launch's prediction: $(grep '^  predicted' <<<"$whatif")"
 echo "PASS a launch prices the precision it trains in, not plan.precision"
+# Its precision was in the job file, not a flag: inspect reads the recorded job.
+"$loom" ckpt inspect whatif > inspect_whatif.log 2>&1 || { cat inspect_whatif.log; fail "inspecting whatif"; }
+grep -q "^trained in   bf16" inspect_whatif.log || fail "loom ckpt inspect whatif: $(grep -m1 '^trained in' inspect_whatif.log)"
 
 # loom calibrate: a bf16 job's GEMMs are measured in bf16 and the file says so; merging them into
 # a file of fp32 measurements is refused before measuring, naming the file and field, the file
