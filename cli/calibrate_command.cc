@@ -142,8 +142,7 @@ Status RunCalibrate(const CalibrateOptions& o, std::shared_ptr<Backend>* backend
   if (rank != 0) return Status::Ok();
   std::string output = o.output;
   if (!o.merge.empty()) {
-    LOOM_ASSIGN_OR_RETURN(Calibration base, LoadCalibration(o.merge));
-    if (!o.skip_compute) LOOM_RETURN_IF_ERROR(SamePrecision(base, cal.precision, o));
+    LOOM_ASSIGN_OR_RETURN(Calibration base, LoadCalibration(o.merge));  // its precision checked
     Merge(cal, &base);
     cal = base;
     if (output == "calibration.json") output = o.merge;

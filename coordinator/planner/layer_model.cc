@@ -82,14 +82,14 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
   // on 1/tp of the tokens with sequence parallelism; GELU (read, write) or SwiGLU (read two,
   // write one) on the MLP's f/tp-wide intermediate. In the compute precision where every tensor
   // is kept in it (Megatron-LM); Loom's executor runs these kernels in fp32 in either precision
-  // (ew) and under bf16 casts for the GEMMs: both normed activations (read fp32, write bf16) and
-  // the attention output, which it keeps in fp32 and casts again in the backward; under ZeRO 3
-  // also the layer's weights, cast at each gather (forward and backward).
+  // (ew: CarriedBytes) and under bf16 casts for the GEMMs: both normed activations (read fp32,
+  // write bf16) and the attention output, which it keeps in fp32 and casts again in the backward;
+  // under ZeRO 3 also the layer's weights, cast at each gather (forward and backward).
   const double f = static_cast<double>(m.ffn());
-  const int ew = job.mixed_precision_activations ? e : 4;
+  const int ew = CarriedBytes(job.precision, job.mixed_precision_activations);
   const double elementwise = nh / sp_div * (2 * 2 * ew + 2 * (3 * ew + mask)) +
                              (m.llama() ? 3 : 2) * ew * tokens * f / L.tp;
-  const bool casts = !job.mixed_precision_activations && job.precision == Precision::kBf16;
+  const bool casts = LoomBf16Casts(job.precision, job.mixed_precision_activations);
   const double attention_out = tokens * static_cast<double>(m.hidden) / L.tp;
   const double weights = casts && L.zero == 3 ? 6 * LayerParamsPerRank(m, L.tp) : 0;
   const double cast_fwd = casts ? 6 * (2 * nh / sp_div + attention_out) + weights : 0;

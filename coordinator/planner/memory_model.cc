@@ -152,7 +152,7 @@ MemoryBreakdown StageMemory(const StageMemoryInput& in, int stage, int in_flight
   // executor keeps fp32 parameters and gradients, and under bf16 a bf16 copy of the weights where
   // they are used.
   const BytesPerParam pb = StateBytes(in.precision, in.mixed_precision_states);
-  const double copy16 = !in.mixed_precision_states && in.precision == Precision::kBf16 ? 2 : 0;
+  const double copy16 = LoomBf16Casts(in.precision, in.mixed_precision_states) ? 2 : 0;
   const double wte = static_cast<double>((m.vocab + L.tp - 1) / L.tp) * h;
   if (last && !first && m.tie_embeddings) {
     // The last stage holds a copy of the tied embedding for its head and accumulates the copy's

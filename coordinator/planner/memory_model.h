@@ -46,12 +46,20 @@ inline int ElementBytes(Precision p) {
   return p == Precision::kBf16 ? 2 : 4;
 }
 // Bytes of one element of what tensor-parallel reductions (all-reduce, reduce-scatter), pipeline
-// sends and ring attention's K/V blocks carry: the compute precision's where every tensor is kept
-// in it (`mixed_precision_activations`: Megatron-LM), else fp32 (Loom's executor: the residual
-// stream, attention and the linear layers' outputs stay fp32 under bf16; only the sequence-
-// parallel gathers of GEMM inputs and output gradients travel in bf16, ElementBytes).
+// sends and ring attention's K/V blocks carry, and of what the element-wise kernels (norms,
+// residual adds, GELU) read and write: the compute precision's where every tensor is kept in it
+// (`mixed_precision_activations`: Megatron-LM), else fp32 (Loom's executor: the residual stream,
+// attention and the linear layers' outputs stay fp32 under bf16; only the sequence-parallel
+// gathers of GEMM inputs and output gradients travel in bf16, ElementBytes).
 inline int CarriedBytes(Precision p, bool mixed_precision_activations) {
   return mixed_precision_activations ? ElementBytes(p) : 4;
+}
+// Whether the executor casts to bf16 for its GEMMs (Loom's under bf16: weights beside fp32
+// masters, GEMM inputs beside fp32 activations), given the published runs' flag for the states
+// (`mixed_precision_states`) or the activations (`mixed_precision_activations`): they keep those
+// in bf16 already.
+inline bool LoomBf16Casts(Precision p, bool mixed_precision) {
+  return !mixed_precision && p == Precision::kBf16;
 }
 
 struct ModelStates {

@@ -155,8 +155,8 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
   // under bf16 casts the final LayerNorm's output (its full rows, after the SP gather) for the
   // head's GEMMs, forward and backward, and there too the tied embedding's copy on a last stage
   // that does not own it.
-  const int ew = job_.mixed_precision_activations ? e : 4;
-  const bool casts = !job_.mixed_precision_activations && job_.precision == Precision::kBf16;
+  const int ew = CarriedBytes(job_.precision, job_.mixed_precision_activations);
+  const bool casts = LoomBf16Casts(job_.precision, job_.mixed_precision_activations);
   const double tied_copy =
       L.pp > 1 && m.tie_embeddings
           ? static_cast<double>((m.vocab + L.tp - 1) / L.tp) * static_cast<double>(m.hidden)
@@ -288,10 +288,9 @@ void TimeModel::AfterPipeline(const Candidate& c, const ChunkCosts& k, StepBreak
   const double optimizer_bytes = owned * (kOptimizerBytesPerParam + 2 * pb.grads);
   // Loom under bf16: the bf16 weight copies are made again after each update (read fp32, write
   // bf16; under ZeRO 3 with each gather instead, left out).
-  const double copies =
-      !job_.mixed_precision_states && job_.precision == Precision::kBf16 && L.zero < 3
-          ? hw_.MemoryTime(6 * psi)
-          : 0;
+  const double copies = LoomBf16Casts(job_.precision, job_.mixed_precision_states) && L.zero < 3
+                            ? hw_.MemoryTime(6 * psi)
+                            : 0;
   t->optimizer = copies +
                  (hw_.optimizer_bandwidth > 0 ? optimizer_bytes / hw_.optimizer_bandwidth
                                               : hw_.MemoryTime(optimizer_bytes)) +
