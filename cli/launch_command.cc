@@ -549,12 +549,16 @@ class Monitor {
   void Recovered(const Progress& p) {
     const Recovering r = *recovering_;
     recovering_.reset();
-    const int64_t lost = std::max<int64_t>(0, r.last_step - p.restored_step);
+    // The ranks report a step after finishing it, and a rank that froze or died takes its unsent
+    // reports with it: the snapshot can be of a later step than the last the coordinator heard
+    // of, and that step had completed too.
+    const int64_t completed = std::max(r.last_step, p.restored_step);
+    const int64_t lost = completed - p.restored_step;
     std::printf(
         "\nloom launch: restart %d recovered from %s | %lld step%s recomputed (step %lld had "
         "completed) | training again %.1f s after the failure (restore %.2f s)\n",
         r.restart, p.restored_from.empty() ? "a fresh start" : p.restored_from.c_str(),
-        static_cast<long long>(lost), lost == 1 ? "" : "s", static_cast<long long>(r.last_step),
+        static_cast<long long>(lost), lost == 1 ? "" : "s", static_cast<long long>(completed),
         service_.Now() - r.failed_at, p.restore_s);
     std::fflush(stdout);
     if (metrics_ != nullptr) {
