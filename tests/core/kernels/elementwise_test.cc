@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "core/kernels/fast_math.h"
 #include "core/threads.h"
 #include "tests/test_util.h"
@@ -34,6 +35,25 @@ TEST(Gelu, ForwardMatchesReference) {
     ASSERT_NEAR(out[i], GeluRef(x[i]), 1e-12) << x[i];
     ASSERT_NEAR(outf[i], GeluRef(xf[i]), 2e-6 * std::max(1.0, std::fabs(x[i]))) << x[i];
   }
+}
+
+// The bf16 output (the GEMM input under precision: bf16) is the float GELU rounded by
+// FloatToBf16, bit for bit, across the kernel's blocks (a length that is not a multiple of them)
+// and for infinities and NaN.
+TEST(Gelu, Bf16OutputIsTheFloatGeluRounded) {
+  ConfigureThreads(2);
+  auto xd = RandomVector<double>(5000, 4, 6.0);
+  std::vector<float> x(xd.begin(), xd.end());
+  x[7] = INFINITY;
+  x[1500] = -INFINITY;
+  x[4999] = NAN;
+  x[2048] = 1e-40f;  // a denormal
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size());
+  std::vector<uint16_t> y16(x.size());
+  GeluForward(y.data(), x.data(), n);
+  GeluForward(y16.data(), x.data(), n);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y16[i], FloatToBf16(y[i])) << i << " " << x[i];
 }
 
 TEST(Gelu, BackwardMatchesFiniteDifferences) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/half.h"
 #include "core/threads.h"
 #include "tests/test_util.h"
 
@@ -25,6 +26,33 @@ TEST(SwiGlu, ForwardMatchesFormula) {
       const double g = x[i * 2 * f + j], u = x[i * 2 * f + f + j];
       EXPECT_NEAR(y[i * f + j], g / (1 + std::exp(-g)) * u, 1e-12);
     }
+  }
+}
+
+// Float (vectorised exp) against double, to float precision; the bf16 output is the float one
+// rounded by FloatToBf16, bit for bit, across the kernel's blocks of a row (f = 2500: two whole
+// blocks and a part).
+TEST(SwiGlu, FloatAndBf16FollowDouble) {
+  ConfigureThreads(2);
+  const int64_t rows = 3, f = 2500;
+  auto x = RandomVector<double>(rows * 2 * f, 5, 8.0);
+  x[11] = -100;  // exp(100) overflows a float
+  x[12] = 100;
+  std::vector<double> y(rows * f), dy(rows * f, 0.5), dx(rows * 2 * f);
+  SwiGluForward(y.data(), x.data(), rows, f);
+  SwiGluBackward(dx.data(), x.data(), dy.data(), rows, f);
+  std::vector<float> xf(x.begin(), x.end()), yf(y.size()), dyf(dy.begin(), dy.end()),
+      dxf(dx.size());
+  std::vector<uint16_t> y16(y.size());
+  SwiGluForward(yf.data(), xf.data(), rows, f);
+  SwiGluForward(y16.data(), xf.data(), rows, f);
+  SwiGluBackward(dxf.data(), xf.data(), dyf.data(), rows, f);
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_NEAR(yf[i], y[i], 2e-6 * std::max(1.0, std::fabs(y[i]))) << i;
+    ASSERT_EQ(y16[i], FloatToBf16(yf[i])) << i;
+  }
+  for (size_t i = 0; i < dx.size(); ++i) {
+    ASSERT_NEAR(dxf[i], dx[i], 1e-5 * std::max(1.0, std::fabs(dx[i]))) << i;
   }
 }
 
