@@ -17,6 +17,7 @@
 
 #include "cli/calibrate_measure.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "comm/backend.h"
 #include "coordinator/calibration.h"
 #include "coordinator/plan_job.h"
@@ -199,7 +200,7 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", o->precision,
                   "fp32 or bf16: measure the GEMMs in this precision (overrides the job's "
                   "`precision`)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+      ->check(PrecisionFlag());
   cmd->add_flag("--skip-compute", o->skip_compute, "Measure the collectives only");
   cmd->add_flag("--skip-comm", o->skip_comm, "Measure the compute only")
       ->excludes("--skip-compute");

@@ -825,6 +825,12 @@ Status RunLaunch(const LaunchOptions& o, bool coordinator_only, LaunchOutcome* o
   }
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<MetricsService> metrics, StartMetrics(o, l));
   ShowPlan(metrics.get(), o, l, service->Now());
+  // The workers read the decay written out (job_rewrite.cc), so they cannot tell that --steps
+  // ran past it: said here, once.
+  const std::string past_decay = StepsPastDecayWarning(l.job, 0);
+  if (!past_decay.empty()) {
+    LOOM_LOG(WARN, TRAIN) << past_decay;
+  }
   TempFile hostfile;
   LOOM_ASSIGN_OR_RETURN(Workers workers, StartWorkers(o, kind, l, endpoint, &hostfile));
   int restarts_left = l.plan.spec.snapshot ? static_cast<int>(l.job.snapshot.max_restarts) : 0;

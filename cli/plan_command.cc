@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "coordinator/calibration.h"
 #include "coordinator/cluster.h"
 #include "coordinator/plan_job.h"
@@ -77,7 +78,7 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", o->precision,
                   "fp32 or bf16: price the job in this precision (overrides `precision` and "
                   "plan.precision)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+      ->check(PrecisionFlag());
   cmd->add_option("--top", o->top, "Plans to show")->check(CLI::Range(1, 100));
   cmd->add_flag("--explain", o->explain, "Explain why the first plan wins");
   cmd->add_flag("--json", o->json, "Print JSON instead of the table");

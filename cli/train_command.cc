@@ -63,7 +63,7 @@ void AddJobOverrideOptions(CLI::App* cmd, JobOverrides* opt) {
                 "start the AdamW state fresh (checkpoint.load_optimizer: false)");
   cmd->add_option("--precision", opt->precision,
                   "fp32, or bf16 compute with fp32 master weights (overrides `precision`)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+      ->check(PrecisionFlag());
   cmd->add_option("--exit-after-minutes", opt->exit_after_minutes,
                   "Save and stop (exit 75) after the first step that ends this long after the "
                   "start (overrides checkpoint.exit_after_minutes)")

@@ -67,4 +67,14 @@ inline CLI::Validator NonEmptyPath() {
       "PATH");
 }
 
+// The compute precision (CLI11's IsMember reports "bf17 not in {fp32,bf16}").
+inline CLI::Validator PrecisionFlag() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return s == "fp32" || s == "bf16" ? std::string()
+                                          : "expected fp32 or bf16, got '" + s + "'";
+      },
+      "fp32|bf16");
+}
+
 }  // namespace loom

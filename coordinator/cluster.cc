@@ -20,6 +20,7 @@ Result<DeviceType> ReadDeviceType(ConfigSection s, const std::string& name) {
   LOOM_ASSIGN_OR_RETURN(ConfigSection peak, s.Section("peak_flops", true));
   LOOM_RETURN_IF_ERROR(peak.Double("fp32", &t.peak_fp32, true, 1, kMaxRate));
   LOOM_RETURN_IF_ERROR(peak.Double("bf16", &t.peak_bf16, false, 0, kMaxRate));
+  t.peak_bf16_where = peak.Where("bf16");
   LOOM_RETURN_IF_ERROR(peak.Finish());
   LOOM_RETURN_IF_ERROR(s.Double("memory_bandwidth", &t.memory_bandwidth, true, 1, kMaxRate));
   std::string kernels = "unfused";

@@ -20,6 +20,7 @@ struct DeviceType {
   double memory = 0;            // bytes per device
   double peak_fp32 = 0;         // dense FLOP/s per device
   double peak_bf16 = 0;         // dense FLOP/s per device (0: not supported)
+  std::string peak_bf16_where;  // "file:line: field '...peak_flops.bf16'" (for messages)
   double memory_bandwidth = 0;  // bytes/s of device memory (element-wise kernels are bound by it)
   // Software stack: fused kernels (flash-style attention that never stores the s x s scores,
   // chunked loss that never materialises the logits) or unfused (Megatron 2021 style).

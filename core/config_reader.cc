@@ -35,10 +35,20 @@ Result<ConfigSection> ConfigSection::LoadString(const std::string& text, const s
   return ConfigSection(file, root, "");
 }
 
+int ConfigSection::KeyLine(const std::string& key) const {
+  if (!node_.IsMap()) return -1;
+  for (const auto& kv : node_) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return kv.first.Mark().line;
+  }
+  return -1;
+}
+
 std::string ConfigSection::Where(const std::string& key) const {
   std::string where = file_;
-  YAML::Node n = node_[key];
-  int line = n.IsDefined() ? n.Mark().line : node_.Mark().line;
+  // The key's own line (a value's mark is the line of its first child when it is a block, and
+  // past the key when it is empty); for an absent key, the line of this section's key.
+  int line = KeyLine(key);
+  if (line < 0) line = key_line_ >= 0 ? key_line_ : node_.Mark().line;
   if (line >= 0) where += ":" + std::to_string(line + 1);
   return where + ": field '" + (path_.empty() ? key : path_ + "." + key) + "'";
 }
@@ -60,9 +70,15 @@ Result<std::optional<YAML::Node>> ConfigSection::Get(const std::string& key, boo
                                                      const char* expected) {
   read_.insert(key);
   YAML::Node n = node_[key];
-  if (!n.IsDefined() || n.IsNull()) {
+  if (!n.IsDefined()) {
     if (required) return InvalidArgument(Where(key) + ": missing; expected " + expected);
     return std::optional<YAML::Node>();
+  }
+  // `key:` with nothing after it (or ~, null) is a value left out, not a request for the
+  // default: taking the default would, for instance, train fp32 after `precision:`.
+  if (n.IsNull()) {
+    return InvalidArgument(Where(key) + ": no value; expected " + expected +
+                           (required ? "" : " (or leave the field out for its default)"));
   }
   return std::optional<YAML::Node>(n);
 }
@@ -121,7 +137,9 @@ Result<ConfigSection> ConfigSection::Section(const std::string& key, bool requir
   if (!opt) return ConfigSection(file_, YAML::Node(YAML::NodeType::Map), path);
   const YAML::Node& n = *opt;
   if (!n.IsMap()) return Bad(key, n, "a mapping");
-  return ConfigSection(file_, n, path);
+  ConfigSection section(file_, n, path);
+  section.key_line_ = KeyLine(key);
+  return section;
 }
 
 Result<std::vector<ConfigSection>> ConfigSection::List(const std::string& key, bool required) {

@@ -26,7 +26,8 @@ class ConfigSection {
   static Result<ConfigSection> LoadString(const std::string& text, const std::string& file);
 
   bool Has(const std::string& key) const;
-  // Required fields fail when absent; optional ones keep *out unchanged.
+  // Required fields fail when absent; optional ones keep *out unchanged. A field given without a
+  // value (`key:`, `key: ~`, `key: null`) is an error either way, sections and lists included.
   Status Int(const std::string& key, int64_t* out, bool required, int64_t min, int64_t max);
   Status Double(const std::string& key, double* out, bool required, double min, double max);
   Status String(const std::string& key, std::string* out, bool required);
@@ -53,10 +54,12 @@ class ConfigSection {
   std::string Where(const std::string& key) const;
 
  private:
-  // The node, or nullopt when absent/null and not required.
+  // The node, or nullopt when absent and not required; an error when given without a value.
   Result<std::optional<YAML::Node>> Get(const std::string& key, bool required,
                                         const char* expected);
   Status Bad(const std::string& key, const YAML::Node& node, const std::string& expected) const;
+  // The line (0-based) of `key` in this mapping, or -1.
+  int KeyLine(const std::string& key) const;
   // Element `index` ("[2]" or "[2][3]") of list `key` as a number in [min, max]; errors name the
   // element's own line and "key[2]".
   Result<double> ListNumber(const std::string& key, const YAML::Node& e, const std::string& index,
@@ -64,7 +67,8 @@ class ConfigSection {
 
   std::string file_;
   YAML::Node node_;
-  std::string path_;  // dotted path of this section ("" at the root)
+  std::string path_;   // dotted path of this section ("" at the root)
+  int key_line_ = -1;  // line of the key that holds this section (for fields missing from it)
   std::set<std::string> read_;
 };
 

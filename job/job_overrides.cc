@@ -1,8 +1,10 @@
 // Command-line overrides of job settings, and which flag set which setting.
 #include "job/job_overrides.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <utility>
 
 namespace loom {
@@ -81,6 +83,24 @@ bool MarkSetByFlag(std::string_view flag, JobConfig* job) {
     if (f.flag == flag) return job->checkpoint.*f.from_flag = true;
   }
   return false;
+}
+
+std::string StepsPastDecayWarning(const JobConfig& job, int64_t start_step) {
+  const ScheduleConfig& sc = job.schedule;
+  const int64_t end = std::max(sc.decay_steps, sc.warmup_steps);
+  if (!sc.decay_from_steps || !job.steps_from_flag || job.steps <= end || job.steps <= start_step ||
+      job.optim.min_lr == job.optim.lr) {
+    return "";
+  }
+  const int64_t first = std::max(start_step, end) + 1;
+  std::ostringstream w;
+  w << "the LR decay ends at step " << end << " (the job file's steps; --steps does not move it): "
+    << (first == job.steps ? "step " + std::to_string(first)
+                           : "steps " + std::to_string(first) + "-" + std::to_string(job.steps))
+    << (first == job.steps ? " runs" : " run") << " at min_lr " << job.optim.min_lr
+    << " (to decay over the longer run, raise `steps` in the job file or set "
+       "schedule.decay_steps)";
+  return w.str();
 }
 
 }  // namespace loom

@@ -42,4 +42,10 @@ std::string CheckpointSetting(const JobConfig& job, std::string_view key);
 // set its setting (a job a launcher rewrote from its command line); false for any other name.
 bool MarkSetByFlag(std::string_view flag, JobConfig* job);
 
+// A warning when --steps runs the job past the end of the LR decay that the job file's `steps`
+// set (which --steps does not move), so that steps after `start_step` run at min_lr; "" when
+// not (a decay_steps set on purpose shorter than the run is not warned about). `loom train`'s
+// rank 0 says it, and `loom launch`, whose workers read the decay written out.
+std::string StepsPastDecayWarning(const JobConfig& job, int64_t start_step);
+
 }  // namespace loom

@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "core/stop_signal.h"
 #include "core/threads.h"
+#include "job/job_overrides.h"
 #include "model/layout.h"
 #include "parallel/context/ring_attention.h"
 #include "parallel/pipeline/simulator.h"
@@ -90,23 +91,12 @@ Status Trainer::Setup(const SnapshotSetup* snapshots) {
                                        : "this run saves nothing");
     }
   }
-  // Training on past the end of the decay that the job file's `steps` set (`--steps` raised,
-  // which does not move it): those steps run at min_lr. A decay_steps set on purpose shorter
-  // than the run is not warned about.
-  const ScheduleConfig& sc = job_.schedule;
-  const int64_t end = std::max(sc.decay_steps, sc.warmup_steps);
-  if (place_.world_rank == 0 && sc.decay_from_steps && job_.steps_from_flag && job_.steps > end &&
-      job_.steps > start_step_ && job_.optim.min_lr != job_.optim.lr) {
-    const int64_t first = std::max(start_step_, end) + 1;
-    LOOM_LOG(WARN, TRAIN) << "the LR decay ends at step " << end
-                          << " (the job file's steps; --steps does not move it): "
-                          << (first == job_.steps ? "step " + std::to_string(first)
-                                                  : "steps " + std::to_string(first) + "-" +
-                                                        std::to_string(job_.steps))
-                          << (first == job_.steps ? " runs" : " run") << " at min_lr "
-                          << job_.optim.min_lr
-                          << " (to decay over the longer run, raise `steps` in the job file or "
-                             "set schedule.decay_steps)";
+  // Training on past the end of the decay that the job file's `steps` set (`--steps` raised).
+  if (place_.world_rank == 0) {
+    const std::string past_decay = StepsPastDecayWarning(job_, start_step_);
+    if (!past_decay.empty()) {
+      LOOM_LOG(WARN, TRAIN) << past_decay;
+    }
   }
   if (snap_) snap_->SetOrigin(start_step_, origin_samples);
   return Status::Ok();

@@ -80,16 +80,21 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
   const double mask = job.dropout ? 1 : 0;
   // Two norms (read, write) and two bias-dropout-residual adds (read two, write one, mask),
   // on 1/tp of the tokens with sequence parallelism; GELU (read, write) or SwiGLU (read two,
-  // write one) on the MLP's f/tp-wide intermediate. In the compute precision where every tensor
-  // is kept in it (Megatron-LM); Loom's executor runs these kernels in fp32 in either precision
-  // (ew: CarriedBytes) and under bf16 casts for the GEMMs: both normed activations (read fp32,
-  // write bf16) and the attention output, which it keeps in fp32 and casts again in the backward;
-  // under ZeRO 3 also the layer's weights, cast at each gather (forward and backward).
+  // write one) on the MLP's f/tp-wide intermediate, twice that in the backward. In the compute
+  // precision where every tensor is kept in it (Megatron-LM); Loom's executor runs these kernels
+  // in fp32 in either precision (ew: CarriedBytes), but under bf16 the GELU's or SwiGLU's output
+  // is written in bf16, as the input of the FC projection it is, and it casts for the other
+  // GEMMs: both normed activations (read fp32, write bf16) and the attention output, which it
+  // keeps in fp32 and casts again in the backward; under ZeRO 3 also the layer's weights, cast
+  // at each gather (forward and backward).
   const double f = static_cast<double>(m.ffn());
   const int ew = CarriedBytes(job.precision, job.mixed_precision_activations);
-  const double elementwise = nh / sp_div * (2 * 2 * ew + 2 * (3 * ew + mask)) +
-                             (m.llama() ? 3 : 2) * ew * tokens * f / L.tp;
   const bool casts = LoomBf16Casts(job.precision, job.mixed_precision_activations);
+  const double norms_adds = nh / sp_div * (2 * 2 * ew + 2 * (3 * ew + mask));
+  const double mlp = tokens * f / L.tp;  // elements of the activation's output
+  const int mlp_reads = m.llama() ? 2 : 1;
+  const double act_fwd = (mlp_reads * ew + (casts ? 2 : ew)) * mlp;
+  const double act_bwd = 2 * (mlp_reads + 1) * ew * mlp;
   const double attention_out = tokens * static_cast<double>(m.hidden) / L.tp;
   const double weights = casts && L.zero == 3 ? 6 * LayerParamsPerRank(m, L.tp) : 0;
   const double cast_fwd = casts ? 6 * (2 * nh / sp_div + attention_out) + weights : 0;
@@ -109,8 +114,9 @@ LayerCosts LayerCompute(const PlanJob& job, const Hardware& hw, const Layout& L,
                  hw.MemoryTime(2 * score_bytes) + 2 * hw.op_overhead;
   }
   const double overhead = kElementwiseOpsPerLayer * hw.op_overhead;
-  x.fwd = linear + x.attn_fwd + hw.MemoryTime(elementwise + cast_fwd) + overhead;
-  x.bwd = 2 * linear + x.attn_bwd + hw.MemoryTime(2 * elementwise + cast_bwd) + 2 * overhead;
+  x.fwd = linear + x.attn_fwd + hw.MemoryTime(norms_adds + act_fwd + cast_fwd) + overhead;
+  x.bwd =
+      2 * linear + x.attn_bwd + hw.MemoryTime(2 * norms_adds + act_bwd + cast_bwd) + 2 * overhead;
   if (recompute == Recompute::kFull) x.recompute = x.fwd;
   if (recompute == Recompute::kSelective) x.recompute = x.attn_fwd;
   return x;

@@ -100,10 +100,15 @@ Result<SearchResult> SearchPlans(const PlanJob& job, const Cluster& cluster,
   LOOM_ASSIGN_OR_RETURN(int world, WorldSize(job, pool_devices));
   LOOM_ASSIGN_OR_RETURN(res.placement, PlaceRanks(cluster, pool, world));
   const RankPlacement& place = res.placement;
-  if (cluster.types[static_cast<size_t>(place.type)].Peak(job.precision) <= 0) {
-    return InvalidArgument("device type '" + cluster.types[static_cast<size_t>(place.type)].name +
-                           "' has no peak_flops." + PrecisionName(job.precision) +
-                           " (the job asks for " + PrecisionName(job.precision) + ")");
+  const DeviceType& type = cluster.types[static_cast<size_t>(place.type)];
+  if (type.Peak(job.precision) <= 0) {
+    // Only the bf16 peak is optional. The precision may come from the job's `precision`, its
+    // plan.precision or --precision: the planner does not know which.
+    const std::string where = type.peak_bf16_where.empty()
+                                  ? "device type '" + type.name + "': peak_flops.bf16"
+                                  : type.peak_bf16_where;
+    return InvalidArgument(where + ": missing; a plan in " + PrecisionName(job.precision) +
+                           " needs the device type's " + PrecisionName(job.precision) + " peak");
   }
   res.hardware =
       MakeHardware(cluster, place.type, calibration, job.precision, place.devices_per_rank);

@@ -174,14 +174,18 @@ TimeModel::Edges TimeModel::EdgeCosts(const Candidate& c) const {
   if (L.tp > 1) {
     const GroupPath tp = paths_->Ring(1, L.tp);
     // Vocabulary-parallel embedding: partial lookups summed; loss: max and sum-exp all-reduced;
-    // head backward: the input gradient summed over the vocabulary shards.
-    const double summed = nh * CarriedBytes(job_.precision, job_.mixed_precision_activations);
-    x.first_tp = L.sp ? ReduceScatter(tp, summed) : AllReduce(tp, summed);
-    x.last_tp =
-        2 * AllReduce(tp, 4 * tokens) + (L.sp ? ReduceScatter(tp, summed) : AllReduce(tp, summed));
+    // head backward: the input gradient summed over the vocabulary shards. Under sequence
+    // parallelism the sums are reduce-scatters, and the full rows are gathered where they are
+    // needed: the final norm's output for the head (forward), the embedding's output gradient for
+    // its lookup (backward); in fp32 under Loom's bf16 as the sums (CarriedBytes).
+    const double summed = nh * ew;
+    const double sum_and_gather =
+        L.sp ? ReduceScatter(tp, summed) + AllGather(tp, summed) : AllReduce(tp, summed);
+    x.first_tp = sum_and_gather;
+    x.last_tp = 2 * AllReduce(tp, 4 * tokens) + sum_and_gather;
     x.first_load.Add(tp, x.first_tp);
     x.last_load.Add(tp, x.last_tp);
-    x.first_bytes.tp = (L.sp ? 1 : 2) * RingBytes(L.tp, summed);
+    x.first_bytes.tp = 2 * RingBytes(L.tp, summed);
     x.last_bytes.tp = 2 * 2 * RingBytes(L.tp, 4 * tokens) + x.first_bytes.tp;
   }
   const int nd = L.dp * L.cp;

@@ -142,7 +142,7 @@ INSTANTIATE_TEST_SUITE_P(
             Edit("    memory_bandwidth: 2e12\n", "    memory_bandwidth: 2e12\n    kernels: fast\n"),
             "7: field 'device_types.gpu.kernels': expected fused or unfused, got 'fast'"},
         BadCase{"missing_inter", Edit("  inter_node: {bandwidth: 200e9, latency: 5e-6}\n", ""),
-                "13: field 'links.inter_node': missing"},
+                "12: field 'links.inter_node': missing"},
         BadCase{"latency_text", Edit("latency: 3e-6", "latency: fast"),
                 "13: field 'links.intra_node.latency': expected a number in [0.000000, "
                 "1.000000], got 'fast'"},

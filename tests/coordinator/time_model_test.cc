@@ -294,7 +294,8 @@ TEST_F(GptOnA100, LoomsBf16DataParallelTrafficIsFp32) {
 // The element-wise work of a layer under bf16: Loom's executor runs its LayerNorms, residual adds
 // and GELU in fp32 as under fp32 and adds the casts for its GEMMs (both normed activations and
 // the attention output forward, the attention output again backward: 6 bytes an element each;
-// under ZeRO 3 the gathered weights too);
+// under ZeRO 3 the gathered weights too), less the 2 bytes an element that the GELU saves by
+// writing its output, the FC projection's input, in bf16;
 // Megatron-LM's all-bf16 tensors halve it. The GEMMs and attention priced from the same samples.
 TEST(LayerCompute, LoomsBf16ElementwiseIsFp32PlusTheCasts) {
   PlanJob job = MegatronJob(8, 512, 2, 8, 1);
@@ -314,16 +315,18 @@ TEST(LayerCompute, LoomsBf16ElementwiseIsFp32PlusTheCasts) {
     return std::pair{x.fwd, x.bwd};
   };
   const double tokens = 2.0 * job.seq, nh = tokens * 512;
+  const double gelu_out = tokens * static_cast<double>(job.model.ffn()) / 2;
+  const double casts = 6 * (2 * nh / 2 + nh / 2) - 2 * gelu_out;
   const auto [f32, b32] = fwd_bwd(Precision::kFp32, false);
   const auto [f16, b16] = fwd_bwd(Precision::kBf16, false);
-  EXPECT_NEAR(f16 - f32, hw.MemoryTime(6 * (2 * nh / 2 + nh / 2)), 1e-12);
+  EXPECT_NEAR(f16 - f32, hw.MemoryTime(casts), 1e-12);
   EXPECT_NEAR(b16 - b32, hw.MemoryTime(6 * nh / 2), 1e-12);
   // Under ZeRO 3 the layer's weights are cast at each gather, forward and backward.
   L.zero = 3;
   const double w = hw.MemoryTime(6 * LayerParamsPerRank(job.model, 2));
   const auto [zf32, zb32] = fwd_bwd(Precision::kFp32, false);
   const auto [zf16, zb16] = fwd_bwd(Precision::kBf16, false);
-  EXPECT_NEAR(zf16 - zf32, hw.MemoryTime(6 * (2 * nh / 2 + nh / 2)) + w, 1e-12);
+  EXPECT_NEAR(zf16 - zf32, hw.MemoryTime(casts) + w, 1e-12);
   EXPECT_NEAR(zb16 - zb32, hw.MemoryTime(6 * nh / 2) + w, 1e-12);
   L.zero = 0;
   const auto [mf32, mb32] = fwd_bwd(Precision::kFp32, true);
@@ -347,10 +350,22 @@ TEST_F(GptOnA100, LoomsBf16ActivationTrafficIsFp32ButForTheGathers) {
   EXPECT_NEAR(loom.bytes.pp, 2 * half.bytes.pp, 1e-6 * loom.bytes.pp);
   EXPECT_NEAR(loom.bytes.cp, 2 * half.bytes.cp, 1e-6 * loom.bytes.cp);
   // tp: per layer an all-gather (2 bytes either way) and a reduce-scatter (4 against 2), at the
-  // edges reductions only: between 1.5 and 2 times.
+  // edges reductions and gathers of 4 against 2: between 1.5 and 2 times.
   EXPECT_GT(loom.bytes.tp, 1.5 * half.bytes.tp);
   EXPECT_LT(loom.bytes.tp, 2 * half.bytes.tp);
   EXPECT_GE(loom.time.step, half.time.step);
+}
+
+// Sequence parallelism turns each tensor-parallel all-reduce into a reduce-scatter and an
+// all-gather of the same ring bytes, in the layers and at the edges: the head gathers the final
+// norm's output, the embedding its output gradient.
+TEST_F(GptOnA100, SequenceParallelMovesTheBytesOfTheAllReduces) {
+  Candidate c = Make(8, 1, 1, 1, 1, 1, Recompute::kNone);
+  ASSERT_TRUE(c.layout.sp);
+  const Prediction sp = Price(c);
+  c.layout.sp = false;
+  const Prediction all_reduce = Price(c);
+  EXPECT_NEAR(sp.bytes.tp, all_reduce.bytes.tp, 1e-9 * all_reduce.bytes.tp);
 }
 
 TEST_F(GptOnA100, ShippedZero3BoundCapsEachRanksTransfers) {

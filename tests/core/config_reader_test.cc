@@ -49,10 +49,51 @@ TEST(ConfigSection, ErrorsNameFileLineFieldAndExpectation) {
             std::string::npos)
       << s.message();
   Status missing = model->Int("heads", &layers, true, 1, 100);
-  EXPECT_NE(missing.message().find("field 'model.heads': missing"), std::string::npos);
+  // A field missing from a block is placed at the block's key, not at its first child.
+  EXPECT_NE(missing.message().find(path + ":1: field 'model.heads': missing"), std::string::npos)
+      << missing.message();
+  // A block given where a scalar belongs is placed at its key too.
+  std::string name;
+  Status block = root->String("model", &name, true);
+  EXPECT_NE(block.message().find(path + ":1: field 'model': expected a string, got a mapping"),
+            std::string::npos)
+      << block.message();
   Status unknown = model->Finish();
   EXPECT_NE(unknown.message().find(":3: field 'model.extra': unknown field"), std::string::npos)
       << unknown.message();
+}
+
+// `precision:` with nothing after it must not train fp32 (the default) without a word.
+TEST(ConfigSection, AFieldWithoutAValueIsRefused) {
+  auto path =
+      Write("loom_cfg_empty.yaml", "precision:\nlr: ~\nname: null\neval:\nhosts:\nsteps: 3\n");
+  auto root = ConfigSection::LoadFile(path);
+  ASSERT_TRUE(root.ok());
+  std::string precision = "fp32";
+  Status s = root->String("precision", &precision, false);
+  EXPECT_NE(
+      s.message().find(path + ":1: field 'precision': no value; expected a string (or leave the "
+                              "field out for its default)"),
+      std::string::npos)
+      << s.message();
+  EXPECT_EQ(precision, "fp32");
+  double lr = 0;
+  EXPECT_NE(root->Double("lr", &lr, true, 0, 1)
+                .message()
+                .find(":2: field 'lr': no value; expected a number"),
+            std::string::npos);
+  std::string name;
+  EXPECT_FALSE(root->String("name", &name, false).ok());
+  EXPECT_NE(root->Section("eval", false).status().message().find(":4: field 'eval': no value"),
+            std::string::npos);
+  std::vector<std::string> hosts;
+  EXPECT_FALSE(root->StringList("hosts", &hosts, false).ok());
+  int64_t steps = 0;
+  EXPECT_TRUE(root->Int("steps", &steps, true, 1, 10).ok());
+  EXPECT_EQ(steps, 3);
+  // Absent optional fields still keep their defaults.
+  EXPECT_TRUE(root->Int("absent", &steps, false, 1, 10).ok());
+  EXPECT_EQ(steps, 3);
 }
 
 TEST(ConfigSection, AFieldGivenTwiceIsRefused) {

@@ -47,6 +47,15 @@ expect 1 "short.bin': count" -- "$loom" train --config "$dir/short.yaml"
 sed 's/lr: fast/lr: 0.001/' "$dir/bad_field.yaml" > "$dir/good.yaml"
 expect 2 "--steps: expected a positive whole number, got '0'" -- "$loom" train --config "$dir/good.yaml" --steps 0
 expect 2 "--checkpoint-dir: expected a path, got an empty string" -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir ""
+expect 2 "--precision: expected fp32 or bf16, got 'bf17'" -- "$loom" train --config "$dir/good.yaml" --precision bf17
+expect 2 "--precision: expected fp32 or bf16, got 'BF16'" -- "$loom" plan --job "$dir/good.yaml" --np 2 --precision BF16
+# A field given without a value is not the default (`precision:` would train fp32).
+printf 'precision:\n' >> "$dir/good.yaml"
+expect 1 "good.yaml:5: field 'precision': no value; expected a string (or leave the field out for its default)" -- "$loom" train --config "$dir/good.yaml"
+sed -i '$d' "$dir/good.yaml"
+# A bf16 plan on a manifest without a bf16 peak names the manifest's field.
+grep -v 'bf16:' "$(dirname "$0")/../../deploy/clusters/localhost.yaml" > "$dir/nobf16.yaml"
+expect 1 "nobf16.yaml:9: field 'device_types.cpu-core.peak_flops.bf16': missing; a plan in bf16 needs the device type's bf16 peak" -- "$loom" plan --cluster "$dir/nobf16.yaml" --job "$dir/good.yaml" --precision bf16
 printf 'checkpoint: {dir: ""}\n' >> "$dir/good.yaml"
 expect 1 "good.yaml:5: field 'checkpoint.dir': expected a directory path, got an empty string" -- "$loom" train --config "$dir/good.yaml"
 sed -i '$d' "$dir/good.yaml"
@@ -92,6 +101,13 @@ expect 0 "the LR decay ends at step 3 (the job file's steps; --steps does not mo
   -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 5
 expect 1 "--steps: the checkpoint is at step 5, past the job's 2 steps" \
   -- "$loom" train --config "$dir/good.yaml" --checkpoint-dir "$dir/lr_ck" --steps 2
+# loom launch says it once: its workers read the decay written out, not the job file's steps.
+out=$("$loom" launch "$dir/good.yaml" --np 2 --steps 5 2>&1) || { echo "$out" | tail -3; echo "FAIL: loom launch --steps 5"; fail=1; }
+if [[ $(grep -c "the LR decay ends at step 3 (the job file's steps; --steps does not move it): steps 4-5 run at min_lr" <<<"$out") -ne 1 ]]; then
+  echo "FAIL: loom launch --steps 5 does not say once that steps 4-5 run at min_lr: $out"; fail=1
+else
+  echo "ok: loom launch --steps 5 says once that steps 4-5 run at min_lr"
+fi
 # Under plain mpirun a bad job file fails every rank alike: one line says it (rank 0's), not one
 # per rank; an error of one rank's own is said by that rank, named.
 mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun --oversubscribe)
