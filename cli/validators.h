@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/precision.h"
+
 namespace loom {
 
 // A whole number above zero (that fits in 64 bits).
@@ -67,12 +69,13 @@ inline CLI::Validator NonEmptyPath() {
       "PATH");
 }
 
-// The compute precision (CLI11's IsMember reports "bf17 not in {fp32,bf16}").
+// The compute precision, as the job file's `precision` reads it (CLI11's IsMember reports
+// "bf17 not in {fp32,bf16}").
 inline CLI::Validator PrecisionFlag() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        return s == "fp32" || s == "bf16" ? std::string()
-                                          : "expected fp32 or bf16, got '" + s + "'";
+        Result<Precision> p = ParsePrecision(s);
+        return p.ok() ? std::string() : p.status().message();
       },
       "fp32|bf16");
 }
